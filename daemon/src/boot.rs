@@ -1,0 +1,2 @@
+//! boot
+pub fn main() -> std::process::ExitCode { std::process::ExitCode::SUCCESS }

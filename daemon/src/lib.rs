@@ -1,0 +1,20 @@
+//! iggyd: an Apache Iggy-compatible message-streaming daemon.
+//!
+//! The library exists so that tests, fuzz targets and the simulator can reach
+//! the same code the binary runs. Modules are listed in reading order: from
+//! configuration, through placement and the shards, to the supervisor that
+//! ties them together. See `ARCHITECTURE.md` at the repository root for the
+//! map and the invariants.
+
+pub mod config;
+pub mod limits;
+pub mod cgroup;
+pub mod topology;
+pub mod preflight;
+pub mod shard;
+pub mod net;
+pub mod systemd;
+pub mod supervisor;
+pub mod logging;
+pub mod boot;
+pub mod error;
