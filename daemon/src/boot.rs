@@ -1,2 +1,191 @@
-//! boot
-pub fn main() -> std::process::ExitCode { std::process::ExitCode::SUCCESS }
+//! The single start-up sequence: arguments -> configuration -> shard plan ->
+//! preflight (memory budget, data directory, I/O driver) -> listeners ->
+//! supervisor. Also the `plan` and `config` subcommands. This is where typed
+//! errors become one readable line on stderr, a `STATUS=` text and an exit
+//! code; nothing below this module prints or exits.
+
+use crate::cgroup::CgroupLimits;
+use crate::config::{Config, Sources};
+use crate::error::BootError;
+use crate::net::listener;
+use crate::supervisor::{self, Launch};
+use crate::topology::{self, PlanEnv, ShardPlan};
+use crate::{logging, preflight, systemd};
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Environment variable naming the directory to read cgroup v2 limits from
+/// instead of this process's own cgroup (tests and diagnostics).
+pub const CGROUP_DIR_ENV: &str = "IGGYD_CGROUP_DIR";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "iggyd",
+    version,
+    about = "Apache Iggy-compatible message-streaming daemon"
+)]
+struct Cli {
+    /// Configuration file (default: /etc/iggyd/iggyd.toml when it exists).
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Override `tcp.address` (use port 0 for any free port).
+    #[arg(long, global = true, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Override `data_dir`.
+    #[arg(long, global = true, value_name = "PATH")]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the shard plan (shard -> PU -> core -> package -> NUMA node) and its inputs.
+    Plan {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate and print the effective configuration (exit 78 when invalid).
+    Config,
+}
+
+/// Entry point of the `iggyd` binary.
+pub fn main() -> ExitCode {
+    let started = Instant::now();
+    let cli = Cli::parse();
+    let sources = Sources {
+        file: cli.config,
+        env: std::env::vars().collect(),
+        listen: cli.listen,
+        data_dir: cli.data_dir,
+    };
+    let config = match Config::load(&sources) {
+        Ok(config) => config,
+        Err(error) => return fail(&BootError::Config(error)),
+    };
+    match cli.command {
+        Some(Command::Config) => {
+            print!("{}", config.to_toml());
+            ExitCode::SUCCESS
+        }
+        Some(Command::Plan { json }) => match plan(&config) {
+            Ok(plan) => {
+                if json {
+                    match serde_json::to_string_pretty(&plan) {
+                        Ok(text) => println!("{text}"),
+                        Err(error) => return fail(&BootError::Runtime(error.to_string())),
+                    }
+                } else {
+                    print!("{}", plan.render_table());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(error) => fail(&error),
+        },
+        None => {
+            logging::init(&config.logging.level);
+            install_panic_hook();
+            match run(config, started) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => fail(&error),
+            }
+        }
+    }
+}
+
+fn fail(error: &BootError) -> ExitCode {
+    eprintln!("iggyd: {error}");
+    systemd::status(&format!("failed: {error}"));
+    error.exit_code()
+}
+
+/// A panic anywhere (a shard included) is a programmer error: report it and
+/// abort the whole process, never leaving a half-alive daemon. Release builds
+/// abort anyway (`panic = "abort"`); this makes debug builds behave the same.
+fn install_panic_hook() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("unnamed");
+        tracing::error!(thread = name, "panic: aborting the process");
+        std::process::abort();
+    }));
+}
+
+fn cgroup_dir() -> Option<PathBuf> {
+    std::env::var_os(CGROUP_DIR_ENV).map(PathBuf::from)
+}
+
+fn plan(config: &Config) -> Result<ShardPlan, BootError> {
+    let env = PlanEnv {
+        cgroup_dir: cgroup_dir(),
+    };
+    Ok(topology::plan(&config.sharding.cpu_allocation, &env)?)
+}
+
+fn run(config: Config, started: Instant) -> Result<(), BootError> {
+    let plan = plan(&config)?;
+    if !plan.is_this_system() {
+        return Err(BootError::Runtime(format!(
+            "the hwloc topology comes from {:?}, not from this machine; `iggyd plan` can show \
+             such a plan, but the daemon only runs on this machine's own topology. Unset \
+             HWLOC_SYNTHETIC / HWLOC_XMLFILE.",
+            plan.inputs.topology_source
+        )));
+    }
+    let shards = plan.shards.len();
+    tracing::info!(
+        allocation = %plan.allocation,
+        shards,
+        cpu_quota = ?plan.inputs.cpu_quota,
+        allowed = ?plan.inputs.allowed_pus,
+        "shard plan"
+    );
+    for planned in &plan.shards {
+        tracing::info!(
+            shard = planned.shard,
+            pu = planned.pu,
+            core = planned.core,
+            package = ?planned.package,
+            numa_node = ?planned.numa_node,
+            skipped_siblings = ?planned.skipped_siblings,
+            "placement"
+        );
+    }
+    systemd::status(&format!(
+        "starting: {shards} shards planned ({})",
+        plan.allocation
+    ));
+
+    let cgroup = CgroupLimits::read(cgroup_dir().as_deref());
+    let memory = preflight::check_memory(config.memory.budget_bytes, shards, &cgroup)?;
+    tracing::info!(
+        budget_bytes = memory.budget_bytes,
+        per_shard_bytes = memory.per_shard_bytes,
+        derived = memory.derived,
+        "memory budget"
+    );
+    let _data_dir_lock = preflight::prepare_data_dir(&config.data_dir)?;
+    let driver = preflight::choose_driver(config.sharding.require_io_uring)?;
+    let (address, listeners) =
+        listener::bind_all(config.tcp.address, shards).map_err(|source| BootError::Listen {
+            address: config.tcp.address.to_string(),
+            source,
+        })?;
+
+    supervisor::block_signals()?;
+    supervisor::run(Launch {
+        plan,
+        driver,
+        require_io_uring: config.sharding.require_io_uring,
+        address,
+        listeners,
+        drain_timeout: config.shutdown.drain_timeout,
+        started,
+    })
+}

@@ -106,7 +106,10 @@ pub enum ConfigError {
 impl Config {
     pub fn load(sources: &Sources) -> Result<Config, ConfigError> {
         let _ = sources;
-        Err(ConfigError::Invalid { key: "*".into(), message: "not built yet".into() })
+        Err(ConfigError::Invalid {
+            key: "*".into(),
+            message: "not built yet".into(),
+        })
     }
 
     /// The effective configuration as TOML, in the shape a config file takes.

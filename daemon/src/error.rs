@@ -1,1 +1,48 @@
-//! error
+//! The top-level error of a daemon run: where a module's typed error becomes
+//! an exit code and the one paragraph an operator reads. Only `boot` and
+//! `supervisor` produce it.
+
+use std::process::ExitCode;
+
+/// `EX_CONFIG` from sysexits.h: the configuration (or what it asks of this
+/// machine) cannot work. systemd units treat it as a permanent failure.
+pub const EXIT_CONFIG: u8 = 78;
+/// Any other failure of a run.
+pub const EXIT_FAILURE: u8 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("shard plan: {0}")]
+    Plan(#[from] crate::topology::TopologyError),
+    #[error("preflight: {0}")]
+    Preflight(#[from] crate::preflight::PreflightError),
+    #[error("listener on {address}: {source}")]
+    Listen {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("shard {shard} (PU {pu}) failed: {message}")]
+    Shard {
+        shard: usize,
+        pu: u32,
+        message: String,
+    },
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl BootError {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            BootError::Config(_) | BootError::Plan(_) | BootError::Preflight(_) => {
+                ExitCode::from(EXIT_CONFIG)
+            }
+            BootError::Listen { .. } | BootError::Shard { .. } | BootError::Runtime(_) => {
+                ExitCode::from(EXIT_FAILURE)
+            }
+        }
+    }
+}

@@ -1,1 +1,303 @@
-//! preflight
+//! Checks that run before any shard starts, so that a daemon that cannot work
+//! fails with one readable paragraph and an exit code instead of a panic or an
+//! OOM inside a shard: the memory budget against what the machine and the
+//! cgroup can give, the data directory (writable, not used by another
+//! daemon), and the I/O driver. Nothing here starts threads or binds ports.
+
+use crate::cgroup::CgroupLimits;
+use crate::limits;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    #[error("{0}")]
+    Memory(String),
+    #[error(
+        "data directory {path} is not usable: {source}. Set `data_dir` (or --data-dir) to a writable directory"
+    )]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "data directory {path} is already in use by another iggyd (lock {lock} is held). Stop that daemon or choose another `data_dir`"
+    )]
+    DataDirLocked { path: PathBuf, lock: PathBuf },
+    #[error(
+        "io_uring is unavailable ({reason}) and `sharding.require_io_uring` is true. Allow io_uring (kernel.io_uring_disabled=0, LimitMEMLOCK=infinity, no seccomp filter on io_uring_setup) or set `sharding.require_io_uring = false` to use epoll"
+    )]
+    IoUring { reason: String },
+}
+
+/// What the machine and the cgroup can give, and the split across shards.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MemoryPlan {
+    /// `MemAvailable` from /proc/meminfo.
+    pub mem_available_bytes: u64,
+    /// The cgroup's `memory.max`, if any.
+    pub cgroup_max_bytes: Option<u64>,
+    /// min(MemAvailable, memory.max).
+    pub available_bytes: u64,
+    pub budget_bytes: u64,
+    /// True when `memory.budget = "auto"`.
+    pub derived: bool,
+    pub shards: usize,
+    pub per_shard_bytes: u64,
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+/// Parse `MemAvailable` out of /proc/meminfo content (kB units).
+pub fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    meminfo.lines().find_map(|line| {
+        let rest = line.strip_prefix("MemAvailable:")?;
+        let kib: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;
+        kib.checked_mul(1024)
+    })
+}
+
+/// Check the memory budget. `configured` is `memory.budget` (`None` = auto).
+pub fn plan_memory(
+    configured: Option<u64>,
+    shards: usize,
+    mem_available_bytes: u64,
+    cgroup: &CgroupLimits,
+) -> Result<MemoryPlan, PreflightError> {
+    assert!(shards > 0);
+    let available_bytes = match cgroup.memory_max_bytes {
+        Some(max) => mem_available_bytes.min(max),
+        None => mem_available_bytes,
+    };
+    let limit_text = match cgroup.memory_max_bytes {
+        Some(max) => format!(
+            "MemAvailable is {} and the cgroup's memory.max is {}",
+            mib(mem_available_bytes),
+            mib(max)
+        ),
+        None => format!(
+            "MemAvailable is {} (no cgroup memory.max)",
+            mib(mem_available_bytes)
+        ),
+    };
+    let derived = configured.is_none();
+    let budget_bytes = match configured {
+        Some(bytes) => bytes,
+        None => available_bytes / 100 * limits::DERIVED_BUDGET_PERCENT,
+    };
+    let shards_u64 = shards as u64;
+    let needed = limits::SHARD_MEMORY_MIN_BYTES.saturating_mul(shards_u64);
+    if !derived && budget_bytes > available_bytes {
+        return Err(PreflightError::Memory(format!(
+            "memory.budget is {} but this machine can give only {}: {limit_text}. \
+             Lower `memory.budget` (or set it to \"auto\"), free memory, or raise the \
+             service's MemoryMax=.",
+            mib(budget_bytes),
+            mib(available_bytes)
+        )));
+    }
+    if budget_bytes < needed {
+        let source = if derived {
+            format!(
+                "the derived memory budget ({}% of {}) is {}",
+                limits::DERIVED_BUDGET_PERCENT,
+                mib(available_bytes),
+                mib(budget_bytes)
+            )
+        } else {
+            format!("memory.budget is {}", mib(budget_bytes))
+        };
+        return Err(PreflightError::Memory(format!(
+            "{source}, but {shards} shards need at least {} each ({} in all); {limit_text}. \
+             Raise `memory.budget`, run fewer shards with `sharding.cpu_allocation` \
+             (a number N, or an explicit PU list), or give the service more memory \
+             (MemoryMax=).",
+            mib(limits::SHARD_MEMORY_MIN_BYTES),
+            mib(needed)
+        )));
+    }
+    Ok(MemoryPlan {
+        mem_available_bytes,
+        cgroup_max_bytes: cgroup.memory_max_bytes,
+        available_bytes,
+        budget_bytes,
+        derived,
+        shards,
+        per_shard_bytes: budget_bytes / shards_u64,
+    })
+}
+
+/// Read /proc/meminfo and check the budget.
+pub fn check_memory(
+    configured: Option<u64>,
+    shards: usize,
+    cgroup: &CgroupLimits,
+) -> Result<MemoryPlan, PreflightError> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo")
+        .map_err(|error| PreflightError::Memory(format!("cannot read /proc/meminfo: {error}")))?;
+    let available = parse_mem_available(&meminfo).ok_or_else(|| {
+        PreflightError::Memory("/proc/meminfo has no readable MemAvailable line".to_string())
+    })?;
+    plan_memory(configured, shards, available, cgroup)
+}
+
+/// Held for the whole run: an exclusive `flock` on `<data_dir>/iggyd.lock`, so
+/// two daemons never write one data directory.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _lock: nix::fcntl::Flock<File>,
+}
+
+/// Create the data directory if needed, prove it is writable, and lock it.
+pub fn prepare_data_dir(path: &Path) -> Result<DataDirLock, PreflightError> {
+    let wrap = |source| PreflightError::DataDir {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(path).map_err(wrap)?;
+    let lock_path = path.join("iggyd.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(wrap)?;
+    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
+        |(_, errno)| {
+            if errno == nix::errno::Errno::EWOULDBLOCK {
+                PreflightError::DataDirLocked {
+                    path: path.to_path_buf(),
+                    lock: lock_path.clone(),
+                }
+            } else {
+                wrap(std::io::Error::from(errno))
+            }
+        },
+    )?;
+    let probe = path.join(".iggyd-write-probe");
+    std::fs::write(&probe, b"probe").map_err(wrap)?;
+    std::fs::remove_file(&probe).map_err(wrap)?;
+    Ok(DataDirLock { _lock: lock })
+}
+
+/// The I/O driver each shard's runtime uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Driver {
+    IoUring,
+    Epoll,
+}
+
+impl std::fmt::Display for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Driver::IoUring => "io_uring",
+            Driver::Epoll => "epoll",
+        })
+    }
+}
+
+/// Pick the driver: io_uring when the kernel offers every operation monoio
+/// uses (and `MONOIO_FORCE_LEGACY_DRIVER` is not set), else epoll, or an
+/// error when io_uring is required.
+pub fn choose_driver(require_io_uring: bool) -> Result<Driver, PreflightError> {
+    if monoio::utils::detect_uring() {
+        return Ok(Driver::IoUring);
+    }
+    let reason = if std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_some() {
+        "MONOIO_FORCE_LEGACY_DRIVER is set".to_string()
+    } else {
+        match std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled") {
+            Ok(value) if value.trim() != "0" => {
+                format!("kernel.io_uring_disabled = {}", value.trim())
+            }
+            _ => "io_uring_setup failed or lacks required operations".to_string(),
+        }
+    };
+    if require_io_uring {
+        return Err(PreflightError::IoUring { reason });
+    }
+    tracing::warn!(%reason, "io_uring unavailable, shards use the epoll driver");
+    Ok(Driver::Epoll)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+    const GIB: u64 = 1024 * MIB;
+
+    #[test]
+    fn mem_available_parses_kib_lines() {
+        let meminfo = "MemTotal:       24000000 kB\nMemFree: 1 kB\nMemAvailable:   2048 kB\n";
+        assert_eq!(parse_mem_available(meminfo), Some(2048 * 1024));
+        assert_eq!(parse_mem_available("MemTotal: 1 kB\n"), None);
+        assert_eq!(parse_mem_available("MemAvailable: lots kB\n"), None);
+    }
+
+    #[test]
+    fn derived_budget_is_half_of_the_tighter_limit() {
+        // The cgroup limit (4 GiB) is tighter than MemAvailable (20 GiB).
+        let cgroup = CgroupLimits {
+            memory_max_bytes: Some(4 * GIB),
+            ..Default::default()
+        };
+        let plan = plan_memory(None, 2, 20 * GIB, &cgroup).unwrap();
+        assert!(plan.derived);
+        assert_eq!(plan.available_bytes, 4 * GIB);
+        assert_eq!(plan.budget_bytes, 2 * GIB);
+        assert_eq!(plan.per_shard_bytes, GIB);
+    }
+
+    #[test]
+    fn budget_beyond_the_machine_is_refused_with_the_numbers_and_knobs() {
+        let cgroup = CgroupLimits {
+            memory_max_bytes: Some(GIB),
+            ..Default::default()
+        };
+        let error = plan_memory(Some(8 * GIB), 2, 20 * GIB, &cgroup)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("8192.0 MiB"), "{error}");
+        assert!(error.contains("1024.0 MiB"), "{error}");
+        assert!(error.contains("memory.budget"), "{error}");
+        assert!(error.contains("MemoryMax="), "{error}");
+    }
+
+    #[test]
+    fn too_many_shards_for_the_budget_is_refused_naming_the_shard_knob() {
+        // 32 shards x 32 MiB = 1 GiB needed, 512 MiB given: the SMT failure mode.
+        let cgroup = CgroupLimits::default();
+        let error = plan_memory(Some(512 * MIB), 32, 20 * GIB, &cgroup)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("32 shards"), "{error}");
+        assert!(error.contains("sharding.cpu_allocation"), "{error}");
+        let small_machine = plan_memory(None, 4, 100 * MIB, &cgroup)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            small_machine.contains("derived memory budget"),
+            "{small_machine}"
+        );
+    }
+
+    #[test]
+    fn data_dir_is_created_and_locked_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().join("nested/data");
+        let lock = prepare_data_dir(&data_dir).unwrap();
+        assert!(data_dir.is_dir());
+        let second = prepare_data_dir(&data_dir).unwrap_err();
+        assert!(
+            matches!(second, PreflightError::DataDirLocked { .. }),
+            "{second}"
+        );
+        drop(lock);
+        prepare_data_dir(&data_dir).unwrap();
+    }
+}

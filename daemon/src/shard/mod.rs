@@ -1,1 +1,242 @@
-//! shard
+//! A shard: one OS thread named `shard-N`, pinned to one PU, its memory bound
+//! to that PU's NUMA node, running one monoio runtime (io_uring, or epoll as a
+//! logged fallback). The shard owns its listener socket and its inbox; its
+//! state is never shared with other shards: they reach it only through the
+//! mesh. The pump loop in `run` is the only code that acts on inbox messages.
+//!
+//! A shard reports to the supervisor over a plain channel: `Ready` once its
+//! runtime runs and its listener accepts, `Exited` when it returns. A panic in
+//! a shard aborts the whole process (see `boot::install_panic_hook`), so the
+//! daemon is never half alive.
+
+pub mod heartbeat;
+pub mod mesh;
+
+use crate::limits;
+use crate::net::listener;
+use crate::preflight::Driver;
+use heartbeat::Heartbeats;
+use mesh::{Mesh, Request, Response, ShardId, ShardMessage};
+use std::sync::mpsc;
+
+/// What the supervisor hears from a shard.
+#[derive(Debug)]
+pub enum ShardEvent {
+    Ready {
+        shard: ShardId,
+        driver: Driver,
+    },
+    Exited {
+        shard: ShardId,
+        result: Result<(), String>,
+    },
+}
+
+/// Everything a shard thread needs; moved into the thread at spawn.
+#[derive(Debug)]
+pub struct ShardSpec {
+    pub id: ShardId,
+    pub pu: u32,
+    /// Pin the thread to `pu` (false only when the plan does not describe this
+    /// machine, e.g. under `HWLOC_SYNTHETIC`).
+    pub pin: bool,
+    /// Bind memory to this NUMA node (only when the machine has more than one).
+    pub numa_node: Option<u32>,
+    pub driver: Driver,
+    /// Whether a failed io_uring runtime build may fall back to epoll.
+    pub require_io_uring: bool,
+    /// Bound and listening (SO_REUSEPORT) by the supervisor.
+    pub listener: std::net::TcpListener,
+    pub inbox: flume::Receiver<ShardMessage>,
+    pub mesh: Mesh,
+    pub heartbeats: Heartbeats,
+    pub events: mpsc::Sender<ShardEvent>,
+}
+
+/// Start the shard thread.
+pub fn spawn(spec: ShardSpec) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("shard-{}", spec.id))
+        .spawn(move || {
+            let id = spec.id;
+            let events = spec.events.clone();
+            let result = thread_main(spec);
+            if let Err(message) = &result {
+                tracing::error!(shard = id, %message, "shard failed");
+            }
+            // The supervisor may already be gone when the process is exiting.
+            let _ = events.send(ShardEvent::Exited { shard: id, result });
+        })
+}
+
+fn thread_main(spec: ShardSpec) -> Result<(), String> {
+    if spec.pin {
+        crate::topology::pin_current_thread(spec.pu).map_err(|error| error.to_string())?;
+    }
+    if let Some(node) = spec.numa_node {
+        crate::topology::bind_current_thread_memory(node).map_err(|error| error.to_string())?;
+    }
+    match spec.driver {
+        Driver::IoUring => {
+            let built = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+                .with_entries(limits::IO_URING_ENTRIES)
+                .enable_timer()
+                .build();
+            match built {
+                Ok(mut runtime) => runtime.block_on(run(spec, Driver::IoUring)),
+                Err(error) if !spec.require_io_uring => {
+                    tracing::warn!(shard = spec.id, %error, "io_uring runtime failed to start, falling back to epoll");
+                    legacy_runtime()?.block_on(run(spec, Driver::Epoll))
+                }
+                Err(error) => Err(format!("io_uring runtime failed to start: {error}")),
+            }
+        }
+        Driver::Epoll => legacy_runtime()?.block_on(run(spec, Driver::Epoll)),
+    }
+}
+
+fn legacy_runtime()
+-> Result<monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>>, String> {
+    monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .map_err(|error| format!("epoll runtime failed to start: {error}"))
+}
+
+/// The shard's life inside its runtime: start the listener and the heartbeat
+/// timer, report ready, then run the pump until `Stop`.
+async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
+    let ShardSpec {
+        id,
+        pu,
+        listener,
+        inbox,
+        mesh,
+        heartbeats,
+        events,
+        ..
+    } = spec;
+    let (stop_accepting, accepting_stopped) = flume::bounded::<()>(1);
+    let accept = listener::serve(id, listener, accepting_stopped)
+        .map_err(|error| format!("listener: {error}"))?;
+    let accept_task = monoio::spawn(accept);
+
+    // The timer only enqueues; the pump bumps the counter when it processes
+    // the message, so a wedged pump stops the heartbeat even if timers fire.
+    let ticker_mesh = mesh.clone();
+    let ticker = monoio::spawn(async move {
+        loop {
+            monoio::time::sleep(limits::HEARTBEAT_INTERVAL).await;
+            if ticker_mesh.send(id, ShardMessage::Heartbeat).await.is_err() {
+                return;
+            }
+        }
+    });
+
+    tracing::info!(shard = id, pu, %driver, "shard ready");
+    events
+        .send(ShardEvent::Ready { shard: id, driver })
+        .map_err(|_| "supervisor is gone")?;
+
+    while let Ok(message) = inbox.recv_async().await {
+        match message {
+            ShardMessage::Heartbeat => heartbeats.bump(id),
+            ShardMessage::Request(envelope) => {
+                let response = match envelope.request {
+                    Request::Ping => Response::Pong {
+                        shard: id,
+                        pu,
+                        heartbeat: heartbeats.read(id),
+                    },
+                };
+                // The requester may have given up; that is its business.
+                let _ = envelope.reply.send(response);
+            }
+            ShardMessage::Stop => break,
+        }
+    }
+    let _ = stop_accepting.send(());
+    accept_task.await;
+    drop(ticker);
+    tracing::info!(shard = id, "shard stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(
+        shards: usize,
+    ) -> (
+        Mesh,
+        mpsc::Receiver<ShardEvent>,
+        Vec<std::thread::JoinHandle<()>>,
+    ) {
+        // One more inbox than shards: the test thread acts as a shard too.
+        let (mesh, receivers) = Mesh::new(shards + 1);
+        let heartbeats = Heartbeats::new(shards + 1);
+        let (events_tx, events) = mpsc::channel();
+        let mut handles = Vec::new();
+        for (id, inbox) in receivers.into_iter().enumerate().take(shards) {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let spec = ShardSpec {
+                id,
+                pu: 0,
+                pin: false,
+                numa_node: None,
+                driver: Driver::Epoll,
+                require_io_uring: false,
+                listener,
+                inbox,
+                mesh: mesh.clone(),
+                heartbeats: heartbeats.clone(),
+                events: events_tx.clone(),
+            };
+            handles.push(spawn(spec).unwrap());
+        }
+        for _ in 0..shards {
+            match events.recv_timeout(limits::SHARD_START_TIMEOUT).unwrap() {
+                ShardEvent::Ready { .. } => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        (mesh, events, handles)
+    }
+
+    /// Proves a cross-shard request/reply round trip: a caller on another
+    /// thread (with its own runtime) pings each shard through the mesh and
+    /// gets each shard's own answer back; then Stop ends every shard cleanly.
+    #[test]
+    fn cross_shard_round_trip_and_clean_stop() {
+        let shards = 2;
+        let (mesh, events, handles) = start(shards);
+        let caller = shards;
+        let mut runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .build()
+            .unwrap();
+        let answers = runtime.block_on(async {
+            let mut answers = Vec::new();
+            for target in 0..shards {
+                answers.push(mesh.request(caller, target, Request::Ping).await.unwrap());
+            }
+            answers
+        });
+        for (target, answer) in answers.into_iter().enumerate() {
+            assert!(matches!(answer, Response::Pong { shard, .. } if shard == target));
+        }
+        for target in 0..shards {
+            mesh.send_blocking(target, ShardMessage::Stop).unwrap();
+        }
+        for _ in 0..shards {
+            match events.recv_timeout(limits::SHARD_START_TIMEOUT).unwrap() {
+                ShardEvent::Exited { result, .. } => assert_eq!(result, Ok(())),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        for handle in handles {
+            handle.join().unwrap();
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The mesh: one bounded inbox per shard, reachable from every other shard and
+//! from the supervisor. Senders wait when an inbox is full (backpressure);
+//! nothing is ever dropped. A request carries its own reply channel, so a
+//! cross-shard call is "send to the owner, await its answer".
+
+use crate::limits;
+use std::sync::Arc;
+
+pub type ShardId = usize;
+
+/// A request one shard asks of another. The set grows with the storage and
+/// protocol layers; it is a closed enum so the receiving pump handles every
+/// case explicitly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Round trip through the target's pump; answers with its identity.
+    Ping,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    Pong {
+        shard: ShardId,
+        pu: u32,
+        heartbeat: u64,
+    },
+}
+
+#[derive(Debug)]
+pub struct Envelope {
+    pub from: ShardId,
+    pub request: Request,
+    pub reply: flume::Sender<Response>,
+}
+
+/// Everything a shard's pump takes from its inbox.
+#[derive(Debug)]
+pub enum ShardMessage {
+    Request(Envelope),
+    /// Enqueued by the shard's own timer; the pump bumps the heartbeat when it
+    /// gets to it, which proves the pump itself makes progress.
+    Heartbeat,
+    /// Graceful stop: stop accepting, finish, return.
+    Stop,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MeshError {
+    #[error("shard {0} does not exist")]
+    NoSuchShard(ShardId),
+    #[error("shard {0} has stopped")]
+    Stopped(ShardId),
+}
+
+/// Handles to every shard's inbox. Cloned into each shard and the supervisor.
+#[derive(Debug, Clone)]
+pub struct Mesh {
+    inboxes: Arc<[flume::Sender<ShardMessage>]>,
+}
+
+impl Mesh {
+    /// A mesh of `shards` inboxes of `limits::SHARD_INBOX_DEPTH` each; the
+    /// receivers go to the shards, in order.
+    pub fn new(shards: usize) -> (Mesh, Vec<flume::Receiver<ShardMessage>>) {
+        Mesh::with_depth(shards, limits::SHARD_INBOX_DEPTH)
+    }
+
+    pub fn with_depth(shards: usize, depth: usize) -> (Mesh, Vec<flume::Receiver<ShardMessage>>) {
+        assert!(shards > 0);
+        assert!(depth > 0);
+        let (senders, receivers): (Vec<_>, Vec<_>) =
+            (0..shards).map(|_| flume::bounded(depth)).unzip();
+        (
+            Mesh {
+                inboxes: senders.into(),
+            },
+            receivers,
+        )
+    }
+
+    pub fn shards(&self) -> usize {
+        self.inboxes.len()
+    }
+
+    fn inbox(&self, shard: ShardId) -> Result<&flume::Sender<ShardMessage>, MeshError> {
+        self.inboxes.get(shard).ok_or(MeshError::NoSuchShard(shard))
+    }
+
+    /// Enqueue a message, waiting while the inbox is full.
+    pub async fn send(&self, to: ShardId, message: ShardMessage) -> Result<(), MeshError> {
+        self.inbox(to)?
+            .send_async(message)
+            .await
+            .map_err(|_| MeshError::Stopped(to))
+    }
+
+    /// Blocking enqueue for threads that are not shards (the supervisor).
+    pub fn send_blocking(&self, to: ShardId, message: ShardMessage) -> Result<(), MeshError> {
+        self.inbox(to)?
+            .send(message)
+            .map_err(|_| MeshError::Stopped(to))
+    }
+
+    /// Blocking enqueue that gives up at `deadline` (the supervisor must not
+    /// hang on a wedged shard's full inbox).
+    pub fn send_deadline(
+        &self,
+        to: ShardId,
+        message: ShardMessage,
+        deadline: std::time::Instant,
+    ) -> Result<(), MeshError> {
+        self.inbox(to)?
+            .send_deadline(message, deadline)
+            .map_err(|_| MeshError::Stopped(to))
+    }
+
+    /// Send `request` to shard `to` and await its reply.
+    pub async fn request(
+        &self,
+        from: ShardId,
+        to: ShardId,
+        request: Request,
+    ) -> Result<Response, MeshError> {
+        let (reply, answer) = flume::bounded(1);
+        self.send(
+            to,
+            ShardMessage::Request(Envelope {
+                from,
+                request,
+                reply,
+            }),
+        )
+        .await?;
+        answer
+            .recv_async()
+            .await
+            .map_err(|_| MeshError::Stopped(to))
+    }
+
+    /// Messages waiting in shard `shard`'s inbox.
+    pub fn depth(&self, shard: ShardId) -> usize {
+        self.inboxes.get(shard).map_or(0, flume::Sender::len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_inbox_pushes_back_instead_of_dropping() {
+        let (mesh, receivers) = Mesh::with_depth(2, 2);
+        mesh.send_blocking(1, ShardMessage::Heartbeat).unwrap();
+        mesh.send_blocking(1, ShardMessage::Heartbeat).unwrap();
+        assert_eq!(mesh.depth(1), 2);
+        // A third message does not fit: the try path reports Full, nothing is lost.
+        let full = mesh.inbox(1).unwrap().try_send(ShardMessage::Stop);
+        assert!(matches!(full, Err(flume::TrySendError::Full(_))));
+        assert_eq!(receivers[1].len(), 2);
+        assert_eq!(
+            mesh.send_blocking(7, ShardMessage::Stop),
+            Err(MeshError::NoSuchShard(7))
+        );
+    }
+
+    #[test]
+    fn a_stopped_shard_is_reported_not_hung_on() {
+        let (mesh, receivers) = Mesh::new(1);
+        drop(receivers);
+        assert_eq!(
+            mesh.send_blocking(0, ShardMessage::Heartbeat),
+            Err(MeshError::Stopped(0))
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! Start, readiness, stop and start-up refusals of the real daemon.
+
+use crate::harness::{TestDaemon, iggyd, run};
+use std::time::Duration;
+
+/// Proves the daemon becomes ready (READY=1 with the bound address in
+/// STATUS=), accepts TCP connections on that address, and stops cleanly with
+/// exit 0 and STOPPING=1 within a second of SIGTERM.
+#[test]
+fn ready_then_sigterm_stops_cleanly_within_a_second() {
+    let mut daemon = TestDaemon::start();
+    assert_ne!(daemon.address.port(), 0);
+    std::net::TcpStream::connect(daemon.address).expect("listener accepts");
+    let log = daemon.log();
+    assert!(log.contains("shard plan"), "plan is logged:\n{log}");
+    assert!(
+        log.contains("shard ready"),
+        "each shard logs its driver:\n{log}"
+    );
+    let (status, took) = daemon.stop();
+    assert!(status.success(), "exit status {status}");
+    assert!(took < Duration::from_secs(1), "SIGTERM took {took:?}");
+    daemon.wait_notification("STOPPING=1", Duration::from_secs(1));
+    assert!(daemon.log().contains("stopped cleanly"));
+    daemon.assert_clean_log();
+}
+
+/// Proves every planned shard is a named thread (`shard-N`), visible to
+/// `top -H`/`ps -L`, one per allowed physical core of this machine.
+#[test]
+fn shards_are_named_threads_one_per_planned_core() {
+    let daemon = TestDaemon::start();
+    let plan = run(iggyd().args(["plan", "--json"]));
+    let plan: serde_json::Value = serde_json::from_str(&plan.stdout).expect("plan json");
+    let planned = plan["shards"].as_array().expect("shards").len();
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", daemon.pid())).expect("tasks");
+    let mut names: Vec<String> = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+        .map(|name| name.trim().to_string())
+        .filter(|name| name.starts_with("shard-"))
+        .collect();
+    names.sort();
+    let expected: Vec<String> = (0..planned).map(|shard| format!("shard-{shard}")).collect();
+    assert_eq!(names, expected);
+}
+
+/// Proves an impossible memory budget is refused before any shard starts:
+/// exit 78, one message naming the numbers and the knobs, no panic.
+#[test]
+fn impossible_memory_budget_exits_78_with_the_knobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(iggyd()
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env("IGGYD_MEMORY__BUDGET", "64 TiB"));
+    assert_eq!(output.code(), Some(78), "{output:?}");
+    assert!(output.stderr.contains("memory.budget"), "{}", output.stderr);
+    assert!(output.stderr.contains("MiB"), "{}", output.stderr);
+    assert!(!output.stderr.contains("panicked"), "{}", output.stderr);
+    assert!(
+        !output.stderr.contains("shard ready"),
+        "no shard may start: {}",
+        output.stderr
+    );
+
+    // A budget that fits the machine but not the shards is refused too.
+    let output = run(iggyd()
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env("IGGYD_MEMORY__BUDGET", "2 MiB"));
+    assert_eq!(output.code(), Some(78), "{output:?}");
+    assert!(
+        output.stderr.contains("sharding.cpu_allocation"),
+        "{}",
+        output.stderr
+    );
+}
+
+/// Proves two daemons never share a data directory: the second one exits 78
+/// naming the lock, and the first keeps serving.
+#[test]
+fn a_second_daemon_on_the_same_data_dir_is_refused() {
+    let mut first = TestDaemon::start();
+    let output = run(iggyd()
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(first.data_dir()));
+    assert_eq!(output.code(), Some(78), "{output:?}");
+    assert!(
+        output.stderr.contains("already in use"),
+        "{}",
+        output.stderr
+    );
+    std::net::TcpStream::connect(first.address).expect("first daemon still serves");
+    let (status, _) = first.stop();
+    assert!(status.success());
+}
+
+/// Proves a port that is already taken is a start-up error, not a hang.
+#[test]
+fn a_taken_port_is_a_clear_start_up_error() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = holder.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(iggyd()
+        .args(["--listen", &taken, "--data-dir"])
+        .arg(dir.path()));
+    assert_eq!(output.code(), Some(1), "{output:?}");
+    assert!(output.stderr.contains(&taken), "{}", output.stderr);
+}
+
+/// Proves invalid configuration exits 78 with one line naming the key, for
+/// both the `config` subcommand and a daemon start.
+#[test]
+fn invalid_configuration_exits_78_naming_the_key() {
+    let output = run(iggyd()
+        .arg("config")
+        .env("IGGYD_LOGGING__ROTATION_CHECK_INTERVAL", "0 s"));
+    assert_eq!(output.code(), Some(78), "{output:?}");
+    assert!(
+        output.stderr.contains("logging.rotation_check_interval"),
+        "{}",
+        output.stderr
+    );
+    assert_eq!(
+        output.stderr.trim().lines().count(),
+        1,
+        "one line: {}",
+        output.stderr
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("iggyd.toml");
+    std::fs::write(&file, "[tcp]\nadress = \"127.0.0.1:1\"\n").unwrap();
+    let output = run(iggyd().arg("--config").arg(&file).arg("config"));
+    assert_eq!(output.code(), Some(78), "{output:?}");
+    assert!(
+        output.stderr.contains("address"),
+        "did you mean: {}",
+        output.stderr
+    );
+
+    let output = run(iggyd().arg("config"));
+    assert_eq!(output.code(), Some(0), "{output:?}");
+    assert!(
+        output.stdout.contains("127.0.0.1:8090"),
+        "{}",
+        output.stdout
+    );
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it. On a fresh Debian 12 machine,
+# run as root, it first installs what the build and the tests need.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+# libhwloc-dev + pkg-config: hwlocality links the system hwloc (2.9).
+# hwloc: lstopo for diagnostics. util-linux: taskset. tmux: console tests.
+if command -v apt-get >/dev/null 2>&1; then
+  log "system packages"
+  ./scripts/setup-debian.sh hwloc util-linux tmux
+fi
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+  log "installing cargo-nextest"
+  cargo install cargo-nextest --locked
+fi
+
+# io_uring rings are locked memory on older kernels.
+ulimit -l unlimited 2>/dev/null || true
+
+log "cargo fmt --check"
+cargo fmt --all --check
+
+log "cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+log "cargo nextest"
+cargo nextest run --workspace --locked --profile ci
