@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 log() { printf '\n== %s\n' "$*"; }
 
-# libhwloc-dev + pkg-config: hwlocality links the system hwloc (2.9).
+# libhwloc-dev + libudev-dev + pkg-config: hwlocality links the system hwloc
+# (2.9), which links libudev.
 # hwloc: lstopo for diagnostics. util-linux: taskset. tmux: console tests.
 if command -v apt-get >/dev/null 2>&1; then
   log "system packages"

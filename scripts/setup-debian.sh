@@ -3,7 +3,7 @@
 # through sudo). Does nothing when they are already there.
 set -euo pipefail
 need=()
-for package in libhwloc-dev pkg-config "$@"; do
+for package in libhwloc-dev libudev-dev pkg-config "$@"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || need+=("$package")
 done
 [ "${#need[@]}" -eq 0 ] && exit 0

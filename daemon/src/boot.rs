@@ -13,13 +13,9 @@ use crate::topology::{self, PlanEnv, ShardPlan};
 use crate::{logging, preflight, systemd};
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
-
-/// Environment variable naming the directory to read cgroup v2 limits from
-/// instead of this process's own cgroup (tests and diagnostics).
-pub const CGROUP_DIR_ENV: &str = "IGGYD_CGROUP_DIR";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -37,6 +33,10 @@ struct Cli {
     /// Override `data_dir`.
     #[arg(long, global = true, value_name = "PATH")]
     data_dir: Option<PathBuf>,
+    /// Read cgroup v2 limits (`cpu.max`, `memory.max`) from this directory
+    /// instead of this process's own cgroup (tests and diagnostics).
+    #[arg(long, global = true, value_name = "PATH", hide = true)]
+    cgroup_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -59,9 +59,9 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let sources = Sources {
         file: cli.config,
-        env: std::env::vars().collect(),
         listen: cli.listen,
         data_dir: cli.data_dir,
+        ..Sources::from_process_env()
     };
     let config = match Config::load(&sources) {
         Ok(config) => config,
@@ -72,7 +72,7 @@ pub fn main() -> ExitCode {
             print!("{}", config.to_toml());
             ExitCode::SUCCESS
         }
-        Some(Command::Plan { json }) => match plan(&config) {
+        Some(Command::Plan { json }) => match plan(&config, cli.cgroup_dir.as_deref()) {
             Ok(plan) => {
                 if json {
                     match serde_json::to_string_pretty(&plan) {
@@ -89,7 +89,7 @@ pub fn main() -> ExitCode {
         None => {
             logging::init(&config.logging.level);
             install_panic_hook();
-            match run(config, started) {
+            match run(config, cli.cgroup_dir.as_deref(), started) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => fail(&error),
             }
@@ -117,19 +117,15 @@ fn install_panic_hook() {
     }));
 }
 
-fn cgroup_dir() -> Option<PathBuf> {
-    std::env::var_os(CGROUP_DIR_ENV).map(PathBuf::from)
-}
-
-fn plan(config: &Config) -> Result<ShardPlan, BootError> {
+fn plan(config: &Config, cgroup_dir: Option<&Path>) -> Result<ShardPlan, BootError> {
     let env = PlanEnv {
-        cgroup_dir: cgroup_dir(),
+        cgroup_dir: cgroup_dir.map(Path::to_path_buf),
     };
     Ok(topology::plan(&config.sharding.cpu_allocation, &env)?)
 }
 
-fn run(config: Config, started: Instant) -> Result<(), BootError> {
-    let plan = plan(&config)?;
+fn run(config: Config, cgroup_dir: Option<&Path>, started: Instant) -> Result<(), BootError> {
+    let plan = plan(&config, cgroup_dir)?;
     if !plan.is_this_system() {
         return Err(BootError::Runtime(format!(
             "the hwloc topology comes from {:?}, not from this machine; `iggyd plan` can show \
@@ -162,7 +158,7 @@ fn run(config: Config, started: Instant) -> Result<(), BootError> {
         plan.allocation
     ));
 
-    let cgroup = CgroupLimits::read(cgroup_dir().as_deref());
+    let cgroup = CgroupLimits::read(cgroup_dir);
     let memory = preflight::check_memory(config.memory.budget_bytes, shards, &cgroup)?;
     tracing::info!(
         budget_bytes = memory.budget_bytes,

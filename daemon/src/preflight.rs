@@ -86,7 +86,9 @@ pub fn plan_memory(
     let derived = configured.is_none();
     let budget_bytes = match configured {
         Some(bytes) => bytes,
-        None => (u128::from(available_bytes) * u128::from(limits::DERIVED_BUDGET_PERCENT) / 100) as u64,
+        None => {
+            (u128::from(available_bytes) * u128::from(limits::DERIVED_BUDGET_PERCENT) / 100) as u64
+        }
     };
     let shards_u64 = shards as u64;
     let needed = limits::SHARD_MEMORY_MIN_BYTES.saturating_mul(shards_u64);

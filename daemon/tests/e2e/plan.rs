@@ -70,7 +70,8 @@ fn a_two_cpu_quota_gives_two_shards() {
     let plan = plan_json(
         iggyd()
             .env("HWLOC_SYNTHETIC", TWO_SOCKETS_SMT2)
-            .env("IGGYD_CGROUP_DIR", cgroup.path()),
+            .arg("--cgroup-dir")
+            .arg(cgroup.path()),
     );
     assert_eq!(shards(&plan).len(), 2);
     assert_eq!(plan["inputs"]["cpu_quota"].as_u64(), Some(2));
