@@ -12,6 +12,7 @@ pub mod cgroup;
 pub mod topology;
 pub mod preflight;
 pub mod shard;
+pub mod protocol;
 pub mod net;
 pub mod systemd;
 pub mod supervisor;

@@ -1,0 +1,1 @@
+//! Reply encoders (filled in by the next commit).

@@ -1,0 +1,1 @@
+//! Test-only request encoder (filled in by a later commit).
