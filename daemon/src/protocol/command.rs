@@ -851,3 +851,78 @@ fn decode_body(code: CommandCode, body: &[u8]) -> Result<Command<'_>, WireError>
     reader.finish("request body")?;
     Ok(command)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::reader::WireWrite;
+
+    fn version_prefix() -> Vec<u8> {
+        let mut body = Vec::new();
+        ClientVersionInfo {
+            protocol_version: 0x2C00,
+            sdk_name: "rust-sdk",
+            sdk_version: "0.11.0",
+        }
+        .encode(&mut body);
+        body
+    }
+
+    // Proves the §6.2 shape rule: a token body does not parse as a password
+    // login (it runs out of bytes for the context length), so only `token`
+    // is set and the code reads as 45.
+    #[test]
+    fn token_login_is_unambiguous() {
+        let mut body = version_prefix();
+        body.put_name("0123456789abcdef");
+        body.put_u32(0);
+        let header = RequestHeader::client_request(1, 0, body.len());
+        let Command::Register(register) = Command::decode(&header, &body).unwrap() else {
+            panic!("not a Register");
+        };
+        assert_eq!(register.password, None);
+        assert_eq!(
+            register.token.map(|token| token.token),
+            Some("0123456789abcdef")
+        );
+        assert_eq!(
+            Command::Register(register).code(),
+            CommandCode::LoginRegisterWithPersonalAccessToken
+        );
+    }
+
+    // Proves option blocks take the rest of the body (so garbage after a
+    // name is an option-block error, not trailing bytes) and that strict
+    // flag bytes are enforced inside bodies.
+    #[test]
+    fn option_blocks_run_to_the_end() {
+        let header = RequestHeader::client_request(Operation::CreateStream as u8, 0, 0);
+        let mut body = Vec::new();
+        body.put_name("s1");
+        assert!(matches!(
+            Command::decode(&header, &body),
+            Ok(Command::CreateStream { name: "s1", .. })
+        ));
+        body.push(7);
+        assert_eq!(
+            Command::decode(&header, &body).unwrap_err().status(),
+            Some(3)
+        );
+
+        let header = RequestHeader::client_request(Operation::UpdateUser as u8, 0, 0);
+        let mut body = Vec::new();
+        Identifier::Numeric(1).encode(&mut body);
+        body.push(2);
+        assert!(matches!(
+            Command::decode(&header, &body),
+            Err(WireError::Malformed { .. })
+        ));
+        let mut body = Vec::new();
+        Identifier::Numeric(1).encode(&mut body);
+        body.extend_from_slice(&[0, 1, 3]);
+        assert_eq!(
+            Command::decode(&header, &body).unwrap_err().status(),
+            Some(45)
+        );
+    }
+}

@@ -150,3 +150,99 @@ impl WireError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the error -> action table: framing errors close, login errors
+    // evict with the §2.6 reason, everything else replies with its code.
+    #[test]
+    fn actions_match_reference() {
+        let close = [
+            WireError::FrameSize { size: 0 },
+            WireError::NotARequest { found: 8 },
+            WireError::UnknownOperation { operation: 0 },
+        ];
+        for error in close {
+            assert_eq!(error.action(), WireAction::Close);
+            assert_eq!(error.status(), None);
+        }
+        assert_eq!(
+            WireError::LegacyLogin { code: 38 }.action(),
+            WireAction::Evict {
+                reason: EvictionReason::MalformedLogin
+            }
+        );
+        assert_eq!(
+            WireError::IncompatibleProtocol { version: 0 }.action(),
+            WireAction::Evict {
+                reason: EvictionReason::IncompatibleProtocol
+            }
+        );
+        let replies = [
+            (
+                WireError::Truncated {
+                    what: "x",
+                    offset: 0,
+                    needed: 1,
+                    available: 0,
+                },
+                3,
+            ),
+            (
+                WireError::TrailingBytes {
+                    what: "x",
+                    offset: 0,
+                    remaining: 1,
+                },
+                3,
+            ),
+            (
+                WireError::Malformed {
+                    what: "x",
+                    offset: 0,
+                    reason: "r",
+                },
+                3,
+            ),
+            (WireError::UnknownCommand { code: 7 }, 3),
+            (
+                WireError::ChecksumMismatch {
+                    stamped: 1,
+                    computed: 2,
+                },
+                4,
+            ),
+            (WireError::ReplicatedCodeAsNonReplicated { code: 202 }, 5),
+            (
+                WireError::OptionsTooLarge {
+                    entries: 0,
+                    bytes: 0,
+                },
+                4043,
+            ),
+            (
+                WireError::UnsupportedOptionKey {
+                    offset: 0,
+                    reason: "r",
+                },
+                4041,
+            ),
+            (WireError::DuplicateOptionKey { key: "k".into() }, 4042),
+            (WireError::UserHeadersTooLarge { bytes: 0 }, 4017),
+            (WireError::InvalidUserStatus { value: 0 }, 45),
+            (
+                WireError::PartitionsCount {
+                    count: 0,
+                    min: 1,
+                    max: 1000,
+                },
+                2015,
+            ),
+        ];
+        for (error, status) in replies {
+            assert_eq!(error.status(), Some(status), "{error}");
+        }
+    }
+}
