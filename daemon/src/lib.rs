@@ -3,18 +3,19 @@
 //! The library exists so that tests, fuzz targets and the simulator can reach
 //! the same code the binary runs. Modules are listed in reading order: from
 //! configuration, through placement and the shards, to the supervisor that
-//! ties them together. See `ARCHITECTURE.md` at the repository root for the
-//! map and the invariants.
+//! ties them together, then the wire protocol. See `ARCHITECTURE.md` at the
+//! repository root for the map and the invariants.
 
-pub mod boot;
-pub mod cgroup;
 pub mod config;
-pub mod error;
 pub mod limits;
-pub mod logging;
-pub mod net;
+pub mod cgroup;
+pub mod topology;
 pub mod preflight;
 pub mod shard;
-pub mod supervisor;
+pub mod net;
 pub mod systemd;
-pub mod topology;
+pub mod supervisor;
+pub mod logging;
+pub mod boot;
+pub mod error;
+pub mod protocol;
