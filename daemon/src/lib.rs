@@ -6,15 +6,17 @@
 //! ties them together. See `ARCHITECTURE.md` at the repository root for the
 //! map and the invariants.
 
-pub mod config;
-pub mod limits;
+pub mod batch;
+pub mod boot;
 pub mod cgroup;
-pub mod topology;
+pub mod config;
+pub mod error;
+pub mod limits;
+pub mod logging;
+pub mod net;
 pub mod preflight;
 pub mod shard;
-pub mod net;
-pub mod systemd;
+pub mod storage;
 pub mod supervisor;
-pub mod logging;
-pub mod boot;
-pub mod error;
+pub mod systemd;
+pub mod topology;
