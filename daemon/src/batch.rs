@@ -422,6 +422,16 @@ pub struct BatchSummary {
 /// checksum verify. Used for producer batches and for records read back from
 /// disk alike.
 pub fn validate(bytes: &[u8]) -> Result<BatchSummary, BatchError> {
+    validate_inner(bytes, Some(0))
+}
+
+/// Like [`validate`], but for a record that may be a slice (§5.3): the
+/// `offset_delta`s must be consecutive from whatever the first frame says.
+pub fn validate_record(bytes: &[u8]) -> Result<BatchSummary, BatchError> {
+    validate_inner(bytes, None)
+}
+
+fn validate_inner(bytes: &[u8], first_delta: Option<u32>) -> Result<BatchSummary, BatchError> {
     let header = BatchHeader::decode(bytes)?;
     if header.batch_length != bytes.len() as u64 {
         return Err(BatchError::LengthMismatch {
@@ -435,17 +445,20 @@ pub fn validate(bytes: &[u8]) -> Result<BatchSummary, BatchError> {
     let mut iter = frames(bytes)?;
     let mut payload_bytes = 0u64;
     let mut frames_seen = 0u32;
-    // First pass: structure and frame checksums.
+    let mut expected_delta = first_delta;
+    // Structure, dense deltas and frame checksums.
     for frame in iter.by_ref() {
         let frame = frame?;
-        if frame.header.offset_delta != frame.index {
+        let expected = *expected_delta.get_or_insert(frame.header.offset_delta);
+        if frame.header.offset_delta != expected {
             return Err(BatchError::OffsetDeltaMismatch {
                 index: frame.index,
                 position: frame.frame.start,
-                expected: frame.index,
+                expected,
                 found: frame.header.offset_delta,
             });
         }
+        expected_delta = Some(expected.wrapping_add(1));
         let computed = frame_checksum(&bytes[frame.frame.clone()]);
         if computed != frame.header.checksum {
             return Err(BatchError::FrameChecksum {
@@ -781,6 +794,7 @@ mod tests {
             validate(&tail).unwrap_err(),
             BatchError::OffsetDeltaMismatch { .. }
         ));
+        assert_eq!(validate_record(&tail).unwrap().header.message_count, 2);
         let head = slice(&bytes, 0, 1).unwrap();
         validate(&head).unwrap();
         assert_eq!(slice(&bytes, 0, 3).unwrap(), bytes);
