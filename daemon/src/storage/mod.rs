@@ -63,9 +63,26 @@
 //!   durable. A corrupt batch with valid data after it is never truncated:
 //!   the partition is [`PartitionState::Quarantined`] — readable up to the
 //!   damage, appends refused, nothing deleted.
+//! * Sealed segments are trusted on open when their index is clean; a bad
+//!   batch found later by a read or by [`PartitionLog::verify`] (a scrub)
+//!   quarantines the partition the same way and is returned as
+//!   [`StorageError::CorruptBatch`].
 //! * Reads see written data, synced or not. Timestamps are made monotone per
 //!   partition (a clock stepping back reuses the last timestamp), so lookup by
 //!   timestamp is a binary search.
+
+//! # What the pump calls
+//!
+//! `PartitionLog::open(io, dir, config, clock)` once (its
+//! [`RecoveryReport`] says what recovery did); `append(batch)` per producer
+//! batch → [`AppendResult`] offsets; `sync()` when its group-commit policy
+//! says so, then acknowledge up to `durable_offset()`; `unsynced_bytes()` /
+//! `unsynced_messages()` / `written_offset()` to drive that policy;
+//! `read_by_offset` / `read_by_timestamp` / `read_first` / `read_last`
+//! for polls (`current_offset()` for the reply prefix);
+//! `delete_oldest_segments` for retention, `purge`, `stats`. Any error with
+//! [`StorageError::is_fatal`] means: stop acknowledging, exit, let systemd
+//! restart.
 
 pub mod index;
 pub mod io;

@@ -24,6 +24,13 @@
 //! * Corruption quarantines the partition: segments up to the damage stay
 //!   readable, later ones are ignored (not deleted), nothing is written.
 //! * Everything kept is fsynced before open returns, so it is durable.
+//!
+//! On a real disk unsynced pages can reach the platter out of order, so a
+//! crash may leave a hole (zeros) followed by whole later batches. That
+//! pattern is reported as corruption and quarantined rather than guessed
+//! at: only an operator can tell whether those later batches were ever
+//! acknowledged. The simulator's torn writes keep a prefix and so exercise
+//! the truncation path.
 
 use std::path::{Path, PathBuf};
 
@@ -585,6 +592,14 @@ pub async fn recover<I: StorageIo>(
         io.sync_dir(dir)
             .await
             .map_err(|source| StorageError::io("fsync directory", dir, source))?;
+        // The partition directory may be new too: make its entry durable.
+        if let Some(parent) = dir.parent()
+            && !parent.as_os_str().is_empty()
+        {
+            io.sync_dir(parent)
+                .await
+                .map_err(|source| StorageError::io("fsync directory", parent, source))?;
+        }
         segments.push(Segment::empty(0, sample_every));
         report.created_first_segment = true;
     }

@@ -20,7 +20,7 @@
 //!   cannot keep using a "dead process"'s files.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -133,7 +133,7 @@ struct SimDisk {
     files: BTreeMap<u64, SimFile>,
     /// path → inode.
     names: BTreeMap<PathBuf, u64>,
-    dirs: BTreeMap<PathBuf, ()>,
+    dirs: BTreeSet<PathBuf>,
     next_inode: u64,
     generation: u64,
     capacity_bytes: Option<u64>,
@@ -186,7 +186,7 @@ impl SimIo {
                 rng: SimRng::new(seed),
                 files: BTreeMap::new(),
                 names: BTreeMap::new(),
-                dirs: BTreeMap::new(),
+                dirs: BTreeSet::new(),
                 next_inode: 1,
                 generation: 0,
                 capacity_bytes: None,
@@ -350,7 +350,7 @@ impl StorageIo for SimIo {
         let disk = &mut *disk;
         if let Some(parent) = path.parent()
             && !parent.as_os_str().is_empty()
-            && !disk.dirs.contains_key(parent)
+            && !disk.dirs.contains(parent)
         {
             return Err(os_error(libc::ENOENT));
         }
@@ -488,7 +488,7 @@ impl StorageIo for SimIo {
 
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         let disk = self.disk.borrow();
-        if !disk.dirs.contains_key(path) {
+        if !disk.dirs.contains(path) {
             return Err(os_error(libc::ENOENT));
         }
         let mut names: Vec<String> = disk
@@ -505,7 +505,7 @@ impl StorageIo for SimIo {
         let mut disk = self.disk.borrow_mut();
         for ancestor in path.ancestors() {
             if !ancestor.as_os_str().is_empty() {
-                disk.dirs.insert(ancestor.to_path_buf(), ());
+                disk.dirs.insert(ancestor.to_path_buf());
             }
         }
         Ok(())
