@@ -19,3 +19,5 @@ pub mod logging;
 pub mod boot;
 pub mod error;
 pub mod protocol;
+pub mod batch;
+pub mod storage;

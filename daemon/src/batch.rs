@@ -1,0 +1,828 @@
+//! The message batch record shared by the wire and the disk (protocol §5.1).
+//!
+//! This module owns the byte layout of a batch record, its validation, the
+//! server-side stamping of offsets and timestamps, frame iteration and the
+//! slicing of a stored record into a smaller one for a poll reply. It is pure:
+//! it does no I/O, allocates only when slicing, and never panics on any input
+//! bytes (every decode returns a typed [`BatchError`]). It must not know about
+//! files, partitions or connections.
+//!
+//! A record is `[256-byte batch header][frame]*`, and a frame is
+//! `[48-byte frame header][payload][user headers]` (payload before headers).
+//! All integers are little-endian. The same bytes are received from a
+//! producer, stamped, written to a segment file and copied into poll replies.
+
+use std::ops::Range;
+
+use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
+
+/// Size of the batch header that starts every record.
+pub const BATCH_HEADER_SIZE: usize = 256;
+/// Size of the header that starts every frame (message).
+pub const FRAME_HEADER_SIZE: usize = 48;
+
+/// Batch header field offsets (see [`BatchHeader`]).
+const PARTITION_ID_AT: usize = 0;
+const BASE_OFFSET_AT: usize = 8;
+const BASE_TIMESTAMP_AT: usize = 16;
+const ORIGIN_TIMESTAMP_AT: usize = 24;
+const BATCH_LENGTH_AT: usize = 32;
+const BATCH_CHECKSUM_AT: usize = 40;
+const MESSAGE_COUNT_AT: usize = 48;
+const BATCH_RESERVED: Range<usize> = 52..256;
+
+/// Frame header field offsets (see [`FrameHeader`]).
+const FRAME_CHECKSUM_AT: usize = 0;
+const FRAME_ID_AT: usize = 8;
+const FRAME_OFFSET_DELTA_AT: usize = 24;
+const FRAME_TIMESTAMP_DELTA_AT: usize = 28;
+const FRAME_USER_HEADERS_LENGTH_AT: usize = 32;
+const FRAME_PAYLOAD_LENGTH_AT: usize = 36;
+const FRAME_RESERVED: Range<usize> = 40..48;
+
+/// Wire status codes a [`BatchError`] maps to (the full table lives with the
+/// protocol codes; these four are the ones a batch can produce).
+pub mod status {
+    /// Malformed request body.
+    pub const INVALID_COMMAND: u32 = 3;
+    /// `message_count` is zero.
+    pub const INVALID_MESSAGES_COUNT: u32 = 4009;
+    /// A frame checksum does not match its bytes.
+    pub const INVALID_MESSAGE_CHECKSUM: u32 = 4027;
+    /// The batch checksum does not match the header and frame checksums.
+    pub const INVALID_BATCH_CHECKSUM: u32 = 4039;
+}
+
+/// Why a byte string is not a valid batch record. Each variant names the
+/// check that failed and carries expected versus found values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    #[error("batch is {found} bytes, shorter than the {BATCH_HEADER_SIZE}-byte batch header")]
+    HeaderTruncated { found: usize },
+    #[error("batch_length says {expected} bytes but {found} bytes were given")]
+    LengthMismatch { expected: u64, found: u64 },
+    #[error("batch header reserved byte {at} is {value:#04x}, must be zero")]
+    ReservedNotZero { at: usize, value: u8 },
+    #[error("message_count is zero; a batch carries at least one message")]
+    EmptyBatch,
+    #[error(
+        "frame {index} at byte {position} needs {needed} bytes but only {available} remain in the batch"
+    )]
+    FrameTruncated {
+        index: u32,
+        position: usize,
+        needed: u64,
+        available: usize,
+    },
+    #[error("frame {index} at byte {position}: reserved byte {at} is {value:#04x}, must be zero")]
+    FrameReservedNotZero {
+        index: u32,
+        position: usize,
+        at: usize,
+        value: u8,
+    },
+    #[error("frame {index} at byte {position}: offset_delta is {found}, expected {expected}")]
+    OffsetDeltaMismatch {
+        index: u32,
+        position: usize,
+        expected: u32,
+        found: u32,
+    },
+    #[error("message_count says {expected} frames but the frames end after {found}")]
+    FrameCountMismatch { expected: u32, found: u32 },
+    #[error("{trailing} bytes after the last of {message_count} frames")]
+    TrailingBytes { message_count: u32, trailing: usize },
+    #[error("frame {index} at byte {position}: checksum {found:#018x}, computed {expected:#018x}")]
+    FrameChecksum {
+        index: u32,
+        position: usize,
+        expected: u64,
+        found: u64,
+    },
+    #[error("batch checksum {found:#018x}, computed {expected:#018x}")]
+    BatchChecksum { expected: u64, found: u64 },
+    #[error("slice of messages {start}..{end} is outside a batch of {message_count}")]
+    SliceOutOfRange {
+        start: u32,
+        end: u32,
+        message_count: u32,
+    },
+}
+
+impl BatchError {
+    /// The wire status code a producer sees for this rejection.
+    pub fn wire_status(&self) -> u32 {
+        match self {
+            BatchError::FrameChecksum { .. } => status::INVALID_MESSAGE_CHECKSUM,
+            BatchError::BatchChecksum { .. } => status::INVALID_BATCH_CHECKSUM,
+            BatchError::EmptyBatch => status::INVALID_MESSAGES_COUNT,
+            BatchError::HeaderTruncated { .. }
+            | BatchError::LengthMismatch { .. }
+            | BatchError::ReservedNotZero { .. }
+            | BatchError::FrameTruncated { .. }
+            | BatchError::FrameReservedNotZero { .. }
+            | BatchError::OffsetDeltaMismatch { .. }
+            | BatchError::FrameCountMismatch { .. }
+            | BatchError::TrailingBytes { .. }
+            | BatchError::SliceOutOfRange { .. } => status::INVALID_COMMAND,
+        }
+    }
+}
+
+fn read_u64(bytes: &[u8], at: usize) -> u64 {
+    let mut buf = [0u8; 8];
+    buf.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(buf)
+}
+
+fn read_u32(bytes: &[u8], at: usize) -> u32 {
+    let mut buf = [0u8; 4];
+    buf.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(buf)
+}
+
+fn read_u128(bytes: &[u8], at: usize) -> u128 {
+    let mut buf = [0u8; 16];
+    buf.copy_from_slice(&bytes[at..at + 16]);
+    u128::from_le_bytes(buf)
+}
+
+fn write_u64(bytes: &mut [u8], at: usize, value: u64) {
+    bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+fn write_u32(bytes: &mut [u8], at: usize, value: u32) {
+    bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+/// The decoded 256-byte batch header.
+///
+/// | Offset | Size | Field |
+/// |---|---|---|
+/// | 0 | 8 | `partition_id` (u64): 0 from producers, the partition when stored |
+/// | 8 | 8 | `base_offset` (u64): offset of the frame with `offset_delta` 0 |
+/// | 16 | 8 | `base_timestamp` (u64, µs): server append time, same for all frames |
+/// | 24 | 8 | `origin_timestamp` (u64, µs): min producer timestamp, never rewritten |
+/// | 32 | 8 | `batch_length` (u64): 256 + sum of frame sizes |
+/// | 40 | 8 | `batch_checksum` (u64): see [`batch_checksum`] |
+/// | 48 | 4 | `message_count` (u32): number of frames, ≥ 1 |
+/// | 52 | 204 | reserved, zero |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    pub partition_id: u64,
+    pub base_offset: u64,
+    pub base_timestamp: u64,
+    pub origin_timestamp: u64,
+    pub batch_length: u64,
+    pub batch_checksum: u64,
+    pub message_count: u32,
+}
+
+impl BatchHeader {
+    /// Decodes the header fields and checks the reserved bytes. It does not
+    /// look at the frames; see [`validate`] for the full check.
+    pub fn decode(bytes: &[u8]) -> Result<BatchHeader, BatchError> {
+        if bytes.len() < BATCH_HEADER_SIZE {
+            return Err(BatchError::HeaderTruncated { found: bytes.len() });
+        }
+        for at in BATCH_RESERVED {
+            if bytes[at] != 0 {
+                return Err(BatchError::ReservedNotZero {
+                    at,
+                    value: bytes[at],
+                });
+            }
+        }
+        Ok(BatchHeader {
+            partition_id: read_u64(bytes, PARTITION_ID_AT),
+            base_offset: read_u64(bytes, BASE_OFFSET_AT),
+            base_timestamp: read_u64(bytes, BASE_TIMESTAMP_AT),
+            origin_timestamp: read_u64(bytes, ORIGIN_TIMESTAMP_AT),
+            batch_length: read_u64(bytes, BATCH_LENGTH_AT),
+            batch_checksum: read_u64(bytes, BATCH_CHECKSUM_AT),
+            message_count: read_u32(bytes, MESSAGE_COUNT_AT),
+        })
+    }
+
+    /// Writes the fields into the first 256 bytes of `bytes`, zeroing the
+    /// reserved area.
+    pub fn encode_into(&self, bytes: &mut [u8]) {
+        assert!(bytes.len() >= BATCH_HEADER_SIZE);
+        write_u64(bytes, PARTITION_ID_AT, self.partition_id);
+        write_u64(bytes, BASE_OFFSET_AT, self.base_offset);
+        write_u64(bytes, BASE_TIMESTAMP_AT, self.base_timestamp);
+        write_u64(bytes, ORIGIN_TIMESTAMP_AT, self.origin_timestamp);
+        write_u64(bytes, BATCH_LENGTH_AT, self.batch_length);
+        write_u64(bytes, BATCH_CHECKSUM_AT, self.batch_checksum);
+        write_u32(bytes, MESSAGE_COUNT_AT, self.message_count);
+        bytes[BATCH_RESERVED].fill(0);
+    }
+
+    /// Offset of the last message, assuming dense `offset_delta`s (true for
+    /// stored batches, which are validated with dense deltas).
+    pub fn last_offset(&self) -> u64 {
+        self.base_offset + u64::from(self.message_count.saturating_sub(1))
+    }
+}
+
+/// The decoded 48-byte frame header.
+///
+/// | Offset | Size | Field |
+/// |---|---|---|
+/// | 0 | 8 | `checksum` (u64): XXH3-64 seed 0 over frame bytes 8..end |
+/// | 8 | 16 | `id` (u128): producer-chosen, never rewritten |
+/// | 24 | 4 | `offset_delta` (u32): index within the producer batch |
+/// | 28 | 4 | `timestamp_delta` (u32, µs): origin time − batch `origin_timestamp` |
+/// | 32 | 4 | `user_headers_length` (u32) |
+/// | 36 | 4 | `payload_length` (u32) |
+/// | 40 | 8 | reserved, zero |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader {
+    pub checksum: u64,
+    pub id: u128,
+    pub offset_delta: u32,
+    pub timestamp_delta: u32,
+    pub user_headers_length: u32,
+    pub payload_length: u32,
+}
+
+impl FrameHeader {
+    /// Decodes a frame header from the first 48 bytes of `bytes`.
+    fn decode(bytes: &[u8]) -> FrameHeader {
+        assert!(bytes.len() >= FRAME_HEADER_SIZE);
+        FrameHeader {
+            checksum: read_u64(bytes, FRAME_CHECKSUM_AT),
+            id: read_u128(bytes, FRAME_ID_AT),
+            offset_delta: read_u32(bytes, FRAME_OFFSET_DELTA_AT),
+            timestamp_delta: read_u32(bytes, FRAME_TIMESTAMP_DELTA_AT),
+            user_headers_length: read_u32(bytes, FRAME_USER_HEADERS_LENGTH_AT),
+            payload_length: read_u32(bytes, FRAME_PAYLOAD_LENGTH_AT),
+        }
+    }
+
+    /// Total frame size: header, payload and user headers.
+    pub fn frame_size(&self) -> u64 {
+        FRAME_HEADER_SIZE as u64
+            + u64::from(self.payload_length)
+            + u64::from(self.user_headers_length)
+    }
+}
+
+/// One message inside a record, as byte ranges into the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// Position of the frame within the record (0-based).
+    pub index: u32,
+    /// `base_offset + offset_delta`.
+    pub offset: u64,
+    /// The record's `base_timestamp` (server append time, µs).
+    pub timestamp: u64,
+    /// `origin_timestamp + timestamp_delta` (producer time, µs).
+    pub origin_timestamp: u64,
+    pub header: FrameHeader,
+    /// The whole frame (header, payload, user headers).
+    pub frame: Range<usize>,
+    pub payload: Range<usize>,
+    pub user_headers: Range<usize>,
+}
+
+/// Iterates the frames of a record whose header decoded. Yields an error
+/// (and then stops) at the first frame that does not fit.
+#[derive(Debug, Clone)]
+pub struct Frames<'a> {
+    bytes: &'a [u8],
+    header: BatchHeader,
+    index: u32,
+    position: usize,
+    failed: bool,
+}
+
+impl<'a> Frames<'a> {
+    /// Position just after the last frame yielded so far.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+}
+
+impl Iterator for Frames<'_> {
+    type Item = Result<Frame, BatchError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.index >= self.header.message_count {
+            return None;
+        }
+        let position = self.position;
+        let available = self.bytes.len() - position;
+        if available < FRAME_HEADER_SIZE {
+            self.failed = true;
+            return Some(Err(BatchError::FrameTruncated {
+                index: self.index,
+                position,
+                needed: FRAME_HEADER_SIZE as u64,
+                available,
+            }));
+        }
+        let header_bytes = &self.bytes[position..position + FRAME_HEADER_SIZE];
+        let header = FrameHeader::decode(header_bytes);
+        for at in FRAME_RESERVED {
+            if header_bytes[at] != 0 {
+                self.failed = true;
+                return Some(Err(BatchError::FrameReservedNotZero {
+                    index: self.index,
+                    position,
+                    at,
+                    value: header_bytes[at],
+                }));
+            }
+        }
+        let frame_size = header.frame_size();
+        if frame_size > available as u64 {
+            self.failed = true;
+            return Some(Err(BatchError::FrameTruncated {
+                index: self.index,
+                position,
+                needed: frame_size,
+                available,
+            }));
+        }
+        // frame_size ≤ available ≤ usize::MAX, so the casts below are exact.
+        let frame_end = position + frame_size as usize;
+        let payload_start = position + FRAME_HEADER_SIZE;
+        let payload_end = payload_start + header.payload_length as usize;
+        let frame = Frame {
+            index: self.index,
+            offset: self
+                .header
+                .base_offset
+                .wrapping_add(u64::from(header.offset_delta)),
+            timestamp: self.header.base_timestamp,
+            origin_timestamp: self
+                .header
+                .origin_timestamp
+                .wrapping_add(u64::from(header.timestamp_delta)),
+            header,
+            frame: position..frame_end,
+            payload: payload_start..payload_end,
+            user_headers: payload_end..frame_end,
+        };
+        self.index += 1;
+        self.position = frame_end;
+        Some(Ok(frame))
+    }
+}
+
+/// Iterates the frames of `bytes` (a whole record). Fails only if the batch
+/// header does not decode; frame errors come out of the iterator.
+pub fn frames(bytes: &[u8]) -> Result<Frames<'_>, BatchError> {
+    let header = BatchHeader::decode(bytes)?;
+    Ok(Frames {
+        bytes,
+        header,
+        index: 0,
+        position: BATCH_HEADER_SIZE,
+        failed: false,
+    })
+}
+
+/// XXH3-64 (seed 0) over bytes 8..end of a frame.
+pub fn frame_checksum(frame_bytes: &[u8]) -> u64 {
+    assert!(frame_bytes.len() >= FRAME_HEADER_SIZE);
+    xxh3_64(&frame_bytes[FRAME_CHECKSUM_AT + 8..])
+}
+
+/// The batch checksum: XXH3-64 (seed 0) over `partition_id ‖ base_offset ‖
+/// base_timestamp ‖ origin_timestamp ‖ batch_length ‖ message_count (u32)`
+/// followed by every frame's 8-byte checksum field, in order. Frame bodies
+/// are covered by their own checksums.
+pub fn batch_checksum(header: &BatchHeader, frame_checksums: impl Iterator<Item = u64>) -> u64 {
+    let mut hasher = Xxh3Default::new();
+    hasher.update(&header.partition_id.to_le_bytes());
+    hasher.update(&header.base_offset.to_le_bytes());
+    hasher.update(&header.base_timestamp.to_le_bytes());
+    hasher.update(&header.origin_timestamp.to_le_bytes());
+    hasher.update(&header.batch_length.to_le_bytes());
+    hasher.update(&header.message_count.to_le_bytes());
+    for checksum in frame_checksums {
+        hasher.update(&checksum.to_le_bytes());
+    }
+    hasher.digest()
+}
+
+/// What a successful [`validate`] learned about a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchSummary {
+    pub header: BatchHeader,
+    /// Sum of payload bytes over all frames.
+    pub payload_bytes: u64,
+}
+
+/// Checks a complete record: `batch_length` equals `bytes.len()`, reserved
+/// bytes are zero, `message_count ≥ 1`, frames tile the rest exactly with
+/// dense `offset_delta`s (0, 1, 2, …), every frame checksum and the batch
+/// checksum verify. Used for producer batches and for records read back from
+/// disk alike.
+pub fn validate(bytes: &[u8]) -> Result<BatchSummary, BatchError> {
+    validate_inner(bytes, Some(0))
+}
+
+/// Like [`validate`], but for a record that may be a slice (§5.3): the
+/// `offset_delta`s must be consecutive from whatever the first frame says.
+pub fn validate_record(bytes: &[u8]) -> Result<BatchSummary, BatchError> {
+    validate_inner(bytes, None)
+}
+
+fn validate_inner(bytes: &[u8], first_delta: Option<u32>) -> Result<BatchSummary, BatchError> {
+    let header = BatchHeader::decode(bytes)?;
+    if header.batch_length != bytes.len() as u64 {
+        return Err(BatchError::LengthMismatch {
+            expected: header.batch_length,
+            found: bytes.len() as u64,
+        });
+    }
+    if header.message_count == 0 {
+        return Err(BatchError::EmptyBatch);
+    }
+    let mut iter = frames(bytes)?;
+    let mut payload_bytes = 0u64;
+    let mut frames_seen = 0u32;
+    let mut expected_delta = first_delta;
+    // Structure, dense deltas and frame checksums.
+    for frame in iter.by_ref() {
+        let frame = frame?;
+        let expected = *expected_delta.get_or_insert(frame.header.offset_delta);
+        if frame.header.offset_delta != expected {
+            return Err(BatchError::OffsetDeltaMismatch {
+                index: frame.index,
+                position: frame.frame.start,
+                expected,
+                found: frame.header.offset_delta,
+            });
+        }
+        expected_delta = Some(expected.wrapping_add(1));
+        let computed = frame_checksum(&bytes[frame.frame.clone()]);
+        if computed != frame.header.checksum {
+            return Err(BatchError::FrameChecksum {
+                index: frame.index,
+                position: frame.frame.start,
+                expected: computed,
+                found: frame.header.checksum,
+            });
+        }
+        payload_bytes += u64::from(frame.header.payload_length);
+        frames_seen += 1;
+    }
+    if frames_seen != header.message_count {
+        return Err(BatchError::FrameCountMismatch {
+            expected: header.message_count,
+            found: frames_seen,
+        });
+    }
+    if iter.position() != bytes.len() {
+        return Err(BatchError::TrailingBytes {
+            message_count: header.message_count,
+            trailing: bytes.len() - iter.position(),
+        });
+    }
+    let computed = computed_batch_checksum(bytes, &header)?;
+    if computed != header.batch_checksum {
+        return Err(BatchError::BatchChecksum {
+            expected: computed,
+            found: header.batch_checksum,
+        });
+    }
+    Ok(BatchSummary {
+        header,
+        payload_bytes,
+    })
+}
+
+/// Recomputes the batch checksum of `bytes` under `header` (which may differ
+/// from the bytes' own header, e.g. while stamping).
+fn computed_batch_checksum(bytes: &[u8], header: &BatchHeader) -> Result<u64, BatchError> {
+    let mut checksums = Vec::with_capacity(header.message_count.min(1024) as usize);
+    for frame in frames(bytes)? {
+        checksums.push(frame?.header.checksum);
+    }
+    Ok(batch_checksum(header, checksums.into_iter()))
+}
+
+/// Stamps a validated record for storage in place: sets `partition_id`,
+/// `base_offset` and `base_timestamp` (µs) and recomputes `batch_checksum`.
+/// Frame bytes are untouched, so frame checksums stay valid.
+pub fn stamp(
+    bytes: &mut [u8],
+    partition_id: u64,
+    base_offset: u64,
+    base_timestamp: u64,
+) -> Result<BatchHeader, BatchError> {
+    let mut header = BatchHeader::decode(bytes)?;
+    header.partition_id = partition_id;
+    header.base_offset = base_offset;
+    header.base_timestamp = base_timestamp;
+    header.batch_checksum = computed_batch_checksum(bytes, &header)?;
+    header.encode_into(bytes);
+    Ok(header)
+}
+
+/// Builds a new record holding messages `start..end` (frame indices) of the
+/// record `bytes`. The header keeps `base_offset`, `base_timestamp` and
+/// `origin_timestamp`; `message_count` and `batch_length` describe the slice
+/// and `batch_checksum` is recomputed. Frames keep their `offset_delta`, so
+/// `base_offset + offset_delta` still gives each message's offset (§5.3).
+pub fn slice(bytes: &[u8], start: u32, end: u32) -> Result<Vec<u8>, BatchError> {
+    let mut header = BatchHeader::decode(bytes)?;
+    if start >= end || end > header.message_count {
+        return Err(BatchError::SliceOutOfRange {
+            start,
+            end,
+            message_count: header.message_count,
+        });
+    }
+    let mut byte_start = None;
+    let mut byte_end = 0;
+    let mut checksums = Vec::with_capacity((end - start).min(1024) as usize);
+    for frame in frames(bytes)? {
+        let frame = frame?;
+        if frame.index < start {
+            continue;
+        }
+        if frame.index >= end {
+            break;
+        }
+        byte_start.get_or_insert(frame.frame.start);
+        byte_end = frame.frame.end;
+        checksums.push(frame.header.checksum);
+    }
+    let Some(byte_start) = byte_start else {
+        return Err(BatchError::SliceOutOfRange {
+            start,
+            end,
+            message_count: header.message_count,
+        });
+    };
+    let frames_len = byte_end - byte_start;
+    let mut record = vec![0u8; BATCH_HEADER_SIZE + frames_len];
+    record[BATCH_HEADER_SIZE..].copy_from_slice(&bytes[byte_start..byte_end]);
+    header.message_count = end - start;
+    header.batch_length = record.len() as u64;
+    header.batch_checksum = batch_checksum(&header, checksums.into_iter());
+    header.encode_into(&mut record);
+    assert!(record.len() as u64 == header.batch_length);
+    Ok(record)
+}
+
+/// Test and simulation helper: one message to put in a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageSpec {
+    pub id: u128,
+    pub timestamp_delta: u32,
+    pub payload: Vec<u8>,
+    pub user_headers: Vec<u8>,
+}
+
+/// Encodes a producer batch (partition 0, offsets and server timestamp 0)
+/// with valid frame and batch checksums. Used by tests, the simulator and
+/// benchmarks; the daemon itself never builds batches from scratch.
+pub fn encode_producer_batch(origin_timestamp: u64, messages: &[MessageSpec]) -> Vec<u8> {
+    assert!(!messages.is_empty());
+    let frames_len: usize = messages
+        .iter()
+        .map(|m| FRAME_HEADER_SIZE + m.payload.len() + m.user_headers.len())
+        .sum();
+    let mut bytes = vec![0u8; BATCH_HEADER_SIZE + frames_len];
+    let mut position = BATCH_HEADER_SIZE;
+    let mut checksums = Vec::with_capacity(messages.len());
+    for (index, message) in messages.iter().enumerate() {
+        let frame_len = FRAME_HEADER_SIZE + message.payload.len() + message.user_headers.len();
+        let frame = &mut bytes[position..position + frame_len];
+        frame[FRAME_ID_AT..FRAME_ID_AT + 16].copy_from_slice(&message.id.to_le_bytes());
+        write_u32(frame, FRAME_OFFSET_DELTA_AT, index as u32);
+        write_u32(frame, FRAME_TIMESTAMP_DELTA_AT, message.timestamp_delta);
+        write_u32(
+            frame,
+            FRAME_USER_HEADERS_LENGTH_AT,
+            message.user_headers.len() as u32,
+        );
+        write_u32(frame, FRAME_PAYLOAD_LENGTH_AT, message.payload.len() as u32);
+        let payload_end = FRAME_HEADER_SIZE + message.payload.len();
+        frame[FRAME_HEADER_SIZE..payload_end].copy_from_slice(&message.payload);
+        frame[payload_end..].copy_from_slice(&message.user_headers);
+        let checksum = frame_checksum(frame);
+        write_u64(frame, FRAME_CHECKSUM_AT, checksum);
+        checksums.push(checksum);
+        position += frame_len;
+    }
+    let mut header = BatchHeader {
+        partition_id: 0,
+        base_offset: 0,
+        base_timestamp: 0,
+        origin_timestamp,
+        batch_length: bytes.len() as u64,
+        batch_checksum: 0,
+        message_count: messages.len() as u32,
+    };
+    header.batch_checksum = batch_checksum(&header, checksums.into_iter());
+    header.encode_into(&mut bytes);
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(index: u8, payload_len: usize, headers_len: usize) -> MessageSpec {
+        MessageSpec {
+            id: u128::from(index) + 1,
+            timestamp_delta: u32::from(index) * 10,
+            payload: vec![index; payload_len],
+            user_headers: vec![0xA0 | (index & 0x0F); headers_len],
+        }
+    }
+
+    fn good_batch() -> Vec<u8> {
+        encode_producer_batch(
+            1_000,
+            &[message(0, 5, 0), message(1, 5, 7), message(2, 0, 3)],
+        )
+    }
+
+    // A batch built by the encoder validates, and its summary matches.
+    #[test]
+    fn good_batch_validates() {
+        let bytes = good_batch();
+        let summary = validate(&bytes).unwrap();
+        assert_eq!(summary.header.message_count, 3);
+        assert_eq!(summary.header.batch_length, bytes.len() as u64);
+        assert_eq!(summary.payload_bytes, 10);
+        assert_eq!(bytes.len(), 256 + 53 + 60 + 51);
+    }
+
+    // Flipping a payload byte breaks that frame's checksum: 4027.
+    #[test]
+    fn frame_checksum_broken() {
+        let mut bytes = good_batch();
+        let second_payload = 256 + 53 + 48;
+        bytes[second_payload] ^= 1;
+        let error = validate(&bytes).unwrap_err();
+        assert!(
+            matches!(error, BatchError::FrameChecksum { index: 1, .. }),
+            "{error}"
+        );
+        assert_eq!(error.wire_status(), 4027);
+    }
+
+    // Changing a frame's checksum field (and fixing nothing else) is caught by
+    // the frame check first; changing a header field breaks the batch checksum.
+    #[test]
+    fn batch_checksum_broken() {
+        let mut bytes = good_batch();
+        bytes[ORIGIN_TIMESTAMP_AT] ^= 0x40;
+        let error = validate(&bytes).unwrap_err();
+        assert!(matches!(error, BatchError::BatchChecksum { .. }), "{error}");
+        assert_eq!(error.wire_status(), 4039);
+
+        let mut bytes = good_batch();
+        bytes[BATCH_CHECKSUM_AT] ^= 1;
+        assert_eq!(validate(&bytes).unwrap_err().wire_status(), 4039);
+    }
+
+    // Every prefix of a valid batch is rejected without a panic.
+    #[test]
+    fn truncated_batches_are_rejected() {
+        let bytes = good_batch();
+        for len in 0..bytes.len() {
+            let error = validate(&bytes[..len]).unwrap_err();
+            assert_eq!(error.wire_status(), 3, "len {len}: {error}");
+        }
+        // Truncated and length field fixed up: frames no longer tile.
+        let mut short = bytes[..bytes.len() - 1].to_vec();
+        let len = short.len() as u64;
+        write_u64(&mut short, BATCH_LENGTH_AT, len);
+        assert!(matches!(
+            validate(&short).unwrap_err(),
+            BatchError::FrameTruncated { index: 2, .. }
+        ));
+    }
+
+    // Reserved bytes in the batch header and frame header must be zero.
+    #[test]
+    fn reserved_bytes_set() {
+        let mut bytes = good_batch();
+        bytes[200] = 7;
+        assert_eq!(
+            validate(&bytes).unwrap_err(),
+            BatchError::ReservedNotZero { at: 200, value: 7 }
+        );
+        let mut bytes = good_batch();
+        bytes[256 + 44] = 1;
+        assert!(matches!(
+            validate(&bytes).unwrap_err(),
+            BatchError::FrameReservedNotZero {
+                index: 0,
+                at: 44,
+                ..
+            }
+        ));
+    }
+
+    // message_count 0 maps to 4009; a count larger than the frames is caught.
+    #[test]
+    fn message_count_checks() {
+        let mut bytes = good_batch();
+        write_u32(&mut bytes, MESSAGE_COUNT_AT, 0);
+        let error = validate(&bytes).unwrap_err();
+        assert_eq!(error, BatchError::EmptyBatch);
+        assert_eq!(error.wire_status(), 4009);
+
+        let mut bytes = good_batch();
+        write_u32(&mut bytes, MESSAGE_COUNT_AT, 2);
+        assert!(matches!(
+            validate(&bytes).unwrap_err(),
+            BatchError::TrailingBytes { .. }
+        ));
+        let mut bytes = good_batch();
+        write_u32(&mut bytes, MESSAGE_COUNT_AT, 4);
+        assert!(matches!(
+            validate(&bytes).unwrap_err(),
+            BatchError::FrameTruncated { index: 3, .. }
+        ));
+    }
+
+    // A length field that disagrees with the bytes is a typed error.
+    #[test]
+    fn length_mismatch() {
+        let mut bytes = good_batch();
+        bytes.push(0);
+        assert!(matches!(
+            validate(&bytes).unwrap_err(),
+            BatchError::LengthMismatch { .. }
+        ));
+    }
+
+    // Stamping sets the server fields, keeps the frames, and still validates.
+    #[test]
+    fn stamp_then_iterate() {
+        let mut bytes = good_batch();
+        let before = bytes.clone();
+        let header = stamp(&mut bytes, 7, 100, 5_000_000).unwrap();
+        assert_eq!(header.base_offset, 100);
+        assert_eq!(bytes[BATCH_HEADER_SIZE..], before[BATCH_HEADER_SIZE..]);
+        validate(&bytes).unwrap();
+        let frames: Vec<Frame> = frames(&bytes).unwrap().map(Result::unwrap).collect();
+        assert_eq!(frames.len(), 3);
+        assert_eq!(frames[2].offset, 102);
+        assert_eq!(frames[1].timestamp, 5_000_000);
+        assert_eq!(frames[1].origin_timestamp, 1_010);
+        assert_eq!(&bytes[frames[1].payload.clone()], &[1u8; 5]);
+        assert_eq!(&bytes[frames[1].user_headers.clone()], &[0xA1u8; 7]);
+    }
+
+    // A slice is a well-formed record (checksums valid) whose frames keep
+    // their offsets; only the dense-delta rule differs when start > 0.
+    #[test]
+    fn slice_keeps_offsets() {
+        let mut bytes = good_batch();
+        stamp(&mut bytes, 1, 40, 9).unwrap();
+        let tail = slice(&bytes, 1, 3).unwrap();
+        let header = BatchHeader::decode(&tail).unwrap();
+        assert_eq!(header.base_offset, 40);
+        assert_eq!(header.message_count, 2);
+        assert_eq!(header.batch_length, tail.len() as u64);
+        let offsets: Vec<u64> = frames(&tail).unwrap().map(|f| f.unwrap().offset).collect();
+        assert_eq!(offsets, vec![41, 42]);
+        assert!(matches!(
+            validate(&tail).unwrap_err(),
+            BatchError::OffsetDeltaMismatch { .. }
+        ));
+        assert_eq!(validate_record(&tail).unwrap().header.message_count, 2);
+        let head = slice(&bytes, 0, 1).unwrap();
+        validate(&head).unwrap();
+        assert_eq!(slice(&bytes, 0, 3).unwrap(), bytes);
+        assert!(slice(&bytes, 2, 2).is_err());
+        assert!(slice(&bytes, 0, 4).is_err());
+    }
+
+    // Arbitrary bytes never panic any entry point.
+    #[test]
+    fn garbage_never_panics() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let good = good_batch();
+        for round in 0..2_000 {
+            let mut bytes = good.clone();
+            for _ in 0..(round % 7 + 1) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let at = (state % bytes.len() as u64) as usize;
+                bytes[at] = (state >> 32) as u8;
+            }
+            bytes.truncate((state >> 40) as usize % (good.len() + 1));
+            let _ = validate(&bytes);
+            let _ = slice(&bytes, 0, 1);
+            if let Ok(iter) = frames(&bytes) {
+                for _ in iter {}
+            }
+            let _ = stamp(&mut bytes, 1, 2, 3);
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! Durable partition storage: segment files, their indexes, recovery.
+//!
+//! This module owns everything a partition keeps on disk and the promise of
+//! what survives a crash. It reaches the disk only through [`io::StorageIo`]
+//! (monoio files in production, [`sim::SimIo`] in tests). It must not decide
+//! *when* to fsync (the shard's pump does, for group commit), must not parse
+//! requests, and never panics on disk content: bytes read back are checked and
+//! every defect becomes a typed [`StorageError`].
+//!
+//! # On-disk layout
+//!
+//! ```text
+//! data_dir/streams/<stream>/topics/<topic>/partitions/<partition>/
+//!     00000000000000000000.log     segment starting at offset 0
+//!     00000000000000000000.index
+//!     00000000000000004711.log     next segment, first offset 4711
+//!     00000000000000004711.index
+//! ```
+//!
+//! A segment is named by its first offset, 20 decimal digits, zero padded.
+//! The last segment (highest start offset) is the *active* one; all others are
+//! *sealed* and never written again.
+//!
+//! * `.log`: batch records back to back, in the stored wire layout of
+//!   [`crate::batch`] (256-byte batch header + 48-byte frame headers, XXH3-64
+//!   checksums), stamped with the partition id, dense server offsets (the
+//!   first message of a partition is offset 0) and the server append time in
+//!   µs. A poll reply is a copy of these bytes (only the first and last record
+//!   may be sliced to the requested range).
+//! * `.index`: one fixed 32-byte [`index::IndexEntry`] per batch, in log
+//!   order (relative offset, message count, byte position, batch length,
+//!   base timestamp, XXH32 of the entry). The index is derived data: it can
+//!   always be rebuilt from the log. In memory a segment keeps only every
+//!   [`INDEX_SAMPLE_EVERY`]-th entry; a lookup reads one window of entries
+//!   from the `.index` file.
+//!
+//! # Durability contract
+//!
+//! * [`PartitionLog::append`] validates the batch, stamps it, writes it to the
+//!   active segment (page cache) and returns its offsets. It is **not**
+//!   durable yet: `written_offset` moves, `durable_offset` does not.
+//! * [`PartitionLog::sync`] fdatasyncs the active `.log` and `.index`. When it
+//!   returns `Ok`, every message up to `written_offset` is durable and
+//!   `durable_offset` equals it. The pump decides when to call it (group
+//!   commit: many appends, one sync) and acknowledges `persisted` producers
+//!   only for offsets ≤ `durable_offset`.
+//! * Rotation seals the active segment with an fsync before creating the next
+//!   one (and fsyncs the directory), so only the active segment can ever hold
+//!   unsynced bytes.
+//! * A failed write (other than ENOSPC) or a failed fsync **poisons** the
+//!   partition: after a failed fsync the kernel may have dropped the dirty
+//!   pages, so nothing written since the last good sync can be trusted.
+//!   Appends and syncs are refused with [`StorageError::Poisoned`]; the
+//!   caller must stop acknowledging and exit so systemd restarts the daemon,
+//!   and recovery sorts out the tail.
+//! * ENOSPC on append fails that append only: its partial bytes are truncated
+//!   away, acknowledged data is untouched, the partition stays readable and a
+//!   later append succeeds once space returns.
+//! * Recovery on open checks every segment (sealed ones against their index,
+//!   the tail of the active one batch by batch), truncates a torn tail
+//!   (incomplete or checksum-failing last batches), rebuilds missing or short
+//!   indexes and fsyncs the result, so after `open` everything readable is
+//!   durable. A corrupt batch with valid data after it is never truncated:
+//!   the partition is [`PartitionState::Quarantined`] — readable up to the
+//!   damage, appends refused, nothing deleted.
+//! * Sealed segments are trusted on open when their index is clean; a bad
+//!   batch found later by a read or by [`PartitionLog::verify`] (a scrub)
+//!   quarantines the partition the same way and is returned as
+//!   [`StorageError::CorruptBatch`].
+//! * Reads see written data, synced or not. Timestamps are made monotone per
+//!   partition (a clock stepping back reuses the last timestamp), so lookup by
+//!   timestamp is a binary search.
+
+//! # What the pump calls
+//!
+//! `PartitionLog::open(io, dir, config, clock)` once (its
+//! [`RecoveryReport`] says what recovery did); `append(batch)` per producer
+//! batch → [`AppendResult`] offsets; `sync()` when its group-commit policy
+//! says so, then acknowledge up to `durable_offset()`; `unsynced_bytes()` /
+//! `unsynced_messages()` / `written_offset()` to drive that policy;
+//! `read_by_offset` / `read_by_timestamp` / `read_first` / `read_last`
+//! for polls (`current_offset()` for the reply prefix);
+//! `delete_oldest_segments` for retention, `purge`, `stats`. Any error with
+//! [`StorageError::is_fatal`] means: stop acknowledging, exit, let systemd
+//! restart.
+
+pub mod index;
+pub mod io;
+pub mod partition_log;
+pub mod recovery;
+pub mod segment;
+pub mod sim;
+
+#[cfg(test)]
+mod sim_test;
+
+use std::path::PathBuf;
+
+pub use io::{MonoioIo, OpenMode, StorageIo};
+pub use partition_log::{
+    AppendResult, Clock, DeletedSegments, PartitionConfig, PartitionLog, PartitionState,
+    PartitionStats, ReadBatches, SystemClock,
+};
+pub use recovery::RecoveryReport;
+
+use crate::batch::BatchError;
+
+/// Largest batch record the storage accepts or believes when reading a
+/// length from disk (matches the 64 MiB wire frame cap).
+pub const BATCH_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// Size of one `.index` entry.
+pub const INDEX_ENTRY_SIZE: usize = 32;
+/// Every n-th index entry of a segment is kept in memory; a lookup reads at
+/// most this many entries from the `.index` file. 1,024 keeps a 1 GiB
+/// segment of 1 KiB batches at ~24 KiB of memory.
+pub const INDEX_SAMPLE_EVERY: u32 = 1024;
+/// Default byte cap of one read (poll) when the caller gives none.
+pub const READ_BYTES_MAX_DEFAULT: u64 = 8 * 1024 * 1024;
+/// Upper bound on index entries read in one window by the read path.
+pub const INDEX_READ_ENTRIES_MAX: u64 = 4096;
+/// Read-ahead used while scanning a log file during recovery.
+pub const SCAN_CHUNK_BYTES: u64 = 1024 * 1024;
+/// Default segment size (Apache's default is 1 GiB).
+pub const SEGMENT_SIZE_BYTES_DEFAULT: u64 = 1024 * 1024 * 1024;
+/// Width of the zero-padded start offset in segment file names.
+pub const SEGMENT_NAME_DIGITS: usize = 20;
+
+/// Every storage failure, carrying what an operator needs: path, offset,
+/// byte position, expected versus found.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "no space left on device writing {path}; the append was rolled back, nothing acknowledged was lost"
+    )]
+    NoSpace {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("partition is poisoned after a failed write or fsync ({reason}); restart to recover")]
+    Poisoned { reason: String },
+    #[error("partition is quarantined read-only: {reason}")]
+    Quarantined { reason: String },
+    #[error("invalid batch: {0}")]
+    InvalidBatch(#[source] BatchError),
+    #[error("batch of {found} bytes exceeds the {max}-byte limit")]
+    BatchTooLarge { found: u64, max: u64 },
+    #[error("corrupt batch in {path} at byte {position} (expected offset {offset}): {source}")]
+    CorruptBatch {
+        path: PathBuf,
+        position: u64,
+        offset: u64,
+        #[source]
+        source: BatchError,
+    },
+    #[error("corrupt batch in {path} at byte {position}: expected {expected}, found {found}")]
+    BatchMismatch {
+        path: PathBuf,
+        position: u64,
+        expected: String,
+        found: String,
+    },
+    #[error("corrupt index {path} entry {entry}: {reason}")]
+    CorruptIndex {
+        path: PathBuf,
+        entry: u64,
+        reason: String,
+    },
+    #[error("partition directory {path}: {reason}")]
+    Layout { path: PathBuf, reason: String },
+}
+
+impl StorageError {
+    /// True when the caller must stop acknowledging and exit (so systemd
+    /// restarts the daemon and recovery runs).
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, StorageError::Poisoned { .. })
+    }
+
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        StorageError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// True for ENOSPC (and EDQUOT, which behaves the same for us).
+pub(crate) fn is_no_space(error: &std::io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::ENOSPC) | Some(libc::EDQUOT)
+    ) || error.kind() == std::io::ErrorKind::StorageFull
+        || error.kind() == std::io::ErrorKind::QuotaExceeded
+}

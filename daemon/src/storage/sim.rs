@@ -1,0 +1,613 @@
+//! A simulated disk for deterministic tests of storage (and later the pump).
+//!
+//! This file owns [`SimIo`], an in-memory [`StorageIo`] with a seeded PRNG
+//! that models what a real disk does to unsynced data on power loss, plus
+//! [`SimClock`], [`SimRng`] and a trivial [`block_on`]. It must stay
+//! deterministic: no wall clock, no OS randomness, no hash-order iteration.
+//!
+//! Model:
+//! * Each file has *durable* contents (as of its last successful fsync) and
+//!   *current* contents (what reads see). [`SimIo::crash`] replaces current
+//!   by durable; with tearing enabled a file may instead keep a random
+//!   prefix of its unsynced tail (a torn write).
+//! * A file created since the last [`StorageIo::sync_dir`] of its directory
+//!   disappears on crash. Removals and renames are durable at once (a
+//!   simplification: a removed segment never comes back).
+//! * Faults: [`SimIo::flip_bit`] (both copies), [`SimIo::fail_next_fsync`]
+//!   (EIO), [`SimIo::set_capacity`] (writes past it store what fits and fail
+//!   with ENOSPC).
+//! * Handles opened before a crash fail with EBADF afterwards, so a test
+//!   cannot keep using a "dead process"'s files.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use super::io::{OpenMode, StorageIo};
+use super::partition_log::Clock;
+
+/// xorshift64* seeded through splitmix64: small, fast, deterministic.
+#[derive(Debug, Clone)]
+pub struct SimRng {
+    state: u64,
+}
+
+impl SimRng {
+    pub fn new(seed: u64) -> SimRng {
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        SimRng { state: z | 1 }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        self.state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `0..bound` (`bound` > 0).
+    pub fn below(&mut self, bound: u64) -> u64 {
+        assert!(bound > 0);
+        self.next_u64() % bound
+    }
+
+    /// Uniform in `low..=high`.
+    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+        assert!(low <= high);
+        low + self.below(high - low + 1)
+    }
+
+    /// True with probability `numerator / denominator`.
+    pub fn chance(&mut self, numerator: u64, denominator: u64) -> bool {
+        self.below(denominator) < numerator
+    }
+
+    pub fn fill(&mut self, bytes: &mut [u8]) {
+        for byte in bytes {
+            *byte = self.next_u64() as u8;
+        }
+    }
+}
+
+/// A settable clock (µs) shared by clones.
+#[derive(Debug, Clone, Default)]
+pub struct SimClock {
+    now_micros: Rc<Cell<u64>>,
+}
+
+impl SimClock {
+    pub fn new(start_micros: u64) -> SimClock {
+        SimClock {
+            now_micros: Rc::new(Cell::new(start_micros)),
+        }
+    }
+
+    pub fn set(&self, micros: u64) {
+        self.now_micros.set(micros);
+    }
+
+    pub fn advance(&self, micros: u64) {
+        self.now_micros.set(self.now_micros.get() + micros);
+    }
+}
+
+impl Clock for SimClock {
+    fn now_micros(&self) -> u64 {
+        self.now_micros.get()
+    }
+}
+
+/// Runs a future that never waits on anything outside itself (all SimIo
+/// futures complete on first poll) to completion.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut context = Context::from_waker(Waker::noop());
+    for _ in 0..1_000_000 {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+    }
+    panic!("block_on: future did not complete; SimIo futures must never pend");
+}
+
+#[derive(Debug, Default)]
+struct SimFile {
+    durable: Vec<u8>,
+    current: Vec<u8>,
+    /// The directory entry survives a crash (dir synced since creation).
+    linked_durable: bool,
+}
+
+#[derive(Debug)]
+struct SimDisk {
+    rng: SimRng,
+    /// inode → file.
+    files: BTreeMap<u64, SimFile>,
+    /// path → inode.
+    names: BTreeMap<PathBuf, u64>,
+    dirs: BTreeSet<PathBuf>,
+    next_inode: u64,
+    generation: u64,
+    capacity_bytes: Option<u64>,
+    fail_next_fsync: bool,
+    torn_writes: bool,
+    stats: SimStats,
+}
+
+/// Counters a test can assert on.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SimStats {
+    pub writes: u64,
+    pub reads: u64,
+    pub fsyncs: u64,
+    pub crashes: u64,
+    pub torn_files: u64,
+}
+
+impl SimDisk {
+    fn used_bytes(&self) -> u64 {
+        self.files
+            .values()
+            .map(|file| file.current.len() as u64)
+            .sum()
+    }
+}
+
+/// Handle to a simulated open file.
+#[derive(Debug)]
+pub struct SimFileHandle {
+    inode: u64,
+    generation: u64,
+    path: PathBuf,
+}
+
+/// The simulated disk. Clones share the same disk.
+#[derive(Debug, Clone)]
+pub struct SimIo {
+    disk: Rc<RefCell<SimDisk>>,
+}
+
+fn os_error(code: i32) -> io::Error {
+    io::Error::from_raw_os_error(code)
+}
+
+impl SimIo {
+    pub fn new(seed: u64) -> SimIo {
+        SimIo {
+            disk: Rc::new(RefCell::new(SimDisk {
+                rng: SimRng::new(seed),
+                files: BTreeMap::new(),
+                names: BTreeMap::new(),
+                dirs: BTreeSet::new(),
+                next_inode: 1,
+                generation: 0,
+                capacity_bytes: None,
+                fail_next_fsync: false,
+                torn_writes: false,
+                stats: SimStats::default(),
+            })),
+        }
+    }
+
+    /// Enables torn writes on [`SimIo::crash`].
+    pub fn set_torn_writes(&self, enabled: bool) {
+        self.disk.borrow_mut().torn_writes = enabled;
+    }
+
+    /// Limits the total bytes of all files; `None` removes the limit.
+    pub fn set_capacity(&self, capacity_bytes: Option<u64>) {
+        self.disk.borrow_mut().capacity_bytes = capacity_bytes;
+    }
+
+    pub fn used_bytes(&self) -> u64 {
+        self.disk.borrow().used_bytes()
+    }
+
+    /// The next fsync (file or directory) fails with EIO.
+    pub fn fail_next_fsync(&self) {
+        self.disk.borrow_mut().fail_next_fsync = true;
+    }
+
+    pub fn stats(&self) -> SimStats {
+        self.disk.borrow().stats
+    }
+
+    /// Power loss: every file reverts to its durable contents (or, with torn
+    /// writes, keeps a random prefix of its unsynced tail); files whose
+    /// directory entry was never synced vanish; open handles die.
+    pub fn crash(&self) {
+        let mut disk = self.disk.borrow_mut();
+        let disk = &mut *disk;
+        disk.generation += 1;
+        disk.stats.crashes += 1;
+        let torn_writes = disk.torn_writes;
+        let mut vanished = Vec::new();
+        for (inode, file) in disk.files.iter_mut() {
+            if !file.linked_durable {
+                vanished.push(*inode);
+                continue;
+            }
+            let common = file
+                .durable
+                .iter()
+                .zip(file.current.iter())
+                .take_while(|(a, b)| a == b)
+                .count();
+            let mut keep = None;
+            if torn_writes && file.current.len() > common && disk.rng.chance(1, 2) {
+                let len = disk.rng.range(common as u64 + 1, file.current.len() as u64) as usize;
+                keep = Some(len);
+            }
+            match keep {
+                Some(len) => {
+                    file.current.truncate(len);
+                    file.durable = file.current.clone();
+                    disk.stats.torn_files += 1;
+                }
+                None => file.current = file.durable.clone(),
+            }
+        }
+        for inode in vanished {
+            disk.files.remove(&inode);
+            disk.names.retain(|_, value| *value != inode);
+        }
+        disk.fail_next_fsync = false;
+    }
+
+    /// Flips one bit of a file in both its durable and current contents
+    /// (bit rot). Returns false if the file or byte does not exist.
+    pub fn flip_bit(&self, path: &Path, position: u64, bit: u8) -> bool {
+        let mut disk = self.disk.borrow_mut();
+        let Some(inode) = disk.names.get(path).copied() else {
+            return false;
+        };
+        let file = disk
+            .files
+            .get_mut(&inode)
+            .expect("name points at a live inode");
+        let position = position as usize;
+        let mask = 1u8 << (bit % 8);
+        let mut flipped = false;
+        if let Some(byte) = file.current.get_mut(position) {
+            *byte ^= mask;
+            flipped = true;
+        }
+        if let Some(byte) = file.durable.get_mut(position) {
+            *byte ^= mask;
+        }
+        flipped
+    }
+
+    /// Current length of a file by path (test helper).
+    pub fn len_of(&self, path: &Path) -> Option<u64> {
+        let disk = self.disk.borrow();
+        let inode = disk.names.get(path)?;
+        Some(disk.files[inode].current.len() as u64)
+    }
+
+    /// Replaces a file's contents, durable at once (test helper for
+    /// corruption scenarios such as a deleted or short index).
+    pub fn set_contents(&self, path: &Path, contents: Vec<u8>) {
+        let mut disk = self.disk.borrow_mut();
+        let disk = &mut *disk;
+        let inode = match disk.names.get(path) {
+            Some(inode) => *inode,
+            None => {
+                let inode = disk.next_inode;
+                disk.next_inode += 1;
+                disk.names.insert(path.to_path_buf(), inode);
+                inode
+            }
+        };
+        disk.files.insert(
+            inode,
+            SimFile {
+                durable: contents.clone(),
+                current: contents,
+                linked_durable: true,
+            },
+        );
+    }
+
+    /// Removes a file at once, durably (test helper).
+    pub fn remove_now(&self, path: &Path) -> bool {
+        let mut disk = self.disk.borrow_mut();
+        match disk.names.remove(path) {
+            Some(inode) => {
+                disk.files.remove(&inode);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn with_file<T>(
+        &self,
+        handle: &SimFileHandle,
+        f: impl FnOnce(&mut SimDisk, u64) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let mut disk = self.disk.borrow_mut();
+        if handle.generation != disk.generation || !disk.files.contains_key(&handle.inode) {
+            return Err(os_error(libc::EBADF));
+        }
+        f(&mut disk, handle.inode)
+    }
+}
+
+impl StorageIo for SimIo {
+    type File = SimFileHandle;
+
+    async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<SimFileHandle> {
+        let mut disk = self.disk.borrow_mut();
+        let disk = &mut *disk;
+        if let Some(parent) = path.parent()
+            && !parent.as_os_str().is_empty()
+            && !disk.dirs.contains(parent)
+        {
+            return Err(os_error(libc::ENOENT));
+        }
+        let inode = match (disk.names.get(path).copied(), mode) {
+            (Some(inode), OpenMode::CreateTruncate) => {
+                let file = disk.files.get_mut(&inode).expect("live inode");
+                file.current.clear();
+                inode
+            }
+            (Some(inode), _) => inode,
+            (None, OpenMode::Existing) => return Err(os_error(libc::ENOENT)),
+            (None, _) => {
+                let inode = disk.next_inode;
+                disk.next_inode += 1;
+                disk.names.insert(path.to_path_buf(), inode);
+                disk.files.insert(inode, SimFile::default());
+                inode
+            }
+        };
+        Ok(SimFileHandle {
+            inode,
+            generation: disk.generation,
+            path: path.to_path_buf(),
+        })
+    }
+
+    async fn write_at(
+        &self,
+        file: &SimFileHandle,
+        buf: Vec<u8>,
+        position: u64,
+    ) -> (io::Result<()>, Vec<u8>) {
+        let result = self.with_file(file, |disk, inode| {
+            disk.stats.writes += 1;
+            let used = disk.used_bytes();
+            let content_len = disk.files[&inode].current.len() as u64;
+            let end = position + buf.len() as u64;
+            let growth = end.saturating_sub(content_len);
+            let mut allowed = buf.len();
+            let mut no_space = false;
+            if let Some(capacity) = disk.capacity_bytes
+                && used + growth > capacity
+            {
+                let room = capacity.saturating_sub(used);
+                let fits_end = content_len + room;
+                allowed = fits_end.saturating_sub(position).min(buf.len() as u64) as usize;
+                no_space = true;
+            }
+            let current = &mut disk.files.get_mut(&inode).expect("live inode").current;
+            let write_end = position as usize + allowed;
+            if current.len() < write_end {
+                current.resize(write_end, 0);
+            }
+            current[position as usize..write_end].copy_from_slice(&buf[..allowed]);
+            if no_space {
+                Err(os_error(libc::ENOSPC))
+            } else {
+                Ok(())
+            }
+        });
+        (result, buf)
+    }
+
+    async fn read_exact_at(
+        &self,
+        file: &SimFileHandle,
+        position: u64,
+        len: usize,
+    ) -> io::Result<Vec<u8>> {
+        self.with_file(file, |disk, inode| {
+            disk.stats.reads += 1;
+            let current = &disk.files[&inode].current;
+            let end = position.checked_add(len as u64);
+            match end {
+                Some(end) if end <= current.len() as u64 => {
+                    Ok(current[position as usize..end as usize].to_vec())
+                }
+                _ => Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "failed to fill whole buffer",
+                )),
+            }
+        })
+    }
+
+    async fn sync(&self, file: &SimFileHandle) -> io::Result<()> {
+        self.with_file(file, |disk, inode| {
+            disk.stats.fsyncs += 1;
+            if disk.fail_next_fsync {
+                disk.fail_next_fsync = false;
+                return Err(os_error(libc::EIO));
+            }
+            let file = disk.files.get_mut(&inode).expect("live inode");
+            file.durable = file.current.clone();
+            Ok(())
+        })
+    }
+
+    async fn truncate(&self, file: &SimFileHandle, len: u64) -> io::Result<()> {
+        self.with_file(file, |disk, inode| {
+            let current = &mut disk.files.get_mut(&inode).expect("live inode").current;
+            current.resize(len as usize, 0);
+            Ok(())
+        })
+    }
+
+    async fn file_len(&self, file: &SimFileHandle) -> io::Result<u64> {
+        self.with_file(file, |disk, inode| {
+            Ok(disk.files[&inode].current.len() as u64)
+        })
+    }
+
+    async fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        match disk.names.remove(path) {
+            Some(inode) => {
+                disk.files.remove(&inode);
+                Ok(())
+            }
+            None => Err(os_error(libc::ENOENT)),
+        }
+    }
+
+    async fn rename(&self, source: &Path, target: &Path) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        let inode = disk
+            .names
+            .remove(source)
+            .ok_or_else(|| os_error(libc::ENOENT))?;
+        if let Some(replaced) = disk.names.insert(target.to_path_buf(), inode) {
+            disk.files.remove(&replaced);
+        }
+        Ok(())
+    }
+
+    async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let disk = self.disk.borrow();
+        if !disk.dirs.contains(path) {
+            return Err(os_error(libc::ENOENT));
+        }
+        let mut names: Vec<String> = disk
+            .names
+            .keys()
+            .filter(|name| name.parent() == Some(path))
+            .filter_map(|name| name.file_name()?.to_str().map(str::to_owned))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        for ancestor in path.ancestors() {
+            if !ancestor.as_os_str().is_empty() {
+                disk.dirs.insert(ancestor.to_path_buf());
+            }
+        }
+        Ok(())
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        let disk = &mut *disk;
+        disk.stats.fsyncs += 1;
+        if disk.fail_next_fsync {
+            disk.fail_next_fsync = false;
+            return Err(os_error(libc::EIO));
+        }
+        for (name, inode) in &disk.names {
+            if name.parent() == Some(path)
+                && let Some(file) = disk.files.get_mut(inode)
+            {
+                file.linked_durable = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SimFileHandle {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Unsynced writes vanish on crash, synced ones stay; an unsynced directory
+    // entry vanishes with its file.
+    #[test]
+    fn crash_drops_unsynced() {
+        let io = SimIo::new(1);
+        block_on(async {
+            let dir = Path::new("/p");
+            io.create_dir_all(dir).await.unwrap();
+            let path = dir.join("a");
+            let file = io.open(&path, OpenMode::Create).await.unwrap();
+            let (result, _) = io.write_at(&file, b"abc".to_vec(), 0).await;
+            result.unwrap();
+            io.sync(&file).await.unwrap();
+            io.sync_dir(dir).await.unwrap();
+            let (result, _) = io.write_at(&file, b"def".to_vec(), 3).await;
+            result.unwrap();
+            let other = io.open(&dir.join("b"), OpenMode::Create).await.unwrap();
+            io.sync(&other).await.unwrap();
+            io.crash();
+            assert_eq!(
+                io.read_exact_at(&file, 0, 1)
+                    .await
+                    .unwrap_err()
+                    .raw_os_error(),
+                Some(libc::EBADF)
+            );
+            let file = io.open(&path, OpenMode::Existing).await.unwrap();
+            assert_eq!(io.file_len(&file).await.unwrap(), 3);
+            assert_eq!(io.list_dir(dir).await.unwrap(), vec!["a".to_owned()]);
+        });
+    }
+
+    // Faults: EIO on the next fsync, ENOSPC past capacity (with the fitting
+    // prefix stored), torn writes keep a prefix of the unsynced tail.
+    #[test]
+    fn faults() {
+        let io = SimIo::new(2);
+        block_on(async {
+            let dir = Path::new("/p");
+            io.create_dir_all(dir).await.unwrap();
+            let file = io.open(&dir.join("a"), OpenMode::Create).await.unwrap();
+            io.sync_dir(dir).await.unwrap();
+            io.fail_next_fsync();
+            assert_eq!(
+                io.sync(&file).await.unwrap_err().raw_os_error(),
+                Some(libc::EIO)
+            );
+            io.sync(&file).await.unwrap();
+            io.set_capacity(Some(10));
+            let (result, _) = io.write_at(&file, vec![1; 16], 0).await;
+            assert_eq!(result.unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+            assert_eq!(io.file_len(&file).await.unwrap(), 10);
+            io.set_capacity(None);
+            io.set_torn_writes(true);
+            let mut lengths = std::collections::BTreeSet::new();
+            for _ in 0..50 {
+                let file = io
+                    .open(&dir.join("a"), OpenMode::CreateTruncate)
+                    .await
+                    .unwrap();
+                io.sync(&file).await.unwrap();
+                let (result, _) = io.write_at(&file, vec![7; 100], 0).await;
+                result.unwrap();
+                io.crash();
+                lengths.insert(io.len_of(&dir.join("a")).unwrap());
+            }
+            assert!(lengths.contains(&0));
+            assert!(lengths.len() > 2);
+        });
+    }
+}

@@ -1,0 +1,807 @@
+//! Deterministic simulation of `PartitionLog` over `SimIo`.
+//!
+//! This file owns the seeded workload, the in-memory model it is checked
+//! against and the seed runner. For one seed it drives two partitions on one
+//! simulated disk through random appends (1..50 messages, 0..2000-byte
+//! payloads, some user headers), reads by offset / timestamp / first / last
+//! with random counts and byte caps, syncs, rotations (4–16 KiB segments),
+//! oldest-segment deletes, purges and crashes (unsynced writes dropped,
+//! sometimes torn), each followed by reopen and recovery. After every step
+//! the partitions are compared with the model; after every recovery every
+//! stored message is read back and compared byte for byte. Some seeds add a
+//! fault: bit rot in a sealed segment (quarantine), a failed fsync
+//! (poison), or a full disk (ENOSPC, then space returns).
+//!
+//! Runs 200 seeds by default; `IGGYD_SIM_SEEDS=N` runs seeds 0..N and
+//! `IGGYD_SIM_SEED=S` runs only seed S. A failure prints the seed.
+//! This file must stay deterministic: all randomness comes from the seed.
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use super::partition_log::{Clock, PartitionConfig, PartitionLog, PartitionState, ReadBatches};
+use super::segment::log_path;
+use super::sim::{SimClock, SimIo, SimRng, block_on};
+use super::{INDEX_ENTRY_SIZE, StorageError};
+use crate::batch::{
+    self, BATCH_HEADER_SIZE, BatchHeader, FRAME_HEADER_SIZE, MessageSpec, encode_producer_batch,
+};
+
+const STEPS_PER_SEED: u64 = 250;
+const PARTITIONS: usize = 2;
+
+/// One message as the model remembers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ModelMessage {
+    offset: u64,
+    /// Server timestamp of its batch.
+    timestamp: u64,
+    /// The frame bytes (header, payload, user headers) as produced.
+    frame: Vec<u8>,
+}
+
+/// The plain model of one partition.
+#[derive(Debug, Default)]
+struct Model {
+    first_offset: u64,
+    messages: Vec<ModelMessage>,
+    /// Offset one past each appended batch, ascending.
+    batch_ends: Vec<u64>,
+    next_offset: u64,
+    durable_next_offset: u64,
+}
+
+impl Model {
+    fn expected(&self, start: u64, count: u32) -> &[ModelMessage] {
+        if count == 0 || start >= self.next_offset {
+            return &[];
+        }
+        let start = start.max(self.first_offset);
+        let from = (start - self.first_offset) as usize;
+        let to = (from + count as usize).min(self.messages.len());
+        &self.messages[from..to]
+    }
+
+    fn truncate_to(&mut self, next_offset: u64) {
+        assert!(next_offset >= self.first_offset);
+        self.messages
+            .truncate((next_offset - self.first_offset) as usize);
+        self.batch_ends.retain(|end| *end <= next_offset);
+        self.next_offset = next_offset;
+        self.durable_next_offset = next_offset;
+    }
+
+    fn drop_before(&mut self, first_offset: u64) {
+        assert!(first_offset >= self.first_offset);
+        let drop = (first_offset - self.first_offset) as usize;
+        self.messages.drain(..drop);
+        self.first_offset = first_offset;
+    }
+}
+
+struct Sim {
+    seed: u64,
+    rng: SimRng,
+    io: SimIo,
+    clock: SimClock,
+    configs: Vec<PartitionConfig>,
+    dirs: Vec<PathBuf>,
+    logs: Vec<PartitionLog<SimIo>>,
+    models: Vec<Model>,
+    next_message_id: u128,
+    crashes: u64,
+    torn_tails: u64,
+    rotations_seen: usize,
+    faults: FaultCounts,
+}
+
+/// How often each injected fault was observed, summed over seeds.
+#[derive(Debug, Default, Clone, Copy)]
+struct FaultCounts {
+    quarantined_on_open: u64,
+    quarantined_on_read: u64,
+    poisoned: u64,
+    no_space_refused: u64,
+}
+
+fn decode_read(read: &ReadBatches, partition_id: u64) -> Vec<ModelMessage> {
+    let mut messages = Vec::new();
+    let mut rest = &read.bytes[..];
+    let mut records = 0;
+    while !rest.is_empty() {
+        let header = BatchHeader::decode(rest).expect("served record header decodes");
+        let record = &rest[..header.batch_length as usize];
+        batch::validate_record(record).expect("served record is well formed");
+        assert_eq!(header.partition_id, partition_id);
+        for frame in batch::frames(record).expect("frames") {
+            let frame = frame.expect("frame");
+            messages.push(ModelMessage {
+                offset: frame.offset,
+                timestamp: frame.timestamp,
+                frame: record[frame.frame.clone()].to_vec(),
+            });
+        }
+        rest = &rest[header.batch_length as usize..];
+        records += 1;
+    }
+    assert_eq!(records, read.records);
+    assert_eq!(messages.len() as u32, read.message_count);
+    assert_eq!(read.first_offset, messages.first().map(|m| m.offset));
+    assert_eq!(read.last_offset, messages.last().map(|m| m.offset));
+    messages
+}
+
+impl Sim {
+    fn new(seed: u64) -> Sim {
+        let mut rng = SimRng::new(seed);
+        let io = SimIo::new(rng.next_u64());
+        let clock = SimClock::new(1_700_000_000_000_000);
+        let mut configs = Vec::new();
+        let mut dirs = Vec::new();
+        for partition in 0..PARTITIONS {
+            configs.push(PartitionConfig {
+                partition_id: partition as u64,
+                segment_size_bytes: rng.range(4 * 1024, 16 * 1024),
+                index_sample_every: rng.range(1, 8) as u32,
+            });
+            dirs.push(PathBuf::from(format!(
+                "/data/streams/1/topics/1/partitions/{partition}"
+            )));
+        }
+        let mut sim = Sim {
+            seed,
+            rng,
+            io,
+            clock,
+            configs,
+            dirs,
+            logs: Vec::new(),
+            models: (0..PARTITIONS).map(|_| Model::default()).collect(),
+            next_message_id: 1,
+            crashes: 0,
+            torn_tails: 0,
+            rotations_seen: 0,
+            faults: FaultCounts::default(),
+        };
+        sim.open_all();
+        sim
+    }
+
+    fn open_all(&mut self) {
+        self.logs.clear();
+        for partition in 0..PARTITIONS {
+            let clock: Rc<dyn Clock> = Rc::new(self.clock.clone());
+            let log = block_on(PartitionLog::open(
+                self.io.clone(),
+                &self.dirs[partition],
+                self.configs[partition].clone(),
+                clock,
+            ))
+            .unwrap_or_else(|error| panic!("seed {}: open failed: {error}", self.seed));
+            self.logs.push(log);
+        }
+    }
+
+    fn random_batch(&mut self) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let count = if self.rng.chance(1, 4) {
+            self.rng.range(1, 50)
+        } else {
+            self.rng.range(1, 5)
+        };
+        let payload_max = if self.rng.chance(1, 3) { 2000 } else { 64 };
+        let mut specs = Vec::new();
+        for index in 0..count {
+            let mut payload = vec![0u8; self.rng.range(0, payload_max) as usize];
+            self.rng.fill(&mut payload);
+            let mut user_headers = Vec::new();
+            if self.rng.chance(1, 4) {
+                user_headers = vec![0u8; self.rng.range(1, 64) as usize];
+                self.rng.fill(&mut user_headers);
+            }
+            specs.push(MessageSpec {
+                id: self.next_message_id,
+                timestamp_delta: index as u32 * 3,
+                payload,
+                user_headers,
+            });
+            self.next_message_id += 1;
+        }
+        let bytes = encode_producer_batch(self.clock.now_micros(), &specs);
+        let frames = batch::frames(&bytes)
+            .unwrap()
+            .map(|frame| bytes[frame.unwrap().frame].to_vec())
+            .collect();
+        (bytes, frames)
+    }
+
+    fn append(&mut self, partition: usize) -> Result<(), StorageError> {
+        let (bytes, frames) = self.random_batch();
+        if self.rng.chance(1, 40) {
+            // A damaged producer batch is refused and changes nothing.
+            let mut broken = bytes;
+            let at = self
+                .rng
+                .range(BATCH_HEADER_SIZE as u64, broken.len() as u64 - 1)
+                as usize;
+            broken[at] ^= 0x10;
+            let error = block_on(self.logs[partition].append(broken)).unwrap_err();
+            assert!(matches!(error, StorageError::InvalidBatch(_)), "{error}");
+            return Ok(());
+        }
+        let segments_before = self.logs[partition].stats().segments;
+        let result = block_on(self.logs[partition].append(bytes));
+        let model = &mut self.models[partition];
+        if self.logs[partition].stats().segments > segments_before {
+            // Rotation seals (fsyncs) the previous segment, even when the
+            // append itself then fails.
+            self.rotations_seen += 1;
+            model.durable_next_offset = model.next_offset;
+        }
+        let appended = result?;
+        assert_eq!(appended.base_offset, model.next_offset);
+        assert_eq!(
+            appended.last_offset,
+            model.next_offset + frames.len() as u64 - 1
+        );
+        assert!(
+            model
+                .messages
+                .last()
+                .is_none_or(|last| last.timestamp <= appended.timestamp)
+        );
+        for (index, frame) in frames.into_iter().enumerate() {
+            model.messages.push(ModelMessage {
+                offset: appended.base_offset + index as u64,
+                timestamp: appended.timestamp,
+                frame,
+            });
+        }
+        model.next_offset = appended.last_offset + 1;
+        model.batch_ends.push(model.next_offset);
+        Ok(())
+    }
+
+    fn sync(&mut self, partition: usize) -> Result<(), StorageError> {
+        block_on(self.logs[partition].sync())?;
+        self.models[partition].durable_next_offset = self.models[partition].next_offset;
+        Ok(())
+    }
+
+    fn check_read(
+        &self,
+        partition: usize,
+        read: &ReadBatches,
+        expected: &[ModelMessage],
+        bytes_max: u64,
+    ) {
+        let got = decode_read(read, partition as u64);
+        if bytes_max == u64::MAX {
+            assert_eq!(got.len(), expected.len(), "seed {}: read length", self.seed);
+        } else {
+            assert!(got.len() <= expected.len());
+            assert!(
+                expected.is_empty() || !got.is_empty(),
+                "a capped read returns at least one record"
+            );
+            assert!(read.records <= 1 || read.bytes.len() as u64 <= bytes_max);
+        }
+        for (got, expected) in got.iter().zip(expected) {
+            assert_eq!(
+                got, expected,
+                "seed {}: message {} differs",
+                self.seed, expected.offset
+            );
+        }
+    }
+
+    fn random_read(&mut self, partition: usize) -> Result<(), StorageError> {
+        let count = match self.rng.below(4) {
+            0 => 1,
+            1 => self.rng.range(0, 10) as u32,
+            _ => self.rng.range(1, 200) as u32,
+        };
+        let bytes_max = if self.rng.chance(1, 3) {
+            self.rng.range(1, 8192)
+        } else {
+            u64::MAX
+        };
+        let log = &self.logs[partition];
+        let model = &self.models[partition];
+        let kind = self.rng.below(4);
+        let (read, expected) = match kind {
+            0 => {
+                let low = model.first_offset.saturating_sub(2);
+                let offset = self.rng.range(low, model.next_offset + 2);
+                (
+                    block_on(log.read_by_offset(offset, count, bytes_max))?,
+                    model.expected(offset, count),
+                )
+            }
+            1 => {
+                let (low, high) = match (model.messages.first(), model.messages.last()) {
+                    (Some(first), Some(last)) => {
+                        (first.timestamp.saturating_sub(10), last.timestamp + 10)
+                    }
+                    _ => (0, 10),
+                };
+                let timestamp = self.rng.range(low, high);
+                let start = model
+                    .messages
+                    .iter()
+                    .find(|message| message.timestamp >= timestamp)
+                    .map_or(model.next_offset, |message| message.offset);
+                (
+                    block_on(log.read_by_timestamp(timestamp, count, bytes_max))?,
+                    model.expected(start, count),
+                )
+            }
+            2 => (
+                block_on(log.read_first(count, bytes_max))?,
+                model.expected(model.first_offset, count),
+            ),
+            _ => {
+                let start = model
+                    .next_offset
+                    .saturating_sub(u64::from(count))
+                    .max(model.first_offset);
+                (
+                    block_on(log.read_last(count, bytes_max))?,
+                    model.expected(start, count),
+                )
+            }
+        };
+        self.check_read(partition, &read, expected, bytes_max);
+        Ok(())
+    }
+
+    fn delete_oldest(&mut self, partition: usize) -> Result<(), StorageError> {
+        let count = self.rng.range(1, 3) as usize;
+        let before = self.logs[partition].stats();
+        let deleted = block_on(self.logs[partition].delete_oldest_segments(count))?;
+        let after = self.logs[partition].stats();
+        assert_eq!(deleted.segments, before.segments - after.segments);
+        assert!(after.segments >= 1);
+        assert_eq!(deleted.messages, after.first_offset - before.first_offset);
+        self.models[partition].drop_before(after.first_offset);
+        Ok(())
+    }
+
+    fn purge(&mut self, partition: usize) -> Result<(), StorageError> {
+        block_on(self.logs[partition].purge())?;
+        self.models[partition] = Model::default();
+        Ok(())
+    }
+
+    /// Power loss, reopen, and the recovery checks.
+    fn crash(&mut self) {
+        let torn = self.rng.chance(1, 2);
+        self.io.set_torn_writes(torn);
+        self.io.crash();
+        self.crashes += 1;
+        self.open_all();
+        for partition in 0..PARTITIONS {
+            let log = &self.logs[partition];
+            let model = &mut self.models[partition];
+            let report = log.recovery_report();
+            assert!(
+                report.corruption.is_none(),
+                "seed {}: {report:?}",
+                self.seed
+            );
+            if report.torn_tail.is_some() {
+                self.torn_tails += 1;
+            }
+            let recovered = log.next_offset();
+            assert!(
+                recovered >= model.durable_next_offset,
+                "seed {}: partition {partition} lost durable data: recovered to {recovered}, durable was {}",
+                self.seed,
+                model.durable_next_offset
+            );
+            assert!(
+                recovered <= model.next_offset,
+                "seed {}: offsets invented",
+                self.seed
+            );
+            assert!(
+                recovered == model.first_offset || model.batch_ends.contains(&recovered),
+                "seed {}: recovered to {recovered}, not a batch boundary",
+                self.seed
+            );
+            assert_eq!(log.first_offset(), model.first_offset);
+            model.truncate_to(recovered);
+            assert_eq!(log.durable_offset(), log.written_offset());
+        }
+        self.check_everything();
+    }
+
+    /// Reads every stored message of every partition and compares.
+    fn check_everything(&self) {
+        for partition in 0..PARTITIONS {
+            let model = &self.models[partition];
+            let read = block_on(self.logs[partition].read_first(u32::MAX, u64::MAX))
+                .unwrap_or_else(|error| panic!("seed {}: full read failed: {error}", self.seed));
+            self.check_read(partition, &read, &model.messages, u64::MAX);
+        }
+    }
+
+    fn check_step(&self) {
+        for partition in 0..PARTITIONS {
+            let log = &self.logs[partition];
+            let model = &self.models[partition];
+            assert_eq!(log.next_offset(), model.next_offset, "seed {}", self.seed);
+            assert_eq!(log.first_offset(), model.first_offset, "seed {}", self.seed);
+            assert_eq!(log.written_offset(), model.next_offset.checked_sub(1));
+            assert_eq!(
+                log.durable_offset(),
+                model.durable_next_offset.checked_sub(1)
+            );
+            let stats = log.stats();
+            assert_eq!(stats.messages, model.messages.len() as u64);
+            assert!(
+                stats.memory_bytes < 64 * 1024,
+                "seed {}: {stats:?}",
+                self.seed
+            );
+            assert_eq!(
+                log.unsynced_messages(),
+                model.next_offset - model.durable_next_offset,
+                "seed {}",
+                self.seed
+            );
+        }
+    }
+
+    fn step(&mut self) {
+        if self.rng.chance(1, 20) {
+            // Wall clocks step back sometimes; stored timestamps must not.
+            let now = self.clock.now_micros();
+            self.clock
+                .set(now.saturating_sub(self.rng.range(0, 10_000)));
+        } else {
+            self.clock.advance(self.rng.range(0, 5_000));
+        }
+        let partition = self.rng.below(PARTITIONS as u64) as usize;
+        let roll = self.rng.below(100);
+        let result = match roll {
+            0..40 => self.append(partition),
+            40..55 => self.sync(partition),
+            55..85 => self.random_read(partition),
+            85..89 => self.delete_oldest(partition),
+            89..90 => self.purge(partition),
+            _ => {
+                if self.rng.chance(1, 2) {
+                    self.crash();
+                }
+                Ok(())
+            }
+        };
+        if let Err(error) = result {
+            panic!("seed {}: unexpected error: {error}", self.seed);
+        }
+        self.check_step();
+    }
+
+    /// Bit rot in a sealed segment: the corruption is found (on open when it
+    /// hits the last batch of the segment, else on read/verify), reported
+    /// with its position, the partition turns read-only, data before it
+    /// stays readable and no file changes.
+    fn fault_bit_flip(&mut self) {
+        let partition = 0;
+        while self.logs[partition].stats().segments < 3 {
+            self.append(partition).unwrap();
+        }
+        self.sync(partition).unwrap();
+        let log = &self.logs[partition];
+        let dir = self.dirs[partition].clone();
+        // Pick a sealed segment and a batch in it.
+        let sealed = log.stats().segments - 1;
+        let first = log.first_offset();
+        let durable_before = self.models[partition].durable_next_offset;
+        let segment_starts: Vec<u64> = self
+            .io_segment_starts(&dir)
+            .into_iter()
+            .filter(|start| *start >= first)
+            .collect();
+        let segment = self.rng.below(sealed as u64) as usize;
+        let start = segment_starts[segment];
+        let path = log_path(&dir, start);
+        let len = self.io.len_of(&path).unwrap();
+        let position = self.rng.below(len);
+        let bit = self.rng.below(8) as u8;
+        assert!(self.io.flip_bit(&path, position, bit));
+        let lengths_before = self.file_lengths(&dir);
+
+        self.open_all();
+        if self.logs[partition].recovery_report().corruption.is_some() {
+            self.faults.quarantined_on_open += 1;
+        } else {
+            self.faults.quarantined_on_read += 1;
+        }
+        let log = &self.logs[partition];
+        let verified = block_on(log.verify());
+        let state = log.state();
+        let reason = match state {
+            PartitionState::Quarantined { reason } => reason,
+            other => panic!(
+                "seed {}: bit flip not detected: {other:?} {verified:?}",
+                self.seed
+            ),
+        };
+        assert!(
+            reason.contains(&path.display().to_string()),
+            "seed {}: {reason}",
+            self.seed
+        );
+        let batch = self.random_batch().0;
+        let error = block_on(self.logs[partition].append(batch)).unwrap_err();
+        assert!(matches!(error, StorageError::Quarantined { .. }), "{error}");
+        // Everything in the segments before the damaged one reads back intact.
+        let log = &self.logs[partition];
+        if start > first {
+            let read =
+                block_on(log.read_by_offset(first, (start - first) as u32, u64::MAX)).unwrap();
+            let model = &self.models[partition];
+            self.check_read(
+                partition,
+                &read,
+                model.expected(first, (start - first) as u32),
+                u64::MAX,
+            );
+        }
+        assert!(log.next_offset() >= start);
+        assert!(log.next_offset() <= durable_before);
+        assert_eq!(
+            self.file_lengths(&dir),
+            lengths_before,
+            "seed {}: files changed",
+            self.seed
+        );
+    }
+
+    /// A failed fsync poisons; nothing durable is lost after restart.
+    fn fault_fsync(&mut self) {
+        let partition = self.rng.below(PARTITIONS as u64) as usize;
+        self.append(partition).unwrap();
+        self.io.fail_next_fsync();
+        let error = block_on(self.logs[partition].sync()).unwrap_err();
+        assert!(error.is_fatal(), "{error}");
+        assert!(matches!(
+            self.logs[partition].state(),
+            PartitionState::Poisoned { .. }
+        ));
+        self.faults.poisoned += 1;
+        let batch = self.random_batch().0;
+        let error = block_on(self.logs[partition].append(batch)).unwrap_err();
+        assert!(error.is_fatal(), "{error}");
+        let error = block_on(self.logs[partition].sync()).unwrap_err();
+        assert!(error.is_fatal(), "{error}");
+        // Still readable.
+        let model = &self.models[partition];
+        let read = block_on(self.logs[partition].read_first(u32::MAX, u64::MAX)).unwrap();
+        self.check_read(partition, &read, &model.messages, u64::MAX);
+        // The supervisor restarts the process: crash and recover.
+        self.crash();
+    }
+
+    /// A full disk: appends fail cleanly, then succeed once space returns.
+    fn fault_no_space(&mut self) {
+        let used = self.io.used_bytes();
+        self.io.set_capacity(Some(used + self.rng.range(0, 20_000)));
+        let mut refused = 0;
+        for _ in 0..20 {
+            let partition = self.rng.below(PARTITIONS as u64) as usize;
+            let lengths_before = self.file_lengths(&self.dirs[partition].clone());
+            match self.append(partition) {
+                Ok(()) => {}
+                Err(StorageError::NoSpace { .. }) => {
+                    refused += 1;
+                    self.faults.no_space_refused += 1;
+                    assert_eq!(self.logs[partition].state(), PartitionState::Open);
+                    let lengths_after = self.file_lengths(&self.dirs[partition].clone());
+                    // The rolled-back append left no bytes behind (a rotation
+                    // may have added an empty segment).
+                    for (name, len) in &lengths_after {
+                        let before = lengths_before
+                            .iter()
+                            .find(|(other, _)| other == name)
+                            .map_or(0, |(_, len)| *len);
+                        assert_eq!(*len, before, "seed {}: {name} changed", self.seed);
+                    }
+                }
+                Err(error) => panic!("seed {}: {error}", self.seed),
+            }
+            self.check_step();
+            if self.rng.chance(1, 3) {
+                self.sync(partition).unwrap();
+            }
+        }
+        self.check_everything();
+        self.io.set_capacity(None);
+        for partition in 0..PARTITIONS {
+            self.append(partition).unwrap();
+        }
+        if refused > 0 && self.rng.chance(1, 2) {
+            self.crash();
+        }
+        self.check_everything();
+    }
+
+    fn io_segment_starts(&self, dir: &Path) -> Vec<u64> {
+        let names = block_on(super::io::StorageIo::list_dir(&self.io, dir)).unwrap();
+        names
+            .iter()
+            .filter_map(|name| super::segment::parse_segment_file_name(name))
+            .filter(|(_, kind)| *kind == super::segment::SegmentFileKind::Log)
+            .map(|(start, _)| start)
+            .collect()
+    }
+
+    fn file_lengths(&self, dir: &Path) -> Vec<(String, u64)> {
+        let names = block_on(super::io::StorageIo::list_dir(&self.io, dir)).unwrap();
+        names
+            .into_iter()
+            .map(|name| {
+                let len = self.io.len_of(&dir.join(&name)).unwrap();
+                (name, len)
+            })
+            .collect()
+    }
+}
+
+fn run_seed(seed: u64) -> Sim {
+    let mut sim = Sim::new(seed);
+    let fault_at = sim.rng.range(STEPS_PER_SEED / 4, STEPS_PER_SEED - 1);
+    for step in 0..STEPS_PER_SEED {
+        if step == fault_at {
+            match seed % 10 {
+                0 => {
+                    sim.fault_bit_flip();
+                    return sim;
+                }
+                1 => sim.fault_fsync(),
+                2 => sim.fault_no_space(),
+                _ => {}
+            }
+        }
+        sim.step();
+    }
+    sim.crash();
+    sim
+}
+
+fn seeds() -> Vec<u64> {
+    if let Ok(seed) = std::env::var("IGGYD_SIM_SEED") {
+        return vec![seed.parse().expect("IGGYD_SIM_SEED is a u64")];
+    }
+    let count = std::env::var("IGGYD_SIM_SEEDS").ok().map_or(200, |count| {
+        count.parse().expect("IGGYD_SIM_SEEDS is a count")
+    });
+    (0..count).collect()
+}
+
+// Runs the seeded workload for every seed; a failure names its seed so that
+// `IGGYD_SIM_SEED=<seed>` reproduces it exactly.
+#[test]
+fn simulation() {
+    let mut crashes = 0;
+    let mut torn_tails = 0;
+    let mut rotations = 0;
+    let mut faults = FaultCounts::default();
+    for seed in seeds() {
+        let outcome = std::panic::catch_unwind(|| {
+            let sim = run_seed(seed);
+            (sim.crashes, sim.torn_tails, sim.rotations_seen, sim.faults)
+        });
+        match outcome {
+            Ok((seed_crashes, seed_torn, seed_rotations, seed_faults)) => {
+                crashes += seed_crashes;
+                torn_tails += seed_torn;
+                rotations += seed_rotations;
+                faults.quarantined_on_open += seed_faults.quarantined_on_open;
+                faults.quarantined_on_read += seed_faults.quarantined_on_read;
+                faults.poisoned += seed_faults.poisoned;
+                faults.no_space_refused += seed_faults.no_space_refused;
+            }
+            Err(panic) => {
+                eprintln!("storage simulation failed; reproduce with IGGYD_SIM_SEED={seed}");
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+    eprintln!(
+        "simulation: {crashes} crashes, {torn_tails} torn tails, {rotations} rotations, {faults:?}"
+    );
+    if seeds().len() >= 100 {
+        assert!(crashes > 0);
+        assert!(torn_tails > 0);
+        assert!(rotations > 0);
+        assert!(faults.quarantined_on_open > 0);
+        assert!(faults.quarantined_on_read > 0);
+        assert!(faults.poisoned > 0);
+        assert!(faults.no_space_refused > 0);
+    }
+}
+
+// Same seed, same run: the simulation is deterministic.
+#[test]
+fn simulation_is_deterministic() {
+    let first = run_seed(7);
+    let second = run_seed(7);
+    assert_eq!(first.io.stats(), second.io.stats());
+    assert_eq!(first.models[0].messages, second.models[0].messages);
+}
+
+// A deleted index and a short index are rebuilt from the log on open.
+#[test]
+fn missing_and_short_index_rebuilt() {
+    let mut sim = Sim::new(1234);
+    while sim.logs[0].stats().segments < 3 {
+        sim.append(0).unwrap();
+    }
+    sim.sync(0).unwrap();
+    let dir = sim.dirs[0].clone();
+    let starts = sim.io_segment_starts(&dir);
+    let first_index = super::segment::index_path(&dir, starts[0]);
+    let last_index = super::segment::index_path(&dir, *starts.last().unwrap());
+    assert!(sim.io.remove_now(&first_index));
+    let last_len = sim.io.len_of(&last_index).unwrap();
+    if last_len >= INDEX_ENTRY_SIZE as u64 {
+        sim.io
+            .set_contents(&last_index, vec![0u8; (last_len - 5) as usize]);
+    }
+    sim.open_all();
+    let report = sim.logs[0].recovery_report().clone();
+    assert!(report.corruption.is_none(), "{report:?}");
+    assert!(
+        report
+            .indexes_rebuilt
+            .iter()
+            .any(|(path, _)| *path == first_index)
+    );
+    assert_eq!(
+        sim.io.len_of(&first_index).unwrap() % INDEX_ENTRY_SIZE as u64,
+        0
+    );
+    sim.check_step();
+    sim.check_everything();
+}
+
+// A corrupt batch in the middle of the last segment, with valid batches
+// after it, quarantines on open instead of truncating.
+#[test]
+fn mid_segment_corruption_in_last_segment_quarantines() {
+    let mut sim = Sim::new(99);
+    sim.configs[0].segment_size_bytes = 1 << 20;
+    sim.open_all();
+    for _ in 0..6 {
+        sim.append(0).unwrap();
+    }
+    sim.sync(0).unwrap();
+    let dir = sim.dirs[0].clone();
+    let path = log_path(&dir, 0);
+    // Flip a payload bit of the second batch: frame checksum fails, the
+    // header still gives its length, and the third batch is valid.
+    let read = block_on(sim.logs[0].read_first(u32::MAX, u64::MAX)).unwrap();
+    let first_len = BatchHeader::decode(&read.bytes).unwrap().batch_length;
+    let second = first_len + (BATCH_HEADER_SIZE + FRAME_HEADER_SIZE) as u64 - 1;
+    assert!(sim.io.flip_bit(&path, second, 3));
+    // Break the index too so that the open has to scan.
+    let index = super::segment::index_path(&dir, 0);
+    sim.io.remove_now(&index);
+    let len_before = sim.io.len_of(&path).unwrap();
+    sim.open_all();
+    let report = sim.logs[0].recovery_report().clone();
+    let corruption = report.corruption.expect("corruption reported");
+    assert_eq!(corruption.position, first_len);
+    assert_eq!(corruption.segment, path);
+    assert!(report.torn_tail.is_none());
+    assert_eq!(sim.io.len_of(&path).unwrap(), len_before);
+    assert!(matches!(
+        sim.logs[0].state(),
+        PartitionState::Quarantined { .. }
+    ));
+    let batch = sim.random_batch().0;
+    let error = block_on(sim.logs[0].append(batch)).unwrap_err();
+    assert!(matches!(error, StorageError::Quarantined { .. }), "{error}");
+}
