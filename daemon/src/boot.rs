@@ -182,6 +182,7 @@ fn run(config: Config, cgroup_dir: Option<&Path>, started: Instant) -> Result<()
         address,
         listeners,
         drain_timeout: config.shutdown.drain_timeout,
+        data_dir: config.data_dir.clone(),
         started,
     })
 }

@@ -32,3 +32,14 @@ pub const LISTEN_BACKLOG: i32 = 1024;
 
 /// Submission-queue entries of each shard's io_uring.
 pub const IO_URING_ENTRIES: u32 = 1024;
+
+/// Ops the pump applies before a commit phase (one group commit). Bounds the
+/// latency an fsync adds to the first op of a round.
+pub const PUMP_OPS_PER_COMMIT: usize = 1024;
+
+/// Interval of the `replicated` flush policy: unsynced data is fsynced at
+/// least this often.
+pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often each pump checks its partitions for expired segments.
+pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(10);

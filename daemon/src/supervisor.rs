@@ -33,6 +33,7 @@ pub struct Launch {
     pub address: SocketAddr,
     pub listeners: Vec<std::net::TcpListener>,
     pub drain_timeout: Duration,
+    pub data_dir: std::path::PathBuf,
     /// When the process started, for the time-to-ready log line.
     pub started: Instant,
 }
@@ -121,6 +122,7 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
             mesh: mesh.clone(),
             heartbeats: heartbeats.clone(),
             events: events_tx.clone(),
+            data_dir: launch.data_dir.clone(),
         };
         let handle = shard::spawn(spec).map_err(|error| {
             BootError::Runtime(format!(

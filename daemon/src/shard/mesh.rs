@@ -40,6 +40,8 @@ pub enum ShardMessage {
     /// Enqueued by the shard's own timer; the pump bumps the heartbeat when it
     /// gets to it, which proves the pump itself makes progress.
     Heartbeat,
+    /// An operation on one of the shard's partitions, for its pump.
+    Partition(super::pump::PartitionOp),
     /// Graceful stop: stop accepting, finish, return.
     Stop,
 }

@@ -11,12 +11,17 @@
 
 pub mod heartbeat;
 pub mod mesh;
+pub mod partition;
+pub mod pump;
 
 use crate::limits;
 use crate::net::listener;
 use crate::preflight::Driver;
+use crate::storage::{MonoioIo, SystemClock};
 use heartbeat::Heartbeats;
 use mesh::{Mesh, Request, Response, ShardId, ShardMessage};
+use pump::{PartitionOp, Pump};
+use std::rc::Rc;
 use std::sync::mpsc;
 
 /// What the supervisor hears from a shard.
@@ -51,6 +56,8 @@ pub struct ShardSpec {
     pub mesh: Mesh,
     pub heartbeats: Heartbeats,
     pub events: mpsc::Sender<ShardEvent>,
+    /// Root of the partition directories.
+    pub data_dir: std::path::PathBuf,
 }
 
 /// Start the shard thread.
@@ -103,8 +110,8 @@ fn legacy_runtime()
         .map_err(|error| format!("epoll runtime failed to start: {error}"))
 }
 
-/// The shard's life inside its runtime: start the listener and the heartbeat
-/// timer, report ready, then run the pump until `Stop`.
+/// The shard's life inside its runtime: start the listener and the timers,
+/// report ready, then run the pump until `Stop`, then drain it.
 async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
     let ShardSpec {
         id,
@@ -114,52 +121,108 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         mesh,
         heartbeats,
         events,
+        data_dir,
         ..
     } = spec;
+    let mut pump = Pump::new(MonoioIo, Rc::new(SystemClock), data_dir);
     let (stop_accepting, accepting_stopped) = flume::bounded::<()>(1);
     let accept = listener::serve(id, listener, accepting_stopped)
         .map_err(|error| format!("listener: {error}"))?;
     let accept_task = monoio::spawn(accept);
 
-    // The timer only enqueues; the pump bumps the counter when it processes
-    // the message, so a wedged pump stops the heartbeat even if timers fire.
-    let ticker_mesh = mesh.clone();
-    let ticker = monoio::spawn(async move {
-        loop {
-            monoio::time::sleep(limits::HEARTBEAT_INTERVAL).await;
-            if ticker_mesh.send(id, ShardMessage::Heartbeat).await.is_err() {
-                return;
-            }
-        }
-    });
+    // Timers only enqueue; the pump does the work when it gets to the
+    // message. The heartbeat counter therefore moves only while the pump
+    // itself makes progress.
+    let timers = [
+        (limits::HEARTBEAT_INTERVAL, Tick::Heartbeat),
+        (limits::FLUSH_INTERVAL, Tick::Flush),
+        (limits::RETENTION_CHECK_INTERVAL, Tick::Retention),
+    ]
+    .map(|(interval, tick)| monoio::spawn(tick_every(mesh.clone(), id, interval, tick)));
 
     tracing::info!(shard = id, pu, %driver, "shard ready");
     events
         .send(ShardEvent::Ready { shard: id, driver })
         .map_err(|_| "supervisor is gone")?;
 
-    while let Ok(message) = inbox.recv_async().await {
-        match message {
-            ShardMessage::Heartbeat => heartbeats.bump(id),
-            ShardMessage::Request(envelope) => {
-                let response = match envelope.request {
-                    Request::Ping => Response::Pong {
-                        shard: id,
-                        pu,
-                        heartbeat: heartbeats.read(id),
-                    },
-                };
-                // The requester may have given up; that is its business.
-                let _ = envelope.reply.send(response);
-            }
-            ShardMessage::Stop => break,
+    let mut stopping = false;
+    while !stopping {
+        let Ok(first) = inbox.recv_async().await else {
+            break;
+        };
+        stopping = handle(&mut pump, &heartbeats, id, pu, first).await;
+        let mut applied = 1;
+        while !stopping && applied < limits::PUMP_OPS_PER_COMMIT {
+            let Ok(message) = inbox.try_recv() else { break };
+            stopping = handle(&mut pump, &heartbeats, id, pu, message).await;
+            applied += 1;
+        }
+        pump.commit().await;
+        if let Some(fatal) = pump.fatal() {
+            return Err(format!("stopping after a fatal storage error: {fatal}"));
         }
     }
     let _ = stop_accepting.send(());
     accept_task.await;
-    drop(ticker);
-    tracing::info!(shard = id, "shard stopped");
+    // Finish what is already queued, then make everything durable.
+    while let Ok(message) = inbox.try_recv() {
+        handle(&mut pump, &heartbeats, id, pu, message).await;
+    }
+    pump.drain().await;
+    drop(timers);
+    if let Some(fatal) = pump.fatal() {
+        return Err(format!("drain failed: {fatal}"));
+    }
+    tracing::info!(shard = id, partitions = pump.partitions(), "shard stopped");
     Ok(())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Tick {
+    Heartbeat,
+    Flush,
+    Retention,
+}
+
+async fn tick_every(mesh: Mesh, shard: ShardId, interval: std::time::Duration, tick: Tick) {
+    loop {
+        monoio::time::sleep(interval).await;
+        let message = match tick {
+            Tick::Heartbeat => ShardMessage::Heartbeat,
+            Tick::Flush => ShardMessage::Partition(PartitionOp::FlushTick),
+            Tick::Retention => ShardMessage::Partition(PartitionOp::RetentionTick),
+        };
+        if mesh.send(shard, message).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Apply one inbox message; true when it asks the shard to stop.
+async fn handle(
+    pump: &mut Pump<MonoioIo>,
+    heartbeats: &Heartbeats,
+    id: ShardId,
+    pu: u32,
+    message: ShardMessage,
+) -> bool {
+    match message {
+        ShardMessage::Heartbeat => heartbeats.bump(id),
+        ShardMessage::Request(envelope) => {
+            let response = match envelope.request {
+                Request::Ping => Response::Pong {
+                    shard: id,
+                    pu,
+                    heartbeat: heartbeats.read(id),
+                },
+            };
+            // The requester may have given up; that is its business.
+            let _ = envelope.reply.send(response);
+        }
+        ShardMessage::Partition(op) => pump.apply(op).await,
+        ShardMessage::Stop => return true,
+    }
+    false
 }
 
 #[cfg(test)]
@@ -193,6 +256,7 @@ mod tests {
                 mesh: mesh.clone(),
                 heartbeats: heartbeats.clone(),
                 events: events_tx.clone(),
+                data_dir: std::env::temp_dir(),
             };
             handles.push(spawn(spec).unwrap());
         }

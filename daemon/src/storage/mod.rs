@@ -84,6 +84,7 @@
 //! [`StorageError::is_fatal`] means: stop acknowledging, exit, let systemd
 //! restart.
 
+pub mod consumer_offsets;
 pub mod index;
 pub mod io;
 pub mod partition_log;
@@ -99,7 +100,7 @@ use std::path::PathBuf;
 pub use io::{MonoioIo, OpenMode, StorageIo};
 pub use partition_log::{
     AppendResult, Clock, DeletedSegments, PartitionConfig, PartitionLog, PartitionState,
-    PartitionStats, ReadBatches, SystemClock,
+    PartitionStats, ReadBatches, SegmentInfo, SystemClock,
 };
 pub use recovery::RecoveryReport;
 

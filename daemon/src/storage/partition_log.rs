@@ -113,6 +113,16 @@ impl ReadBatches {
     }
 }
 
+/// What retention needs to know about a sealed segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentInfo {
+    pub start_offset: u64,
+    pub next_offset: u64,
+    pub size_bytes: u64,
+    /// Server timestamp (µs) of the segment's newest batch.
+    pub last_timestamp: u64,
+}
+
 /// What `delete_oldest_segments` removed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeletedSegments {
@@ -703,6 +713,21 @@ impl<I: StorageIo> PartitionLog<I> {
             .saturating_sub(u64::from(count))
             .max(self.first_offset());
         self.read_by_offset(start, count, bytes_max).await
+    }
+
+    /// The sealed segments (all but the active one), oldest first: what
+    /// retention may delete.
+    pub fn sealed_segments(&self) -> Vec<SegmentInfo> {
+        let sealed = self.segments.len().saturating_sub(1);
+        self.segments[..sealed]
+            .iter()
+            .map(|segment| SegmentInfo {
+                start_offset: segment.start_offset,
+                next_offset: segment.next_offset,
+                size_bytes: segment.size_bytes,
+                last_timestamp: segment.last_timestamp,
+            })
+            .collect()
     }
 
     /// Deletes up to `count` of the oldest sealed segments (never the active

@@ -1,0 +1,108 @@
+//! One partition as its owner shard holds it: the partition log, its consumer
+//! offsets, and the topic settings that decide durability and retention. Only
+//! the pump (`shard/pump.rs`) creates, mutates and drops these values; nothing
+//! here is shared with another thread.
+
+use crate::storage::consumer_offsets::ConsumerOffsets;
+use crate::storage::{PartitionLog, StorageIo};
+use std::path::{Path, PathBuf};
+
+/// Identifies a partition across the daemon: numeric stream, topic and
+/// partition ids as metadata assigned them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PartitionKey {
+    pub stream: u32,
+    pub topic: u32,
+    pub partition: u32,
+}
+
+impl PartitionKey {
+    /// `data_dir/streams/<stream>/topics/<topic>/partitions/<partition>`.
+    pub fn dir(&self, data_dir: &Path) -> PathBuf {
+        data_dir
+            .join("streams")
+            .join(self.stream.to_string())
+            .join("topics")
+            .join(self.topic.to_string())
+            .join("partitions")
+            .join(self.partition.to_string())
+    }
+}
+
+impl std::fmt::Display for PartitionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.stream, self.topic, self.partition)
+    }
+}
+
+/// When an acknowledgement may be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// After the data is fsynced (group commit).
+    Persisted,
+    /// On a single node: after the write to the file; fsync by the flush
+    /// policy.
+    Replicated,
+}
+
+impl Durability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Persisted => "persisted",
+            Durability::Replicated => "replicated",
+        }
+    }
+}
+
+/// Topic settings a partition's owner needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionSettings {
+    pub durability: Durability,
+    pub offset_durability: Durability,
+    pub segment_size_bytes: u64,
+    /// `replicated`: fsync once this many messages are unsynced.
+    pub messages_required_to_save: u64,
+    /// `replicated`: fsync once this many bytes are unsynced.
+    pub size_required_to_save_bytes: u64,
+    /// Sealed segments whose newest message is older than this are deleted.
+    pub message_expiry_us: Option<u64>,
+}
+
+impl Default for PartitionSettings {
+    fn default() -> Self {
+        PartitionSettings {
+            durability: Durability::Persisted,
+            offset_durability: Durability::Persisted,
+            segment_size_bytes: crate::storage::SEGMENT_SIZE_BYTES_DEFAULT,
+            messages_required_to_save: 1024,
+            size_required_to_save_bytes: 1024 * 1024,
+            message_expiry_us: None,
+        }
+    }
+}
+
+pub struct Partition<I: StorageIo + Clone> {
+    pub key: PartitionKey,
+    pub log: PartitionLog<I>,
+    pub offsets: ConsumerOffsets<I>,
+    pub settings: PartitionSettings,
+}
+
+impl<I: StorageIo + Clone> std::fmt::Debug for Partition<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partition")
+            .field("key", &self.key)
+            .field("log", &self.log)
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl<I: StorageIo + Clone> Partition<I> {
+    /// True when the flush policy of a `replicated` topic asks for an fsync.
+    pub fn flush_due(&self) -> bool {
+        self.log.unsynced_messages() >= self.settings.messages_required_to_save
+            || self.log.unsynced_bytes() >= self.settings.size_required_to_save_bytes
+    }
+}

@@ -1,0 +1,1085 @@
+//! The pump: the only code that mutates this shard's partitions. It takes
+//! one `PartitionOp` at a time from the shard's bounded inbox and applies it
+//! to the partition it names. Periodic work (flush by interval, retention)
+//! arrives as ops too, so nothing else ever touches a partition.
+//!
+//! Group commit: the pump applies every op that is already waiting in the
+//! inbox (up to `limits::PUMP_OPS_PER_COMMIT`), then runs one commit phase:
+//! every partition with acknowledgements waiting for durability is fsynced
+//! once, and only then are those acknowledgements sent. Appends that arrive
+//! while an fsync is in flight wait in the inbox and share the next one,
+//! across all of the shard's partitions.
+//!
+//! A failed fsync or write poisons the partition (see `storage`): the waiting
+//! acknowledgements get an error, and the pump reports a fatal error so the
+//! supervisor stops the daemon and systemd restarts it. The pump never sends
+//! a request to another shard's pump, so pumps cannot deadlock each other.
+
+use super::partition::{Durability, Partition, PartitionKey, PartitionSettings};
+use crate::protocol::codes::Status;
+use crate::protocol::primitives::PollingStrategy;
+use crate::storage::consumer_offsets::{ConsumerKey, ConsumerOffsets};
+use crate::storage::{
+    Clock, DeletedSegments, PartitionConfig, PartitionLog, PartitionStats, StorageError, StorageIo,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+/// Where a reply goes: a one-shot channel back to the requester.
+pub type Reply<T> = flume::Sender<Result<T, PumpError>>;
+
+/// Offsets of an appended batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendAck {
+    pub base_offset: u64,
+    pub last_offset: u64,
+}
+
+/// A poll as the owner shard executes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollRequest {
+    /// Whose stored offset `Next` resumes from and auto-commit moves.
+    pub consumer: Option<ConsumerKey>,
+    pub strategy: PollingStrategy,
+    pub count: u32,
+    pub auto_commit: bool,
+}
+
+/// Stored bytes for a poll reply (§5.3), plus what its prefix needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollResult {
+    /// Highest stored offset (0 when empty).
+    pub current_offset: u64,
+    pub message_count: u32,
+    pub bytes: Vec<u8>,
+}
+
+/// `(current_offset, stored_offset)` for GetConsumerOffset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredOffset {
+    pub current_offset: u64,
+    pub stored_offset: u64,
+}
+
+/// One partition's numbers for stats, the console and retention.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionReport {
+    pub key: PartitionKey,
+    pub stats: PartitionStats,
+    pub current_offset: u64,
+    /// Sealed segments (oldest first) as `(size_bytes, last_timestamp_us)`.
+    pub sealed_segments: Vec<(u64, u64)>,
+    pub consumer_offsets: Vec<(ConsumerKey, u64)>,
+}
+
+/// The closed set of operations on this shard's partitions.
+#[derive(Debug)]
+pub enum PartitionOp {
+    /// Create (or open and recover) a partition this shard owns, or update
+    /// the settings of one it already holds.
+    Open {
+        key: PartitionKey,
+        settings: PartitionSettings,
+        reply: Reply<()>,
+    },
+    /// Close a partition and delete its directory (topic or partition
+    /// deleted). Missing partitions are not an error.
+    Remove {
+        key: PartitionKey,
+        reply: Reply<()>,
+    },
+    Append {
+        key: PartitionKey,
+        batch: Vec<u8>,
+        reply: Reply<AppendAck>,
+    },
+    Poll {
+        key: PartitionKey,
+        request: PollRequest,
+        reply: Reply<PollResult>,
+    },
+    GetOffset {
+        key: PartitionKey,
+        consumer: ConsumerKey,
+        reply: Reply<Option<StoredOffset>>,
+    },
+    StoreOffset {
+        key: PartitionKey,
+        consumer: ConsumerKey,
+        offset: u64,
+        reply: Reply<()>,
+    },
+    DeleteOffset {
+        key: PartitionKey,
+        consumer: ConsumerKey,
+        reply: Reply<()>,
+    },
+    /// Delete every message and consumer offset; the partition restarts at 0.
+    Purge {
+        key: PartitionKey,
+        reply: Reply<()>,
+    },
+    DeleteSegments {
+        key: PartitionKey,
+        count: u32,
+        reply: Reply<DeletedSegments>,
+    },
+    /// Flush (with `fsync`, make durable) what was written.
+    Flush {
+        key: PartitionKey,
+        fsync: bool,
+        reply: Reply<()>,
+    },
+    Report {
+        reply: Reply<Vec<PartitionReport>>,
+    },
+    /// Periodic: fsync partitions with unsynced data (the interval part of
+    /// the `replicated` flush policy).
+    FlushTick,
+    /// Periodic: delete expired sealed segments.
+    RetentionTick,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PumpError {
+    #[error("partition {0} is not served by this shard")]
+    NotHere(PartitionKey),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("offset {offset} is beyond the partition's highest offset ({current:?})")]
+    InvalidOffset { offset: u64, current: Option<u64> },
+    #[error("no consumer offset is stored")]
+    OffsetNotFound,
+    #[error("the shard is stopping")]
+    Stopping,
+}
+
+impl PumpError {
+    /// The wire status a client gets for this error.
+    pub fn wire_status(&self) -> u32 {
+        match self {
+            PumpError::NotHere(_) => Status::PartitionNotFound as u32,
+            PumpError::Storage(StorageError::InvalidBatch(error)) => error.wire_status(),
+            PumpError::Storage(StorageError::BatchTooLarge { .. }) => {
+                Status::InvalidMessagesCount as u32
+            }
+            PumpError::Storage(_) | PumpError::Stopping => Status::Error as u32,
+            PumpError::InvalidOffset { .. } => Status::InvalidOffset as u32,
+            PumpError::OffsetNotFound => Status::ConsumerOffsetNotFound as u32,
+        }
+    }
+
+    fn is_fatal(&self) -> bool {
+        matches!(self, PumpError::Storage(error) if error.is_fatal())
+    }
+}
+
+/// An acknowledgement held back until the commit phase made it durable.
+enum Pending {
+    Append {
+        key: PartitionKey,
+        ack: AppendAck,
+        reply: Reply<AppendAck>,
+    },
+    Poll {
+        key: PartitionKey,
+        result: PollResult,
+        reply: Reply<PollResult>,
+    },
+    Offset {
+        key: PartitionKey,
+        reply: Reply<()>,
+    },
+}
+
+impl Pending {
+    fn key(&self) -> PartitionKey {
+        match self {
+            Pending::Append { key, .. }
+            | Pending::Poll { key, .. }
+            | Pending::Offset { key, .. } => *key,
+        }
+    }
+}
+
+/// Counters the pump keeps for the console and `STATUS=`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PumpCounters {
+    pub messages_in: u64,
+    pub bytes_in: u64,
+    pub messages_out: u64,
+    pub bytes_out: u64,
+    pub fsyncs: u64,
+    pub commits: u64,
+}
+
+/// A fatal storage failure: stop acknowledging, exit, let systemd restart.
+#[derive(Debug, thiserror::Error)]
+#[error("partition {key}: {error}")]
+pub struct FatalError {
+    pub key: PartitionKey,
+    pub error: PumpError,
+}
+
+pub struct Pump<I: StorageIo + Clone> {
+    io: I,
+    clock: Rc<dyn Clock>,
+    data_dir: PathBuf,
+    partitions: BTreeMap<PartitionKey, Partition<I>>,
+    /// Partitions whose log must be fsynced in the next commit phase.
+    log_sync: BTreeSet<PartitionKey>,
+    /// Partitions whose consumer offsets must be fsynced.
+    offsets_sync: BTreeSet<PartitionKey>,
+    pending: Vec<Pending>,
+    pub counters: PumpCounters,
+    fatal: Option<FatalError>,
+}
+
+impl<I: StorageIo + Clone> std::fmt::Debug for Pump<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pump")
+            .field("data_dir", &self.data_dir)
+            .field("partitions", &self.partitions.len())
+            .field("pending", &self.pending.len())
+            .finish()
+    }
+}
+
+fn send<T>(reply: Reply<T>, value: Result<T, PumpError>) {
+    // The requester may have gone (client disconnected): nothing to do.
+    let _ = reply.send(value);
+}
+
+impl<I: StorageIo + Clone> Pump<I> {
+    pub fn new(io: I, clock: Rc<dyn Clock>, data_dir: PathBuf) -> Pump<I> {
+        Pump {
+            io,
+            clock,
+            data_dir,
+            partitions: BTreeMap::new(),
+            log_sync: BTreeSet::new(),
+            offsets_sync: BTreeSet::new(),
+            pending: Vec::new(),
+            counters: PumpCounters::default(),
+            fatal: None,
+        }
+    }
+
+    pub fn partitions(&self) -> usize {
+        self.partitions.len()
+    }
+
+    pub fn holds(&self, key: &PartitionKey) -> bool {
+        self.partitions.contains_key(key)
+    }
+
+    /// Set once a partition failed in a way that forbids further
+    /// acknowledgements; the shard must stop.
+    pub fn fatal(&self) -> Option<&FatalError> {
+        self.fatal.as_ref()
+    }
+
+    fn note_fatal(&mut self, key: PartitionKey, error: &PumpError) {
+        if error.is_fatal() && self.fatal.is_none() {
+            tracing::error!(partition = %key, %error, "fatal storage error: no more acknowledgements");
+            self.fatal = Some(FatalError {
+                key,
+                error: PumpError::Storage(StorageError::Poisoned {
+                    reason: error.to_string(),
+                }),
+            });
+        }
+    }
+
+    /// Open (or create) a partition and recover it. Used by `Open` and at
+    /// start-up for every partition this shard owns.
+    pub async fn open(
+        &mut self,
+        key: PartitionKey,
+        settings: PartitionSettings,
+    ) -> Result<(), PumpError> {
+        if let Some(partition) = self.partitions.get_mut(&key) {
+            partition.settings = settings;
+            return Ok(());
+        }
+        let dir = key.dir(&self.data_dir);
+        let config = PartitionConfig::new(u64::from(key.partition), settings.segment_size_bytes);
+        let log = PartitionLog::open(self.io.clone(), &dir, config, self.clock.clone()).await?;
+        let (offsets, _dropped) = ConsumerOffsets::open(self.io.clone(), &dir).await?;
+        self.partitions.insert(
+            key,
+            Partition {
+                key,
+                log,
+                offsets,
+                settings,
+            },
+        );
+        Ok(())
+    }
+
+    fn partition(&mut self, key: PartitionKey) -> Result<&mut Partition<I>, PumpError> {
+        self.partitions.get_mut(&key).ok_or(PumpError::NotHere(key))
+    }
+
+    /// Apply one op. Acknowledgements that need durability are parked until
+    /// `commit`.
+    pub async fn apply(&mut self, op: PartitionOp) {
+        if self.fatal.is_some() {
+            reply_stopping(op);
+            return;
+        }
+        match op {
+            PartitionOp::Open {
+                key,
+                settings,
+                reply,
+            } => {
+                let result = self.open(key, settings).await;
+                send(reply, result);
+            }
+            PartitionOp::Remove { key, reply } => {
+                let result = self.remove(key).await;
+                send(reply, result);
+            }
+            PartitionOp::Append { key, batch, reply } => match self.append(key, batch).await {
+                Ok((ack, Durability::Persisted)) => {
+                    self.log_sync.insert(key);
+                    self.pending.push(Pending::Append { key, ack, reply });
+                }
+                Ok((ack, Durability::Replicated)) => send(reply, Ok(ack)),
+                Err(error) => {
+                    self.note_fatal(key, &error);
+                    send(reply, Err(error));
+                }
+            },
+            PartitionOp::Poll {
+                key,
+                request,
+                reply,
+            } => match self.poll(key, request).await {
+                Ok((result, Some(Durability::Persisted))) => {
+                    self.offsets_sync.insert(key);
+                    self.pending.push(Pending::Poll { key, result, reply });
+                }
+                Ok((result, _)) => send(reply, Ok(result)),
+                Err(error) => {
+                    self.note_fatal(key, &error);
+                    send(reply, Err(error));
+                }
+            },
+            PartitionOp::GetOffset {
+                key,
+                consumer,
+                reply,
+            } => {
+                let result = self.partition(key).map(|partition| {
+                    partition
+                        .offsets
+                        .get(consumer)
+                        .map(|stored_offset| StoredOffset {
+                            current_offset: partition.log.current_offset(),
+                            stored_offset,
+                        })
+                });
+                send(reply, result);
+            }
+            PartitionOp::StoreOffset {
+                key,
+                consumer,
+                offset,
+                reply,
+            } => match self.store_offset(key, consumer, offset).await {
+                Ok(Durability::Persisted) => {
+                    self.offsets_sync.insert(key);
+                    self.pending.push(Pending::Offset { key, reply });
+                }
+                Ok(Durability::Replicated) => send(reply, Ok(())),
+                Err(error) => {
+                    self.note_fatal(key, &error);
+                    send(reply, Err(error));
+                }
+            },
+            PartitionOp::DeleteOffset {
+                key,
+                consumer,
+                reply,
+            } => match self.delete_offset(key, consumer).await {
+                Ok(Durability::Persisted) => {
+                    self.offsets_sync.insert(key);
+                    self.pending.push(Pending::Offset { key, reply });
+                }
+                Ok(Durability::Replicated) => send(reply, Ok(())),
+                Err(error) => {
+                    self.note_fatal(key, &error);
+                    send(reply, Err(error));
+                }
+            },
+            PartitionOp::Purge { key, reply } => {
+                let result = self.purge(key).await;
+                if let Err(error) = &result {
+                    self.note_fatal(key, error);
+                }
+                send(reply, result);
+            }
+            PartitionOp::DeleteSegments { key, count, reply } => {
+                let result = match self.partition(key) {
+                    Ok(partition) => partition
+                        .log
+                        .delete_oldest_segments(count as usize)
+                        .await
+                        .map_err(PumpError::from),
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = &result {
+                    self.note_fatal(key, error);
+                }
+                send(reply, result);
+            }
+            PartitionOp::Flush { key, fsync, reply } => {
+                let result = match self.partition(key) {
+                    Ok(partition) if fsync => {
+                        let synced = partition.log.sync().await;
+                        synced.map_err(PumpError::from)
+                    }
+                    // Writes go straight to the file: nothing is buffered
+                    // in the daemon, so a flush without fsync has no work.
+                    Ok(_) => Ok(()),
+                    Err(error) => Err(error),
+                };
+                if let Err(error) = &result {
+                    self.note_fatal(key, error);
+                }
+                send(reply, result);
+            }
+            PartitionOp::Report { reply } => send(reply, Ok(self.report())),
+            PartitionOp::FlushTick => {
+                let dirty: Vec<PartitionKey> = self
+                    .partitions
+                    .values()
+                    .filter(|partition| {
+                        partition.log.unsynced_bytes() > 0 || partition.offsets.is_unsynced()
+                    })
+                    .map(|partition| partition.key)
+                    .collect();
+                for key in dirty {
+                    self.log_sync.insert(key);
+                    self.offsets_sync.insert(key);
+                }
+            }
+            PartitionOp::RetentionTick => self.expire().await,
+        }
+    }
+
+    async fn append(
+        &mut self,
+        key: PartitionKey,
+        batch: Vec<u8>,
+    ) -> Result<(AppendAck, Durability), PumpError> {
+        let bytes = batch.len() as u64;
+        let partition = self.partition(key)?;
+        let appended = partition.log.append(batch).await?;
+        let durability = partition.settings.durability;
+        if durability == Durability::Replicated && partition.flush_due() {
+            self.log_sync.insert(key);
+        }
+        let messages = appended.last_offset - appended.base_offset + 1;
+        self.counters.messages_in += messages;
+        self.counters.bytes_in += bytes;
+        let ack = AppendAck {
+            base_offset: appended.base_offset,
+            last_offset: appended.last_offset,
+        };
+        Ok((ack, durability))
+    }
+
+    /// Serve a poll; returns the offset durability when auto-commit stored
+    /// an offset that must be synced before the reply.
+    ///
+    /// On a `persisted` topic a poll sees only durable messages: a consumer
+    /// never reads a message that a crash could still take back (and that
+    /// its producer has not been acknowledged for).
+    async fn poll(
+        &mut self,
+        key: PartitionKey,
+        request: PollRequest,
+    ) -> Result<(PollResult, Option<Durability>), PumpError> {
+        let partition = self.partition(key)?;
+        let highest_visible = match partition.settings.durability {
+            Durability::Persisted => partition.log.durable_offset(),
+            Durability::Replicated => partition.log.written_offset(),
+        };
+        let current_offset = highest_visible.unwrap_or(0);
+        let empty = PollResult {
+            current_offset,
+            message_count: 0,
+            bytes: Vec::new(),
+        };
+        let first = partition.log.first_offset();
+        let Some(highest) = highest_visible.filter(|highest| *highest >= first) else {
+            return Ok((empty, None));
+        };
+        if request.count == 0 {
+            return Ok((empty, None));
+        }
+        let cap = crate::storage::READ_BYTES_MAX_DEFAULT;
+        let start = match request.strategy {
+            PollingStrategy::Offset(offset) => offset.max(first),
+            PollingStrategy::First => first,
+            PollingStrategy::Last => (highest + 1)
+                .saturating_sub(u64::from(request.count))
+                .max(first),
+            PollingStrategy::Next => {
+                let stored = request
+                    .consumer
+                    .and_then(|consumer| partition.offsets.get(consumer));
+                stored.map_or(0, |stored| stored + 1).max(first)
+            }
+            PollingStrategy::Timestamp(timestamp) => {
+                let probe = partition.log.read_by_timestamp(timestamp, 1, cap).await?;
+                match probe.first_offset {
+                    Some(offset) => offset,
+                    None => return Ok((empty, None)),
+                }
+            }
+        };
+        if start > highest {
+            return Ok((empty, None));
+        }
+        let visible = highest - start + 1;
+        let count = u64::from(request.count).min(visible) as u32;
+        let read = partition.log.read_by_offset(start, count, cap).await?;
+        let result = PollResult {
+            current_offset,
+            message_count: read.message_count,
+            bytes: read.bytes,
+        };
+        let mut stored = None;
+        if request.auto_commit
+            && let (Some(consumer), Some(last)) = (request.consumer, read.last_offset)
+        {
+            partition.offsets.store(consumer, last).await?;
+            stored = Some(partition.settings.offset_durability);
+        }
+        self.counters.messages_out += u64::from(result.message_count);
+        self.counters.bytes_out += result.bytes.len() as u64;
+        Ok((result, stored))
+    }
+
+    async fn store_offset(
+        &mut self,
+        key: PartitionKey,
+        consumer: ConsumerKey,
+        offset: u64,
+    ) -> Result<Durability, PumpError> {
+        let partition = self.partition(key)?;
+        let written = partition.log.written_offset();
+        if written.is_none_or(|highest| offset > highest) {
+            return Err(PumpError::InvalidOffset {
+                offset,
+                current: written,
+            });
+        }
+        partition.offsets.store(consumer, offset).await?;
+        Ok(partition.settings.offset_durability)
+    }
+
+    async fn delete_offset(
+        &mut self,
+        key: PartitionKey,
+        consumer: ConsumerKey,
+    ) -> Result<Durability, PumpError> {
+        let partition = self.partition(key)?;
+        if !partition.offsets.delete(consumer).await? {
+            return Err(PumpError::OffsetNotFound);
+        }
+        Ok(partition.settings.offset_durability)
+    }
+
+    async fn purge(&mut self, key: PartitionKey) -> Result<(), PumpError> {
+        let partition = self.partition(key)?;
+        partition.log.purge().await?;
+        partition.offsets.clear().await?;
+        // Anything parked for this partition refers to purged data; its
+        // writes were durable-or-gone, and the purge itself is durable now.
+        self.log_sync.remove(&key);
+        self.offsets_sync.remove(&key);
+        Ok(())
+    }
+
+    async fn remove(&mut self, key: PartitionKey) -> Result<(), PumpError> {
+        let Some(partition) = self.partitions.remove(&key) else {
+            return Ok(());
+        };
+        drop(partition);
+        self.log_sync.remove(&key);
+        self.offsets_sync.remove(&key);
+        let dir = key.dir(&self.data_dir);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(PumpError::Storage(StorageError::io(
+                    "remove partition",
+                    &dir,
+                    source,
+                )));
+            }
+        }
+        if let Some(parent) = dir.parent()
+            && let Err(source) = self.io.sync_dir(parent).await
+        {
+            return Err(PumpError::Storage(StorageError::io(
+                "sync dir", parent, source,
+            )));
+        }
+        Ok(())
+    }
+
+    fn report(&self) -> Vec<PartitionReport> {
+        self.partitions
+            .values()
+            .map(|partition| PartitionReport {
+                key: partition.key,
+                stats: partition.log.stats(),
+                current_offset: partition.log.current_offset(),
+                sealed_segments: partition
+                    .log
+                    .sealed_segments()
+                    .iter()
+                    .map(|segment| (segment.size_bytes, segment.last_timestamp))
+                    .collect(),
+                consumer_offsets: partition.offsets.iter().collect(),
+            })
+            .collect()
+    }
+
+    /// Delete sealed segments whose newest message is older than the topic's
+    /// expiry. The active segment is never deleted.
+    async fn expire(&mut self) {
+        let now = self.clock.now_micros();
+        let mut failures = Vec::new();
+        for partition in self.partitions.values_mut() {
+            let Some(expiry) = partition.settings.message_expiry_us else {
+                continue;
+            };
+            let cutoff = now.saturating_sub(expiry);
+            let expired = partition
+                .log
+                .sealed_segments()
+                .iter()
+                .take_while(|segment| segment.last_timestamp < cutoff)
+                .count();
+            if expired == 0 {
+                continue;
+            }
+            match partition.log.delete_oldest_segments(expired).await {
+                Ok(deleted) => tracing::info!(
+                    partition = %partition.key,
+                    segments = deleted.segments,
+                    messages = deleted.messages,
+                    bytes = deleted.bytes,
+                    "retention: deleted expired segments"
+                ),
+                Err(error) => failures.push((partition.key, PumpError::from(error))),
+            }
+        }
+        for (key, error) in failures {
+            tracing::warn!(partition = %key, %error, "retention failed");
+            self.note_fatal(key, &error);
+        }
+    }
+
+    /// The commit phase: fsync every partition that has durability waiting,
+    /// then release the acknowledgements parked behind it.
+    pub async fn commit(&mut self) {
+        if self.log_sync.is_empty() && self.offsets_sync.is_empty() && self.pending.is_empty() {
+            return;
+        }
+        let mut failed: BTreeMap<PartitionKey, String> = BTreeMap::new();
+        for key in std::mem::take(&mut self.log_sync) {
+            let Some(partition) = self.partitions.get_mut(&key) else {
+                continue;
+            };
+            if partition.log.unsynced_bytes() == 0 {
+                continue;
+            }
+            self.counters.fsyncs += 1;
+            if let Err(error) = partition.log.sync().await {
+                failed.insert(key, error.to_string());
+            }
+        }
+        for key in std::mem::take(&mut self.offsets_sync) {
+            let Some(partition) = self.partitions.get_mut(&key) else {
+                continue;
+            };
+            if !partition.offsets.is_unsynced() {
+                continue;
+            }
+            self.counters.fsyncs += 1;
+            if let Err(error) = partition.offsets.sync().await {
+                failed.insert(key, error.to_string());
+            }
+        }
+        self.counters.commits += 1;
+        for pending in std::mem::take(&mut self.pending) {
+            let key = pending.key();
+            let failure = failed.get(&key).map(|reason| {
+                PumpError::Storage(StorageError::Poisoned {
+                    reason: reason.clone(),
+                })
+            });
+            match (pending, failure) {
+                (Pending::Append { ack, reply, .. }, None) => send(reply, Ok(ack)),
+                (Pending::Poll { result, reply, .. }, None) => send(reply, Ok(result)),
+                (Pending::Offset { reply, .. }, None) => send(reply, Ok(())),
+                (Pending::Append { reply, .. }, Some(error)) => send(reply, Err(error)),
+                (Pending::Poll { reply, .. }, Some(error)) => send(reply, Err(error)),
+                (Pending::Offset { reply, .. }, Some(error)) => send(reply, Err(error)),
+            }
+        }
+        for (key, reason) in failed {
+            let error = PumpError::Storage(StorageError::Poisoned { reason });
+            self.note_fatal(key, &error);
+        }
+    }
+
+    /// Shutdown: make everything written durable.
+    pub async fn drain(&mut self) {
+        let keys: Vec<PartitionKey> = self.partitions.keys().copied().collect();
+        for key in keys {
+            self.log_sync.insert(key);
+            self.offsets_sync.insert(key);
+        }
+        self.commit().await;
+    }
+}
+
+fn reply_stopping(op: PartitionOp) {
+    match op {
+        PartitionOp::Open { reply, .. }
+        | PartitionOp::Remove { reply, .. }
+        | PartitionOp::StoreOffset { reply, .. }
+        | PartitionOp::DeleteOffset { reply, .. }
+        | PartitionOp::Purge { reply, .. }
+        | PartitionOp::Flush { reply, .. } => send(reply, Err(PumpError::Stopping)),
+        PartitionOp::Append { reply, .. } => send(reply, Err(PumpError::Stopping)),
+        PartitionOp::Poll { reply, .. } => send(reply, Err(PumpError::Stopping)),
+        PartitionOp::GetOffset { reply, .. } => send(reply, Err(PumpError::Stopping)),
+        PartitionOp::DeleteSegments { reply, .. } => send(reply, Err(PumpError::Stopping)),
+        PartitionOp::Report { reply } => send(reply, Err(PumpError::Stopping)),
+        PartitionOp::FlushTick | PartitionOp::RetentionTick => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{MessageSpec, encode_producer_batch};
+    use crate::storage::consumer_offsets::ConsumerKind;
+    use crate::storage::sim::{SimClock, SimIo, block_on};
+
+    const KEY: PartitionKey = PartitionKey {
+        stream: 0,
+        topic: 0,
+        partition: 0,
+    };
+    const CONSUMER: ConsumerKey = ConsumerKey {
+        kind: ConsumerKind::Consumer,
+        id: 7,
+    };
+
+    fn batch(messages: usize) -> Vec<u8> {
+        let specs: Vec<MessageSpec> = (0..messages)
+            .map(|index| MessageSpec {
+                id: index as u128 + 1,
+                timestamp_delta: 0,
+                payload: vec![b'x'; 100],
+                user_headers: Vec::new(),
+            })
+            .collect();
+        encode_producer_batch(1_000, &specs)
+    }
+
+    fn pump(io: &SimIo, durability: Durability) -> Pump<SimIo> {
+        let mut pump = Pump::new(
+            io.clone(),
+            Rc::new(SimClock::new(1_000_000)),
+            PathBuf::from("/data"),
+        );
+        let settings = PartitionSettings {
+            durability,
+            ..PartitionSettings::default()
+        };
+        block_on(pump.open(KEY, settings)).unwrap();
+        pump
+    }
+
+    fn channel<T>() -> (Reply<T>, flume::Receiver<Result<T, PumpError>>) {
+        flume::bounded(1)
+    }
+
+    fn poll(pump: &mut Pump<SimIo>, strategy: PollingStrategy, auto_commit: bool) -> PollResult {
+        let (reply, answer) = channel();
+        let request = PollRequest {
+            consumer: Some(CONSUMER),
+            strategy,
+            count: 100,
+            auto_commit,
+        };
+        block_on(async {
+            pump.apply(PartitionOp::Poll {
+                key: KEY,
+                request,
+                reply,
+            })
+            .await;
+            pump.commit().await;
+        });
+        answer.try_recv().unwrap().unwrap()
+    }
+
+    // Proves group commit for `persisted`: appends are acknowledged only in
+    // the commit phase, several appends share one fsync, and a poll before
+    // the commit sees none of them (nothing a crash could take back).
+    #[test]
+    fn persisted_acks_wait_for_one_shared_fsync_and_reads_see_only_durable_data() {
+        let io = SimIo::new(1);
+        let mut pump = pump(&io, Durability::Persisted);
+        let answers: Vec<_> = (0..3)
+            .map(|_| {
+                let (reply, answer) = channel();
+                block_on(pump.apply(PartitionOp::Append {
+                    key: KEY,
+                    batch: batch(10),
+                    reply,
+                }));
+                answer
+            })
+            .collect();
+        assert!(
+            answers.iter().all(|answer| answer.try_recv().is_err()),
+            "no ack before commit"
+        );
+        let (reply, early) = channel();
+        let request = PollRequest {
+            consumer: None,
+            strategy: PollingStrategy::First,
+            count: 100,
+            auto_commit: false,
+        };
+        block_on(pump.apply(PartitionOp::Poll {
+            key: KEY,
+            request,
+            reply,
+        }));
+        assert_eq!(early.try_recv().unwrap().unwrap().message_count, 0);
+        let fsyncs_before = pump.counters.fsyncs;
+        block_on(pump.commit());
+        assert_eq!(
+            pump.counters.fsyncs - fsyncs_before,
+            1,
+            "one fsync for three appends"
+        );
+        let acks: Vec<AppendAck> = answers
+            .iter()
+            .map(|answer| answer.try_recv().unwrap().unwrap())
+            .collect();
+        assert_eq!(
+            acks[0],
+            AppendAck {
+                base_offset: 0,
+                last_offset: 9
+            }
+        );
+        assert_eq!(
+            acks[2],
+            AppendAck {
+                base_offset: 20,
+                last_offset: 29
+            }
+        );
+        // Acknowledged means durable: a crash right now loses nothing.
+        io.crash();
+        let mut reopened = pump_reopen(&io, Durability::Persisted);
+        assert_eq!(
+            poll(&mut reopened, PollingStrategy::First, false).message_count,
+            30
+        );
+    }
+
+    fn pump_reopen(io: &SimIo, durability: Durability) -> Pump<SimIo> {
+        pump(io, durability)
+    }
+
+    // Proves `replicated` acknowledges on write and serves the data at once.
+    #[test]
+    fn replicated_acks_on_write() {
+        let io = SimIo::new(2);
+        let mut pump = pump(&io, Durability::Replicated);
+        let (reply, answer) = channel();
+        block_on(pump.apply(PartitionOp::Append {
+            key: KEY,
+            batch: batch(5),
+            reply,
+        }));
+        assert_eq!(answer.try_recv().unwrap().unwrap().last_offset, 4);
+        assert_eq!(
+            poll(&mut pump, PollingStrategy::Offset(2), false).message_count,
+            3
+        );
+    }
+
+    // Proves next-polling resumes after the auto-committed offset, and the
+    // offset rules: beyond the end is 4100, deleting nothing is 3021.
+    #[test]
+    fn next_polling_with_auto_commit_and_offset_rules() {
+        let io = SimIo::new(3);
+        let mut pump = pump(&io, Durability::Persisted);
+        let (reply, _answer) = channel();
+        block_on(async {
+            pump.apply(PartitionOp::Append {
+                key: KEY,
+                batch: batch(4),
+                reply,
+            })
+            .await;
+            pump.commit().await;
+        });
+        assert_eq!(
+            poll(&mut pump, PollingStrategy::Next, true).message_count,
+            4
+        );
+        assert_eq!(
+            poll(&mut pump, PollingStrategy::Next, true).message_count,
+            0
+        );
+        let (reply, answer) = channel();
+        block_on(pump.apply(PartitionOp::GetOffset {
+            key: KEY,
+            consumer: CONSUMER,
+            reply,
+        }));
+        let stored = answer.try_recv().unwrap().unwrap().unwrap();
+        assert_eq!(
+            stored,
+            StoredOffset {
+                current_offset: 3,
+                stored_offset: 3
+            }
+        );
+
+        let (reply, answer) = channel();
+        let op = PartitionOp::StoreOffset {
+            key: KEY,
+            consumer: CONSUMER,
+            offset: 99,
+            reply,
+        };
+        block_on(pump.apply(op));
+        assert_eq!(answer.try_recv().unwrap().unwrap_err().wire_status(), 4100);
+        let (reply, answer) = channel();
+        let op = PartitionOp::StoreOffset {
+            key: KEY,
+            consumer: CONSUMER,
+            offset: 1,
+            reply,
+        };
+        block_on(async {
+            pump.apply(op).await;
+            pump.commit().await;
+        });
+        answer.try_recv().unwrap().unwrap();
+        assert_eq!(
+            poll(&mut pump, PollingStrategy::Next, false).message_count,
+            2
+        );
+
+        let other = ConsumerKey {
+            kind: ConsumerKind::Group,
+            id: 1,
+        };
+        let (reply, answer) = channel();
+        block_on(pump.apply(PartitionOp::DeleteOffset {
+            key: KEY,
+            consumer: other,
+            reply,
+        }));
+        assert_eq!(answer.try_recv().unwrap().unwrap_err().wire_status(), 3021);
+    }
+
+    // Proves purge deletes messages and offsets and restarts offsets at 0,
+    // and that an unknown partition is 3007.
+    #[test]
+    fn purge_resets_and_unknown_partitions_are_not_found() {
+        let io = SimIo::new(4);
+        let mut pump = pump(&io, Durability::Replicated);
+        let (reply, _answer) = channel();
+        block_on(pump.apply(PartitionOp::Append {
+            key: KEY,
+            batch: batch(3),
+            reply,
+        }));
+        poll(&mut pump, PollingStrategy::Next, true);
+        let (reply, answer) = channel();
+        block_on(pump.apply(PartitionOp::Purge { key: KEY, reply }));
+        answer.try_recv().unwrap().unwrap();
+        assert_eq!(
+            poll(&mut pump, PollingStrategy::First, false).message_count,
+            0
+        );
+        let (reply, answer) = channel();
+        block_on(pump.apply(PartitionOp::Append {
+            key: KEY,
+            batch: batch(1),
+            reply,
+        }));
+        assert_eq!(answer.try_recv().unwrap().unwrap().base_offset, 0);
+        assert_eq!(
+            poll(&mut pump, PollingStrategy::Next, false).message_count,
+            1
+        );
+
+        let missing = PartitionKey {
+            stream: 9,
+            topic: 9,
+            partition: 9,
+        };
+        let (reply, answer) = channel();
+        block_on(pump.apply(PartitionOp::Append {
+            key: missing,
+            batch: batch(1),
+            reply,
+        }));
+        assert_eq!(answer.try_recv().unwrap().unwrap_err().wire_status(), 3007);
+    }
+
+    // Proves a failed fsync fails every acknowledgement waiting on it and
+    // makes the pump fatal (so the daemon stops instead of lying).
+    #[test]
+    fn a_failed_fsync_fails_waiting_acks_and_is_fatal() {
+        let io = SimIo::new(5);
+        let mut pump = pump(&io, Durability::Persisted);
+        let (reply, answer) = channel();
+        block_on(pump.apply(PartitionOp::Append {
+            key: KEY,
+            batch: batch(2),
+            reply,
+        }));
+        io.fail_next_fsync();
+        block_on(pump.commit());
+        assert!(answer.try_recv().unwrap().is_err());
+        assert!(pump.fatal().is_some());
+        let (reply, answer) = channel();
+        block_on(pump.apply(PartitionOp::Append {
+            key: KEY,
+            batch: batch(1),
+            reply,
+        }));
+        assert!(matches!(
+            answer.try_recv().unwrap(),
+            Err(PumpError::Stopping)
+        ));
+    }
+}
