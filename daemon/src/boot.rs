@@ -87,18 +87,34 @@ pub fn main() -> ExitCode {
             Err(error) => fail(&error),
         },
         None => {
-            logging::init(&config.logging.level);
+            // Kept for the whole run: dropping it flushes and fsyncs the
+            // file log. The supervisor will take a clone for SIGHUP/SIGUSR2.
+            let log = match logging::init(&config.logging) {
+                Ok(log) => log,
+                Err(error) => return fail(&BootError::Logging(error)),
+            };
             install_panic_hook();
-            match run(config, cli.cgroup_dir.as_deref(), started) {
+            let outcome = run(config, cli.cgroup_dir.as_deref(), started);
+            let code = match &outcome {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(error) => fail(&error),
-            }
+                Err(error) => fail_logged(error),
+            };
+            drop(log);
+            code
         }
     }
 }
 
 fn fail(error: &BootError) -> ExitCode {
     eprintln!("iggyd: {error}");
+    systemd::status(&format!("failed: {error}"));
+    error.exit_code()
+}
+
+/// Like `fail`, once logging is up: the error goes through `tracing`, so it
+/// reaches the file log too and carries the error priority in the journal.
+fn fail_logged(error: &BootError) -> ExitCode {
+    tracing::error!("iggyd: {error}");
     systemd::status(&format!("failed: {error}"));
     error.exit_code()
 }
