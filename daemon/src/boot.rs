@@ -129,6 +129,7 @@ fn install_panic_hook() {
         let thread = std::thread::current();
         let name = thread.name().unwrap_or("unnamed");
         tracing::error!(thread = name, "panic: aborting the process");
+        logging::flush_installed();
         std::process::abort();
     }));
 }

@@ -193,6 +193,27 @@ pub(crate) struct Setup {
     pub queue_depth: usize,
 }
 
+/// The logger `init` installed, for `flush_installed`. Weak, so it does not
+/// keep the writer alive past the last `LogHandle`.
+static INSTALLED: Mutex<std::sync::Weak<Inner>> = Mutex::new(std::sync::Weak::new());
+
+/// Flushes the installed logger's file (bounded by one second: the process
+/// is about to abort, and the writer may be waiting on a lock the panicking
+/// thread holds) if there
+/// is one: the panic hook calls it before aborting so the file gets the
+/// last lines too. A no-op on the logging threads themselves, which cannot
+/// wait for their own queue.
+pub fn flush_installed() {
+    let current = std::thread::current();
+    if matches!(current.name(), Some("log-writer" | "log-janitor")) {
+        return;
+    }
+    let installed = lock(&INSTALLED).upgrade();
+    if let Some(inner) = installed {
+        let _ = inner.control(Message::Flush, Duration::from_secs(1));
+    }
+}
+
 /// Installs the daemon's global subscriber: console (journal or stderr)
 /// plus files in `config.dir`. Fails when the level does not parse, the
 /// directory cannot be created, locked or opened, or a subscriber exists.
@@ -210,6 +231,7 @@ pub fn init(config: &LoggingConfig) -> Result<LogHandle, LoggingError> {
     let (handle, dispatch) = build(config, setup)?;
     tracing::dispatcher::set_global_default(dispatch)
         .map_err(|_| LoggingError::AlreadyInstalled)?;
+    *lock(&INSTALLED) = Arc::downgrade(&handle.inner);
     Ok(handle)
 }
 

@@ -150,8 +150,34 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// Called first thing in each logging thread. The logging threads start
+/// before the supervisor blocks the signals it waits for, so without this a
+/// SIGTERM could be delivered here and kill the process with the default
+/// action instead of draining. No asynchronous signal is ever handled on a
+/// logging thread, so all are blocked except the synchronous ones (a fault
+/// in this thread must still be reported, not silently held).
+pub fn block_async_signals() {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::all();
+    for synchronous in [
+        Signal::SIGSEGV,
+        Signal::SIGBUS,
+        Signal::SIGFPE,
+        Signal::SIGILL,
+        Signal::SIGTRAP,
+        Signal::SIGSYS,
+        Signal::SIGABRT,
+    ] {
+        set.remove(synchronous);
+    }
+    // Cannot fail with a valid set and SIG_BLOCK; if it somehow did, the
+    // supervisor's own mask still catches signals sent after start-up.
+    let _ = set.thread_block();
+}
+
 /// `log-writer`: runs until `Shutdown` or until every sender is gone.
 pub fn run_writer(shared: Arc<Shared>, queue: Receiver<Message>) {
+    block_async_signals();
     let mut writer = Writer {
         shared,
         paused: false,
@@ -352,6 +378,7 @@ impl Writer {
 /// `log-janitor`: every `check_interval` (or at once when woken by new
 /// limits), retention and the total cap, until stopped.
 pub fn run_janitor(shared: Arc<Shared>) {
+    block_async_signals();
     let mut seen = 0;
     let mut failed = false;
     loop {
