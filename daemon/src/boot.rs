@@ -67,6 +67,13 @@ pub fn main() -> ExitCode {
         Ok(config) => config,
         Err(error) => return fail(&BootError::Config(error)),
     };
+    if cli.command.is_some() {
+        // Short subcommands log to stderr only: they must not create or
+        // rotate log files (and may run while the daemon holds them). The
+        // level was validated with the configuration, so this cannot fail
+        // in a way worth stopping for.
+        let _ = logging::init_stderr_only(&config.logging.level);
+    }
     match cli.command {
         Some(Command::Config) => {
             print!("{}", config.to_toml());

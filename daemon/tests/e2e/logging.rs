@@ -139,3 +139,18 @@ fn an_unusable_logging_dir_exits_78_naming_the_key() {
     assert!(!output.stderr.contains("panicked"), "{}", output.stderr);
     assert!(!output.stderr.contains("shard ready"), "{}", output.stderr);
 }
+
+/// Proves the short subcommands leave no log files behind: `plan` and
+/// `config` log to stderr only.
+#[test]
+fn subcommands_create_no_log_files() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for subcommand in ["plan", "config"] {
+        let output = run(iggyd().arg(subcommand).arg("--data-dir").arg(dir.path()));
+        assert_eq!(output.code(), Some(0), "{output:?}");
+    }
+    assert!(
+        !dir.path().join("logs").exists(),
+        "no logs directory was created"
+    );
+}
