@@ -67,6 +67,13 @@ pub fn main() -> ExitCode {
         Ok(config) => config,
         Err(error) => return fail(&BootError::Config(error)),
     };
+    if cli.command.is_some() {
+        // Short subcommands log to stderr only: they must not create or
+        // rotate log files (and may run while the daemon holds them). The
+        // level was validated with the configuration, so this cannot fail
+        // in a way worth stopping for.
+        let _ = logging::init_stderr_only(&config.logging.level);
+    }
     match cli.command {
         Some(Command::Config) => {
             print!("{}", config.to_toml());
@@ -87,18 +94,34 @@ pub fn main() -> ExitCode {
             Err(error) => fail(&error),
         },
         None => {
-            logging::init(&config.logging.level);
+            // Kept for the whole run: dropping it flushes and fsyncs the
+            // file log. The supervisor will take a clone for SIGHUP/SIGUSR2.
+            let log = match logging::init(&config.logging) {
+                Ok(log) => log,
+                Err(error) => return fail(&BootError::Logging(error)),
+            };
             install_panic_hook();
-            match run(config, cli.cgroup_dir.as_deref(), started) {
+            let outcome = run(config, cli.cgroup_dir.as_deref(), started);
+            let code = match &outcome {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(error) => fail(&error),
-            }
+                Err(error) => fail_logged(error),
+            };
+            drop(log);
+            code
         }
     }
 }
 
 fn fail(error: &BootError) -> ExitCode {
     eprintln!("iggyd: {error}");
+    systemd::status(&format!("failed: {error}"));
+    error.exit_code()
+}
+
+/// Like `fail`, once logging is up: the error goes through `tracing`, so it
+/// reaches the file log too and carries the error priority in the journal.
+fn fail_logged(error: &BootError) -> ExitCode {
+    tracing::error!("iggyd: {error}");
     systemd::status(&format!("failed: {error}"));
     error.exit_code()
 }
@@ -113,6 +136,7 @@ fn install_panic_hook() {
         let thread = std::thread::current();
         let name = thread.name().unwrap_or("unnamed");
         tracing::error!(thread = name, "panic: aborting the process");
+        logging::flush_installed();
         std::process::abort();
     }));
 }

@@ -30,6 +30,8 @@ pub enum BootError {
         pu: u32,
         message: String,
     },
+    #[error("logging: {0}")]
+    Logging(#[from] crate::logging::LoggingError),
     #[error("{0}")]
     Runtime(String),
 }
@@ -40,9 +42,11 @@ impl BootError {
             BootError::Config(_) | BootError::Plan(_) | BootError::Preflight(_) => {
                 ExitCode::from(EXIT_CONFIG)
             }
-            BootError::Listen { .. } | BootError::Shard { .. } | BootError::Runtime(_) => {
-                ExitCode::from(EXIT_FAILURE)
-            }
+            BootError::Logging(error) if error.is_config() => ExitCode::from(EXIT_CONFIG),
+            BootError::Listen { .. }
+            | BootError::Shard { .. }
+            | BootError::Logging(_)
+            | BootError::Runtime(_) => ExitCode::from(EXIT_FAILURE),
         }
     }
 }

@@ -1,0 +1,119 @@
+//! The `tracing` layer: turns each event into a `Record` on the emitting
+//! thread, writes it to the console at once and offers it to the file queue
+//! without waiting. Span fields (shard, pu, stream, topic, partition, …) are
+//! rendered once when the span is created and appended to every event
+//! inside it. This layer never touches a file and never blocks on the queue:
+//! when the queue is full the line is counted as dropped (the writer reports
+//! the count in the file).
+
+use super::format::{FieldWriter, Record};
+use super::writer::{Console, Message};
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::SystemTime;
+use tracing::span::{Attributes, Id, Record as SpanValues};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+/// A span's fields as ` key=value` text, stored in the span's extensions.
+struct SpanFields(String);
+
+/// The queue into `log-writer` and the drop counter it reports.
+pub struct FileQueue {
+    pub sender: SyncSender<Message>,
+    pub dropped: Arc<AtomicU64>,
+}
+
+pub struct LogLayer {
+    pub console: Arc<Console>,
+    /// `None` for the stderr-only subscriber of the short subcommands.
+    pub files: Option<FileQueue>,
+}
+
+thread_local! {
+    /// The thread's name, read once per thread rather than per event.
+    static THREAD_NAME: RefCell<Option<Option<String>>> = const { RefCell::new(None) };
+}
+
+fn thread_name() -> Option<String> {
+    THREAD_NAME.with(|cached| {
+        cached
+            .borrow_mut()
+            .get_or_insert_with(|| std::thread::current().name().map(str::to_string))
+            .clone()
+    })
+}
+
+impl<S> Layer<S> for LogLayer
+where
+    S: Subscriber + for<'lookup> LookupSpan<'lookup>,
+{
+    fn on_new_span(&self, attributes: &Attributes<'_>, id: &Id, context: Context<'_, S>) {
+        let Some(span) = context.span(id) else {
+            return;
+        };
+        let mut message = String::new();
+        let mut fields = String::new();
+        attributes.record(&mut FieldWriter {
+            message: &mut message,
+            fields: &mut fields,
+        });
+        span.extensions_mut().insert(SpanFields(fields));
+    }
+
+    fn on_record(&self, id: &Id, values: &SpanValues<'_>, context: Context<'_, S>) {
+        let Some(span) = context.span(id) else {
+            return;
+        };
+        let mut message = String::new();
+        let mut fields = String::new();
+        values.record(&mut FieldWriter {
+            message: &mut message,
+            fields: &mut fields,
+        });
+        let mut extensions = span.extensions_mut();
+        match extensions.get_mut::<SpanFields>() {
+            Some(existing) => existing.0.push_str(&fields),
+            None => extensions.insert(SpanFields(fields)),
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, context: Context<'_, S>) {
+        let mut text = String::with_capacity(128);
+        let mut fields = String::new();
+        event.record(&mut FieldWriter {
+            message: &mut text,
+            fields: &mut fields,
+        });
+        text.push_str(&fields);
+        if let Some(scope) = context.event_scope(event) {
+            for span in scope.from_root() {
+                if let Some(span_fields) = span.extensions().get::<SpanFields>() {
+                    text.push_str(&span_fields.0);
+                }
+            }
+        }
+        let metadata = event.metadata();
+        let record = Record {
+            time: SystemTime::now(),
+            level: *metadata.level(),
+            target: metadata.target(),
+            thread: thread_name(),
+            text,
+        };
+        self.console.write(&record);
+        if let Some(files) = &self.files {
+            match files.sender.try_send(Message::Line(record)) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    files.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                // The writer has stopped (shutdown): the console has the line.
+                Err(TrySendError::Disconnected(_)) => {}
+            }
+        }
+    }
+}
