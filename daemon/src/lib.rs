@@ -19,3 +19,4 @@ pub mod logging;
 pub mod boot;
 pub mod error;
 pub mod protocol;
+pub mod metadata;
