@@ -107,6 +107,12 @@ fn rebalance_topic(stream_id: u32, topic: &mut Topic) -> Vec<GroupRef> {
 impl Metadata {
     /// Validates and applies one command. On `Err` nothing changed.
     pub fn apply(&mut self, command: MetadataCommand) -> Result<Applied, MetadataError> {
+        let applied = self.apply_inner(command)?;
+        self.applied_commands += 1;
+        Ok(applied)
+    }
+
+    fn apply_inner(&mut self, command: MetadataCommand) -> Result<Applied, MetadataError> {
         use MetadataCommand as C;
         match command {
             C::CreateStream {

@@ -32,6 +32,7 @@ pub mod bootstrap;
 pub mod command;
 pub mod error;
 pub mod groups;
+pub mod io;
 pub mod journal;
 pub mod model;
 pub mod options;
@@ -50,8 +51,8 @@ pub use model::{
     TokenHash, Topic, User, UserStatus,
 };
 pub use options::{Compression, Durability, TopicOptions, TopicOptionsUpdate};
-// pub use store::{MetadataStore, StoreError};
-// pub use view::MetadataView;
+pub use store::{ExecuteError, MetadataStore, RecoveryReport, StoreError};
+pub use view::MetadataView;
 
 /// Streams the server holds at most (Apache: 1,048,576); beyond → 1020.
 pub const STREAMS_MAX: usize = 1_048_576;

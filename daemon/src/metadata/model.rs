@@ -167,6 +167,8 @@ pub struct Metadata {
     pub(crate) user_names: BTreeMap<String, u32>,
     /// Token hash → (user id, token name), for PAT login.
     pub(crate) token_hashes: BTreeMap<TokenHash, (u32, String)>,
+    /// Successful applies so far; the version of a published view.
+    pub(crate) applied_commands: u64,
 }
 
 /// Lowest id not used as a key (streams, topics, users reuse freed ids).
@@ -184,6 +186,11 @@ pub(crate) fn lowest_free_id<V>(map: &BTreeMap<u32, V>) -> Option<u32> {
 impl Metadata {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Commands applied successfully so far (the published version).
+    pub fn applied_commands(&self) -> u64 {
+        self.applied_commands
     }
 
     pub fn streams(&self) -> impl Iterator<Item = &Stream> {
