@@ -21,3 +21,4 @@ pub mod error;
 pub mod protocol;
 pub mod batch;
 pub mod storage;
+pub mod metadata;

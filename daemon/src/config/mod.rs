@@ -65,7 +65,9 @@ pub struct MemoryConfig {
 pub struct RootConfig {
     /// 3 to 50 characters.
     pub username: String,
-    /// 3 to 100 characters.
+    /// 3 to 100 characters, or empty: generate a random password on first
+    /// start and write it once to `<data_dir>/root-credentials` (mode 0600;
+    /// `metadata::bootstrap`), the packaged default.
     pub password: String,
 }
 
@@ -408,7 +410,7 @@ impl Reader<'_> {
             },
             root: RootConfig {
                 username: self.text_of_length("root.username", 3, 50)?,
-                password: self.text_of_length("root.password", 3, 100)?,
+                password: self.root_password()?,
             },
             logging,
             shutdown: ShutdownConfig { drain_timeout },
@@ -511,6 +513,15 @@ impl Reader<'_> {
         match self.value(key)? {
             Value::Bool(_, b) => Ok(*b),
             value => Err(self.fail(key, value, "true or false")),
+        }
+    }
+
+    /// `root.password`: 3 to 100 characters, or `""` = generate one.
+    fn root_password(&self) -> Result<String, ConfigError> {
+        let key = "root.password";
+        match self.value(key)? {
+            Value::String(_, text) if text.is_empty() => Ok(String::new()),
+            _ => self.text_of_length(key, 3, 100),
         }
     }
 
@@ -962,6 +973,13 @@ mod tests {
         assert!(
             message.contains("\"10 m\" is not accepted; expected a duration from 1 s to 300 s")
         );
+    }
+
+    /// An empty root password means "generate one at first start".
+    #[test]
+    fn empty_root_password_means_generate() {
+        let config = load("[root]\npassword = \"\"\n", &[]).unwrap();
+        assert_eq!(config.root.password, "");
     }
 
     /// Passwords are never echoed, only their length.
