@@ -37,6 +37,7 @@ pub mod journal;
 pub mod model;
 pub mod options;
 pub mod permissions;
+pub mod prepare;
 pub mod snapshot;
 pub mod store;
 pub mod view;

@@ -953,3 +953,196 @@ fn std_io_round_trip() {
     assert_eq!(report.snapshot_seq, Some(3));
     assert_eq!(recovered.metadata(), &live);
 }
+
+// Proves the per-stream topic cap (2021) and that a full stream still
+// reuses freed ids.
+#[test]
+fn too_many_topics() {
+    let mut metadata = Metadata::new();
+    let stream = create_stream(&mut metadata, "s");
+    for index in 0..super::TOPICS_PER_STREAM_MAX {
+        metadata
+            .apply(topic_command(id(stream), &format!("t{index}"), 0, 1))
+            .unwrap();
+    }
+    assert_eq!(
+        code(metadata.apply(topic_command(id(stream), "extra", 0, 1))),
+        2021
+    );
+    metadata
+        .apply(C::DeleteTopic {
+            stream: id(stream),
+            topic: id(17),
+        })
+        .unwrap();
+    assert!(matches!(
+        metadata
+            .apply(topic_command(id(stream), "extra", 0, 1))
+            .unwrap(),
+        Applied::TopicCreated { topic_id: 17, .. }
+    ));
+}
+
+// Proves every error variant maps to the wire code of §2.8.
+#[test]
+fn error_wire_codes() {
+    use super::MetadataError as E;
+    let cases: Vec<(E, u32)> = vec![
+        (E::StreamNotFound { stream: "1".into() }, 1009),
+        (E::StreamNameAlreadyExists { name: "s".into() }, 1012),
+        (E::InvalidStreamName { len: 0 }, 1013),
+        (E::TooManyStreams { max: 1 }, 1020),
+        (
+            E::TopicNotFound {
+                stream_id: 0,
+                topic: "t".into(),
+            },
+            2010,
+        ),
+        (
+            E::TopicNameAlreadyExists {
+                stream_id: 0,
+                name: "t".into(),
+            },
+            2013,
+        ),
+        (E::InvalidTopicName { len: 0 }, 2014),
+        (
+            E::TooManyPartitions {
+                count: 0,
+                min: 1,
+                max: 1000,
+            },
+            2015,
+        ),
+        (
+            E::InvalidPartitionsCount {
+                requested: 2,
+                existing: 1,
+            },
+            2019,
+        ),
+        (
+            E::TooManyTopics {
+                stream_id: 0,
+                max: 1,
+            },
+            2021,
+        ),
+        (
+            E::PartitionIdSpaceExhausted {
+                existing: 1,
+                requested: 1,
+                max: 1,
+            },
+            3013,
+        ),
+        (
+            E::InvalidTopicSize {
+                max_topic_size: 1,
+                segment_size: 2,
+            },
+            1019,
+        ),
+        (E::UnsupportedOptionKey { key: "k".into() }, 4041),
+        (E::invalid_option("k", "v"), 4042),
+        (E::UserNotFound, 20),
+        (E::InvalidUsername { len: 1 }, 43),
+        (E::InvalidPassword { len: 1 }, 44),
+        (
+            E::UserAlreadyExists {
+                username: "u".into(),
+            },
+            46,
+        ),
+        (E::CannotDeleteUser, 48),
+        (E::CannotChangePermissions, 49),
+        (E::InvalidCredentials, 42),
+        (E::InvalidPersonalAccessTokenName { len: 1 }, 50),
+        (E::PersonalAccessTokenAlreadyExists { name: "p".into() }, 51),
+        (
+            E::PersonalAccessTokensLimitReached {
+                user_id: 1,
+                max: 100,
+            },
+            52,
+        ),
+        (E::PersonalAccessTokenNotFound { name: "p".into() }, 20),
+        (E::InvalidPersonalAccessToken, 53),
+        (
+            E::PersonalAccessTokenExpired {
+                user_id: 1,
+                expiry_at_us: 1,
+            },
+            54,
+        ),
+        (
+            E::InvalidPersonalAccessTokenExpiry {
+                expiry_at_us: 1,
+                now_us: 2,
+            },
+            56,
+        ),
+        (E::UserInactive { user_id: 1 }, 47),
+        (E::ConsumerGroupNotFound { group: "g".into() }, 5000),
+        (E::ConsumerGroupNameAlreadyExists { name: "g".into() }, 5004),
+        (E::InvalidConsumerGroupName { len: 0 }, 5005),
+        (E::ConsumerGroupMemberNotFound { group_id: 0 }, 5006),
+        (E::ConsumerGroupIdsExhausted, 1),
+        (
+            E::ConsumerGroupFull {
+                group_id: 0,
+                max: 1,
+            },
+            1,
+        ),
+        (E::Unauthorized, 41),
+    ];
+    for (error, expected) in cases {
+        assert_eq!(error.wire_code(), expected, "{error:?}");
+    }
+}
+
+// Proves a topic from the model encodes as a TopicHeader through the
+// codec's reply types: compression code 1 (never 0), never/unlimited as
+// u64::MAX, and the explicit/derived blocks split by what the client sent.
+#[test]
+fn topic_header_from_model() {
+    use crate::protocol::options::{OptionBlock, OptionEntry, ValueKind};
+    use crate::protocol::reply::{TopicInfo, encode_topic};
+    let block = OptionBlock {
+        entries: vec![OptionEntry {
+            key: "durability",
+            kind: ValueKind::String as u8,
+            value: b"replicated",
+        }],
+    };
+    let options = super::options::parse_create_options(&block, Durability::Persisted).unwrap();
+    let (explicit, derived) = options.option_blocks();
+    assert_eq!(explicit.len(), 1);
+    assert_eq!(derived.len(), 8);
+    let explicit = super::options::as_entries(&explicit);
+    let derived = super::options::as_entries(&derived);
+    let info = TopicInfo {
+        id: 3,
+        created_at_us: 9,
+        partitions_count: 2,
+        message_expiry: options.message_expiry_wire(),
+        compression: options.compression.to_wire(),
+        max_topic_size: options.max_topic_size_wire(),
+        size_bytes: 0,
+        messages_count: 0,
+        name: "t",
+        explicit_options: &explicit,
+        derived_options: &derived,
+    };
+    let mut out = Vec::new();
+    encode_topic(&mut out, &info);
+    assert_eq!(out[24], 1);
+    assert_eq!(&out[16..24], &u64::MAX.to_le_bytes());
+    assert_eq!(&out[25..33], &u64::MAX.to_le_bytes());
+    // Name at 49 ([len 1]["t"]), then the explicit block's [len u32] at 51.
+    let explicit_len = u32::from_le_bytes(out[51..55].try_into().unwrap()) as usize;
+    let reparsed = OptionBlock::decode(&out[55..55 + explicit_len], 0).unwrap();
+    assert_eq!(reparsed.get("durability").unwrap().value, b"replicated");
+}
