@@ -7,6 +7,10 @@
 use crate::cgroup::CgroupLimits;
 use crate::config::{Config, Sources};
 use crate::error::BootError;
+use crate::metadata::auth::HashCost;
+use crate::metadata::bootstrap::{RootPassword, bootstrap_root};
+use crate::metadata::io::StdIo;
+use crate::metadata::{Durability, MetadataStore};
 use crate::net::listener;
 use crate::supervisor::{self, Launch};
 use crate::topology::{self, PlanEnv, ShardPlan};
@@ -198,6 +202,8 @@ fn run(config: Config, cgroup_dir: Option<&Path>, started: Instant) -> Result<()
             source,
         })?;
 
+    let store = open_metadata(&config)?;
+
     supervisor::block_signals()?;
     supervisor::run(Launch {
         plan,
@@ -208,5 +214,38 @@ fn run(config: Config, cgroup_dir: Option<&Path>, started: Instant) -> Result<()
         drain_timeout: config.shutdown.drain_timeout,
         data_dir: config.data_dir.clone(),
         started,
+        store,
+        default_durability: Durability::Persisted,
     })
+}
+
+/// Recover the metadata store (`<data_dir>/metadata`) and create the root
+/// user on first start.
+fn open_metadata(config: &Config) -> Result<MetadataStore<StdIo>, BootError> {
+    let dir = config.data_dir.join("metadata");
+    let io = StdIo::open(&dir).map_err(|error| {
+        BootError::Runtime(format!("metadata directory {}: {error}", dir.display()))
+    })?;
+    let (mut store, report) = MetadataStore::open(io)
+        .map_err(|error| BootError::Runtime(format!("metadata recovery failed: {error}")))?;
+    tracing::info!(
+        snapshot = ?report.snapshot_seq,
+        replayed = report.replayed,
+        torn_tail = report.torn_tail.is_some(),
+        members_reset = report.members_reset,
+        "metadata recovered"
+    );
+    let password = RootPassword::from_config(&config.root.password, &config.data_dir);
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_micros() as u64);
+    bootstrap_root(
+        &mut store,
+        &config.root.username,
+        &password,
+        HashCost::PRODUCTION,
+        now_us,
+    )
+    .map_err(|error| BootError::Runtime(format!("creating the root user: {error}")))?;
+    Ok(store)
 }

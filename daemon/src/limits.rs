@@ -43,3 +43,7 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often each pump checks its partitions for expired segments.
 pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A consumer-group member that sends no request for this long is stale:
+/// evicted and removed from its groups (1.2 x Apache's 30 s heartbeat).
+pub const STALE_CLIENT_AFTER: Duration = Duration::from_secs(36);

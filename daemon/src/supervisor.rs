@@ -13,6 +13,8 @@
 
 use crate::error::BootError;
 use crate::limits;
+use crate::metadata::io::StdIo;
+use crate::metadata::{Durability, MetadataStore};
 use crate::preflight::Driver;
 use crate::shard::heartbeat::Heartbeats;
 use crate::shard::mesh::{Mesh, ShardMessage};
@@ -36,6 +38,9 @@ pub struct Launch {
     pub data_dir: std::path::PathBuf,
     /// When the process started, for the time-to-ready log line.
     pub started: Instant,
+    /// The recovered metadata store; it moves to shard 0, its only writer.
+    pub store: MetadataStore<StdIo>,
+    pub default_durability: Durability,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -108,9 +113,26 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
             .collect(),
         exited: vec![false; shards],
     };
+    let view = launch.store.publish();
+    let mut store = Some(launch.store);
+    let started_at_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_micros() as u64)
+        .saturating_sub(launch.started.elapsed().as_micros() as u64);
     let planned_shards = launch.plan.shards.iter();
     for ((planned, listener), inbox) in planned_shards.zip(launch.listeners).zip(inboxes) {
         let spec = ShardSpec {
+            address: launch.address,
+            view: view.clone(),
+            store: if planned.shard == 0 {
+                store.take()
+            } else {
+                None
+            },
+            default_durability: launch.default_durability,
+            stale_after: limits::STALE_CLIENT_AFTER,
+            started: launch.started,
+            started_at_us,
             id: planned.shard,
             pu: planned.pu,
             pin: launch.plan.is_this_system(),
@@ -144,6 +166,11 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
         }
         match running.events.recv_timeout(Duration::from_millis(5)) {
             Ok(ShardEvent::Ready { driver, .. }) => drivers.push(driver),
+            Ok(ShardEvent::Recovering { shard, done, total }) => {
+                systemd::status(&format!(
+                    "recovering partitions: shard {shard} {done}/{total}"
+                ));
+            }
             Ok(ShardEvent::Exited { shard, result }) => {
                 running.exited[shard] = true;
                 let message = result
@@ -275,7 +302,8 @@ fn stop(
                     tracing::error!(shard, %message, "shard failed while stopping");
                 }
             }
-            Ok(ShardEvent::Ready { .. }) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Ok(ShardEvent::Ready { .. } | ShardEvent::Recovering { .. })
+            | Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }

@@ -4,8 +4,8 @@
 //! shards); each shard then accepts on its own socket, so the kernel spreads
 //! connections across shards. This module does not speak the protocol.
 //!
-//! Until the protocol layer lands, an accepted connection is counted and
-//! closed at once, which a client sees as an orderly EOF.
+//! Each accepted connection becomes its own task on the shard
+//! (`net::connection`); a slow client only ever slows its own task.
 
 use crate::limits;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -46,11 +46,12 @@ pub fn bind_all(
 /// Register `listener` with the current shard's runtime and return the accept
 /// loop, which runs until `stop` fires (or its sender is dropped).
 pub fn serve(
-    shard: usize,
+    context: std::rc::Rc<crate::shard::context::ShardContext>,
     listener: std::net::TcpListener,
     stop: flume::Receiver<()>,
 ) -> std::io::Result<impl Future<Output = ()>> {
     let listener = monoio::net::TcpListener::from_std(listener)?;
+    let shard = context.shard;
     Ok(async move {
         let mut accepted: u64 = 0;
         loop {
@@ -60,7 +61,9 @@ pub fn serve(
                     Ok((stream, peer)) => {
                         accepted += 1;
                         tracing::debug!(shard, %peer, accepted, "connection accepted");
-                        drop(stream);
+                        // Replies are written whole; Nagle would only delay them.
+                        let _ = stream.set_nodelay(true);
+                        monoio::spawn(super::connection::serve(context.clone(), stream, peer));
                     }
                     Err(error) => {
                         // EMFILE and friends: log and keep serving; the

@@ -3,7 +3,9 @@
 //! nothing is ever dropped. A request carries its own reply channel, so a
 //! cross-shard call is "send to the owner, await its answer".
 
+use super::context::ClientInfo;
 use crate::limits;
+use crate::metadata::{Applied, MetadataCommand, MetadataView};
 use std::sync::Arc;
 
 pub type ShardId = usize;
@@ -11,19 +13,30 @@ pub type ShardId = usize;
 /// A request one shard asks of another. The set grows with the storage and
 /// protocol layers; it is a closed enum so the receiving pump handles every
 /// case explicitly.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Request {
     /// Round trip through the target's pump; answers with its identity.
     Ping,
+    /// A metadata change, for shard 0 (the only metadata writer). The
+    /// command is complete (time, hashes, tokens resolved by the sender), so
+    /// applying it is deterministic.
+    Metadata(Box<MetadataCommand>),
+    /// The connections the target shard serves (GetClients, GetClient, stats).
+    Clients,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Response {
     Pong {
         shard: ShardId,
         pu: u32,
         heartbeat: u64,
     },
+    /// The outcome of a metadata change: what was applied and the view that
+    /// includes it (so the requester reads its own write at once), or the
+    /// wire status of the rejection.
+    Metadata(Result<(Applied, Arc<MetadataView>), u32>),
+    Clients(Vec<ClientInfo>),
 }
 
 #[derive(Debug)]
@@ -40,6 +53,8 @@ pub enum ShardMessage {
     /// Enqueued by the shard's own timer; the pump bumps the heartbeat when it
     /// gets to it, which proves the pump itself makes progress.
     Heartbeat,
+    /// A newer metadata view published by shard 0.
+    View(Arc<MetadataView>),
     /// An operation on one of the shard's partitions, for its pump.
     Partition(super::pump::PartitionOp),
     /// Graceful stop: stop accepting, finish, return.

@@ -1,32 +1,47 @@
 //! A shard: one OS thread named `shard-N`, pinned to one PU, its memory bound
 //! to that PU's NUMA node, running one monoio runtime (io_uring, or epoll as a
-//! logged fallback). The shard owns its listener socket and its inbox; its
-//! state is never shared with other shards: they reach it only through the
-//! mesh. The pump loop in `run` is the only code that acts on inbox messages.
+//! logged fallback). The shard owns its listener socket, its inbox, its
+//! partitions (through the pump) and its connections; its state is never
+//! shared with other shards: they reach it only through the mesh. The loop in
+//! `run` is the only code that acts on inbox messages; shard 0 also holds the
+//! metadata store, the one writer of metadata.
 //!
 //! A shard reports to the supervisor over a plain channel: `Ready` once its
-//! runtime runs and its listener accepts, `Exited` when it returns. A panic in
-//! a shard aborts the whole process (see `boot::install_panic_hook`), so the
-//! daemon is never half alive.
+//! partitions are recovered, its runtime runs and its listener accepts,
+//! `Exited` when it returns. A panic in a shard aborts the whole process (see
+//! `boot::install_panic_hook`), so the daemon is never half alive.
 
+pub mod context;
 pub mod heartbeat;
 pub mod mesh;
 pub mod partition;
 pub mod pump;
 
 use crate::limits;
+use crate::metadata::store::{ExecuteError, MetadataStore};
+use crate::metadata::{MetadataView, io::StdIo};
 use crate::net::listener;
 use crate::preflight::Driver;
 use crate::storage::{MonoioIo, SystemClock};
+use context::{ContextSettings, ShardContext};
 use heartbeat::Heartbeats;
 use mesh::{Mesh, Request, Response, ShardId, ShardMessage};
+use partition::{PartitionKey, PartitionSettings};
 use pump::{PartitionOp, Pump};
+use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
 /// What the supervisor hears from a shard.
 #[derive(Debug)]
 pub enum ShardEvent {
+    /// Start-up progress: partitions recovered so far out of this shard's.
+    Recovering {
+        shard: ShardId,
+        done: usize,
+        total: usize,
+    },
     Ready {
         shard: ShardId,
         driver: Driver,
@@ -58,6 +73,16 @@ pub struct ShardSpec {
     pub events: mpsc::Sender<ShardEvent>,
     /// Root of the partition directories.
     pub data_dir: std::path::PathBuf,
+    /// The address clients reach the daemon on.
+    pub address: SocketAddr,
+    /// The metadata view at start.
+    pub view: Arc<MetadataView>,
+    /// Shard 0 only: the metadata store.
+    pub store: Option<MetadataStore<StdIo>>,
+    pub default_durability: crate::metadata::Durability,
+    pub stale_after: Duration,
+    pub started: Instant,
+    pub started_at_us: u64,
 }
 
 /// Start the shard thread.
@@ -110,8 +135,44 @@ fn legacy_runtime()
         .map_err(|error| format!("epoll runtime failed to start: {error}"))
 }
 
-/// The shard's life inside its runtime: start the listener and the timers,
-/// report ready, then run the pump until `Stop`, then drain it.
+/// Everything the inbox loop acts on.
+struct ShardLoop {
+    context: Rc<ShardContext>,
+    pump: Pump<MonoioIo>,
+    heartbeats: Heartbeats,
+    pu: u32,
+    store: Option<MetadataStore<StdIo>>,
+    /// Set when the metadata store failed to persist: stop.
+    fatal: Option<String>,
+}
+
+/// The partitions of `view` this shard owns, with their settings.
+fn owned_partitions(
+    view: &MetadataView,
+    context: &ShardContext,
+) -> Vec<(PartitionKey, PartitionSettings)> {
+    let mut owned = Vec::new();
+    for stream in view.streams() {
+        for topic in stream.topics.values() {
+            let settings = PartitionSettings::from_topic(&topic.options);
+            for partition in &topic.partitions {
+                if context.owner(partition.owner_shard) == context.shard {
+                    let key = PartitionKey {
+                        stream: stream.id,
+                        topic: topic.id,
+                        partition: partition.id,
+                    };
+                    owned.push((key, settings));
+                }
+            }
+        }
+    }
+    owned
+}
+
+/// The shard's life inside its runtime: recover its partitions, start the
+/// listener and the timers, report ready, then run the inbox loop until
+/// `Stop`, then drain.
 async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
     let ShardSpec {
         id,
@@ -124,14 +185,49 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         data_dir,
         ..
     } = spec;
-    let mut pump = Pump::new(MonoioIo, Rc::new(SystemClock), data_dir);
+    let context = Rc::new(ShardContext::new(ContextSettings {
+        shard: id,
+        shards: mesh.shards(),
+        mesh: mesh.clone(),
+        address: spec.address,
+        stale_after: spec.stale_after,
+        default_durability: spec.default_durability,
+        started: spec.started,
+        started_at_us: spec.started_at_us,
+        view: spec.view.clone(),
+    }));
+    let mut shard = ShardLoop {
+        context: context.clone(),
+        pump: Pump::new(MonoioIo, Rc::new(SystemClock), data_dir),
+        heartbeats,
+        pu,
+        store: spec.store,
+        fatal: None,
+    };
+
+    // Recovery: open (and check) every partition this shard owns.
+    let owned = owned_partitions(&spec.view, &context);
+    let total = owned.len();
+    for (done, (key, settings)) in owned.into_iter().enumerate() {
+        if let Err(error) = shard.pump.open(key, settings).await {
+            return Err(format!("recovering partition {key}: {error}"));
+        }
+        if (done + 1) % 64 == 0 || done + 1 == total {
+            let _ = events.send(ShardEvent::Recovering {
+                shard: id,
+                done: done + 1,
+                total,
+            });
+        }
+    }
+
     let (stop_accepting, accepting_stopped) = flume::bounded::<()>(1);
-    let accept = listener::serve(id, listener, accepting_stopped)
+    let accept = listener::serve(context.clone(), listener, accepting_stopped)
         .map_err(|error| format!("listener: {error}"))?;
     let accept_task = monoio::spawn(accept);
 
     // Timers only enqueue; the pump does the work when it gets to the
-    // message. The heartbeat counter therefore moves only while the pump
+    // message. The heartbeat counter therefore moves only while the loop
     // itself makes progress.
     let timers = [
         (limits::HEARTBEAT_INTERVAL, Tick::Heartbeat),
@@ -140,7 +236,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
     ]
     .map(|(interval, tick)| monoio::spawn(tick_every(mesh.clone(), id, interval, tick)));
 
-    tracing::info!(shard = id, pu, %driver, "shard ready");
+    tracing::info!(shard = id, pu, %driver, partitions = total, "shard ready");
     events
         .send(ShardEvent::Ready { shard: id, driver })
         .map_err(|_| "supervisor is gone")?;
@@ -150,30 +246,37 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         let Ok(first) = inbox.recv_async().await else {
             break;
         };
-        stopping = handle(&mut pump, &heartbeats, id, pu, first).await;
+        stopping = shard.handle(first).await;
         let mut applied = 1;
         while !stopping && applied < limits::PUMP_OPS_PER_COMMIT {
             let Ok(message) = inbox.try_recv() else { break };
-            stopping = handle(&mut pump, &heartbeats, id, pu, message).await;
+            stopping = shard.handle(message).await;
             applied += 1;
         }
-        pump.commit().await;
-        if let Some(fatal) = pump.fatal() {
+        shard.pump.commit().await;
+        if let Some(fatal) = shard.pump.fatal() {
             return Err(format!("stopping after a fatal storage error: {fatal}"));
+        }
+        if let Some(fatal) = &shard.fatal {
+            return Err(format!("stopping after a fatal metadata error: {fatal}"));
         }
     }
     let _ = stop_accepting.send(());
     accept_task.await;
     // Finish what is already queued, then make everything durable.
     while let Ok(message) = inbox.try_recv() {
-        handle(&mut pump, &heartbeats, id, pu, message).await;
+        shard.handle(message).await;
     }
-    pump.drain().await;
+    shard.pump.drain().await;
     drop(timers);
-    if let Some(fatal) = pump.fatal() {
+    if let Some(fatal) = shard.pump.fatal() {
         return Err(format!("drain failed: {fatal}"));
     }
-    tracing::info!(shard = id, partitions = pump.partitions(), "shard stopped");
+    tracing::info!(
+        shard = id,
+        partitions = shard.pump.partitions(),
+        "shard stopped"
+    );
     Ok(())
 }
 
@@ -184,7 +287,7 @@ enum Tick {
     Retention,
 }
 
-async fn tick_every(mesh: Mesh, shard: ShardId, interval: std::time::Duration, tick: Tick) {
+async fn tick_every(mesh: Mesh, shard: ShardId, interval: Duration, tick: Tick) {
     loop {
         monoio::time::sleep(interval).await;
         let message = match tick {
@@ -198,31 +301,70 @@ async fn tick_every(mesh: Mesh, shard: ShardId, interval: std::time::Duration, t
     }
 }
 
-/// Apply one inbox message; true when it asks the shard to stop.
-async fn handle(
-    pump: &mut Pump<MonoioIo>,
-    heartbeats: &Heartbeats,
-    id: ShardId,
-    pu: u32,
-    message: ShardMessage,
-) -> bool {
-    match message {
-        ShardMessage::Heartbeat => heartbeats.bump(id),
-        ShardMessage::Request(envelope) => {
-            let response = match envelope.request {
-                Request::Ping => Response::Pong {
-                    shard: id,
-                    pu,
-                    heartbeat: heartbeats.read(id),
-                },
-            };
-            // The requester may have given up; that is its business.
-            let _ = envelope.reply.send(response);
+impl ShardLoop {
+    /// Apply one inbox message; true when it asks the shard to stop.
+    async fn handle(&mut self, message: ShardMessage) -> bool {
+        let id = self.context.shard;
+        match message {
+            ShardMessage::Heartbeat => self.heartbeats.bump(id),
+            ShardMessage::View(view) => self.context.install_view(view),
+            ShardMessage::Request(envelope) => {
+                let response = match envelope.request {
+                    Request::Ping => Response::Pong {
+                        shard: id,
+                        pu: self.pu,
+                        heartbeat: self.heartbeats.read(id),
+                    },
+                    Request::Clients => Response::Clients(self.context.clients()),
+                    Request::Metadata(command) => Response::Metadata(self.apply_metadata(*command)),
+                };
+                // The requester may have given up; that is its business.
+                let _ = envelope.reply.send(response);
+            }
+            ShardMessage::Partition(op) => self.pump.apply(op).await,
+            ShardMessage::Stop => return true,
         }
-        ShardMessage::Partition(op) => pump.apply(op).await,
-        ShardMessage::Stop => return true,
+        false
     }
-    false
+
+    /// Shard 0: apply, journal, publish, and send the new view to every
+    /// other shard. Rejections come back as wire status codes.
+    fn apply_metadata(
+        &mut self,
+        command: crate::metadata::MetadataCommand,
+    ) -> Result<(crate::metadata::Applied, Arc<MetadataView>), u32> {
+        let Some(store) = self.store.as_mut() else {
+            tracing::error!(
+                shard = self.context.shard,
+                "metadata change sent to a shard without the store"
+            );
+            return Err(crate::protocol::codes::Status::Error as u32);
+        };
+        match store.execute(command) {
+            Ok(applied) => {
+                let view = store.publish();
+                self.context.install_view(view.clone());
+                for shard in 0..self.context.shards {
+                    if shard == self.context.shard {
+                        continue;
+                    }
+                    // Sent from a task so a full inbox never stalls this loop.
+                    let mesh = self.context.mesh.clone();
+                    let view = view.clone();
+                    monoio::spawn(async move {
+                        let _ = mesh.send(shard, ShardMessage::View(view)).await;
+                    });
+                }
+                Ok((applied, view))
+            }
+            Err(ExecuteError::Rejected(error)) => Err(error.wire_code()),
+            Err(ExecuteError::Fatal(error)) => {
+                tracing::error!(%error, "metadata store failed: stopping");
+                self.fatal = Some(error.to_string());
+                Err(crate::protocol::codes::Status::Error as u32)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -257,6 +399,13 @@ mod tests {
                 heartbeats: heartbeats.clone(),
                 events: events_tx.clone(),
                 data_dir: std::env::temp_dir(),
+                address: "127.0.0.1:0".parse().unwrap(),
+                view: crate::metadata::Metadata::new().publish(),
+                store: None,
+                default_durability: crate::metadata::Durability::Persisted,
+                stale_after: limits::STALE_CLIENT_AFTER,
+                started: Instant::now(),
+                started_at_us: 0,
             };
             handles.push(spawn(spec).unwrap());
         }

@@ -35,25 +35,7 @@ impl std::fmt::Display for PartitionKey {
     }
 }
 
-/// When an acknowledgement may be sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Durability {
-    /// After the data is fsynced (group commit).
-    Persisted,
-    /// On a single node: after the write to the file; fsync by the flush
-    /// policy.
-    Replicated,
-}
-
-impl Durability {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Durability::Persisted => "persisted",
-            Durability::Replicated => "replicated",
-        }
-    }
-}
+pub use crate::metadata::options::Durability;
 
 /// Topic settings a partition's owner needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +49,20 @@ pub struct PartitionSettings {
     pub size_required_to_save_bytes: u64,
     /// Sealed segments whose newest message is older than this are deleted.
     pub message_expiry_us: Option<u64>,
+}
+
+impl PartitionSettings {
+    /// What the owner shard needs from a topic's options.
+    pub fn from_topic(options: &crate::metadata::TopicOptions) -> PartitionSettings {
+        PartitionSettings {
+            durability: options.durability,
+            offset_durability: options.consumer_offset_durability,
+            segment_size_bytes: options.segment_size_bytes,
+            messages_required_to_save: u64::from(options.messages_required_to_save),
+            size_required_to_save_bytes: options.size_of_messages_required_to_save_bytes,
+            message_expiry_us: options.message_expiry_us,
+        }
+    }
 }
 
 impl Default for PartitionSettings {

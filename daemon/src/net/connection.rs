@@ -1,0 +1,122 @@
+//! One client connection on its shard: read a frame (256-byte header, then
+//! the body its `size` announces), decode it with the sans-I/O codec, let the
+//! handler execute it, write exactly one reply, repeat. One request is in
+//! flight per connection (the SDK is lockstep), so replies are in order by
+//! construction.
+//!
+//! Bounded: a frame is at most 64 MiB (checked before anything is
+//! allocated), one frame buffer per connection at a time, and a connection
+//! that stalls only ever stalls its own task. A frame the codec cannot trust
+//! closes the connection; everything else gets the reply the protocol
+//! reference prescribes.
+
+use super::handler::{self, Outcome};
+use super::session::Session;
+use crate::protocol::frame::{check_frame_size, decode_frame};
+use crate::protocol::limits::HEADER_SIZE;
+use crate::protocol::reply::encode_error;
+use crate::shard::context::ShardContext;
+use monoio::buf::IoBufMut;
+use monoio::io::{AsyncReadRentExt, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+/// Why a connection ended (for the debug log).
+enum End {
+    PeerClosed,
+    Io(std::io::Error),
+    Protocol(String),
+    Stale,
+}
+
+impl std::fmt::Display for End {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            End::PeerClosed => f.write_str("closed by the peer"),
+            End::Io(error) => write!(f, "I/O error: {error}"),
+            End::Protocol(reason) => write!(f, "protocol error: {reason}"),
+            End::Stale => f.write_str("stale consumer-group member evicted"),
+        }
+    }
+}
+
+/// Serve one accepted connection until it closes.
+pub async fn serve(context: Rc<ShardContext>, stream: TcpStream, peer: SocketAddr) {
+    let client_id = context.register_client(peer);
+    let mut session = Session::new(client_id, peer);
+    let end = run(&context, &mut session, stream).await;
+    tracing::debug!(shard = context.shard, client_id, %peer, %end, "connection closed");
+    // A disconnect counts as a logout: leave every consumer group.
+    handler::session_ended(&context, &mut session).await;
+    context.unregister_client(client_id);
+}
+
+async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpStream) -> End {
+    let mut header = vec![0u8; HEADER_SIZE];
+    loop {
+        let read = if session.memberships.is_empty() {
+            stream.read_exact(header).await
+        } else {
+            // A consumer-group member that sends nothing for too long is
+            // stale (§8 item 7): it is evicted and its partitions move on.
+            match monoio::time::timeout(context.stale_after, stream.read_exact(header)).await {
+                Ok(read) => read,
+                Err(_) => {
+                    handler::evict_stale(context, session, &mut stream).await;
+                    return End::Stale;
+                }
+            }
+        };
+        let (result, buffer) = read;
+        header = buffer;
+        match result {
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return End::PeerClosed;
+            }
+            Err(error) => return End::Io(error),
+        }
+        let size = u32::from_le_bytes([header[48], header[49], header[50], header[51]]);
+        let total = match check_frame_size(size) {
+            Ok(total) => total,
+            Err(error) => return End::Protocol(error.to_string()),
+        };
+        let mut frame = Vec::with_capacity(total);
+        frame.extend_from_slice(&header);
+        if total > HEADER_SIZE {
+            let (result, body) = stream.read_exact(frame.slice_mut(HEADER_SIZE..total)).await;
+            frame = body.into_inner();
+            match result {
+                Ok(_) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    return End::PeerClosed;
+                }
+                Err(error) => return End::Io(error),
+            }
+        }
+        let outcome = match decode_frame(&frame) {
+            Ok(Some((decoded, _))) => match decoded.command() {
+                Ok(command) => handler::handle(context, session, &decoded.header, command).await,
+                Err(error) => {
+                    let commit = session.next_commit();
+                    match encode_error(&decoded.header, &error, session.number(), commit) {
+                        Some(reply) => Outcome::Reply(reply),
+                        None => Outcome::Close(error.to_string()),
+                    }
+                }
+            },
+            Ok(None) => Outcome::Close("incomplete frame".to_string()),
+            Err(error) => Outcome::Close(error.to_string()),
+        };
+        match outcome {
+            Outcome::Reply(reply) => {
+                let (result, _) = stream.write_all(reply).await;
+                if let Err(error) = result {
+                    return End::Io(error);
+                }
+            }
+            Outcome::Close(reason) => return End::Protocol(reason),
+        }
+    }
+}

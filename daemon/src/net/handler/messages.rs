@@ -1,0 +1,288 @@
+//! The partition plane: send, poll, flush and consumer offsets. The
+//! connection's shard resolves the partition and its owner from the view,
+//! validates batches (so checksum work spreads over the accepting shards),
+//! and hands the operation to the owner's pump over the mesh.
+
+use super::{Handled, HandlerError, Outcome, Request_, member_key, partition_op};
+use crate::metadata::permissions::Principal;
+use crate::metadata::{Ident, Stream, Topic};
+use crate::protocol::codes::Status;
+use crate::protocol::command::{OffsetTarget, PollMessages, SendMessages};
+use crate::protocol::primitives::{
+    Consumer, ConsumerKind, Identifier, Partitioning, partition_for_key,
+};
+use crate::protocol::reply::{
+    ConsumerOffsetInfo, SendConfirmation, encode_consumer_offset, encode_poll_prefix,
+    encode_send_confirmations,
+};
+use crate::shard::partition::PartitionKey;
+use crate::shard::pump::{PartitionOp, PollRequest};
+use crate::storage::consumer_offsets::{self, ConsumerKey};
+
+/// The empty poll that tells a group member its assignment is stale
+/// (§5.3, §8 item 4).
+const NOT_YOUR_PARTITION: u32 = u32::MAX;
+
+fn resolve<'v>(
+    view: &'v crate::metadata::MetadataView,
+    stream: &Identifier<'_>,
+    topic: &Identifier<'_>,
+) -> Handled<(&'v Stream, &'v Topic)> {
+    Ok(view.topic(&Ident::from(stream), &Ident::from(topic))?)
+}
+
+fn partition_key(
+    stream: &Stream,
+    topic: &Topic,
+    partition_id: u32,
+) -> Handled<(PartitionKey, crate::shard::mesh::ShardId)> {
+    let partition = topic
+        .partitions
+        .get(partition_id as usize)
+        .ok_or(HandlerError::Status(Status::PartitionNotFound as u32))?;
+    let key = PartitionKey {
+        stream: stream.id,
+        topic: topic.id,
+        partition: partition_id,
+    };
+    Ok((key, partition.owner_shard))
+}
+
+/// Whose offset, and which partition, for a poll or an offset request.
+/// `Ok(None)` means "a group member asked for a partition it does not own".
+fn consumer_target(
+    request: &Request_<'_>,
+    topic: &Topic,
+    consumer: &Consumer<'_>,
+    partition_id: Option<u32>,
+) -> Handled<Option<(ConsumerKey, u32)>> {
+    match consumer.kind {
+        ConsumerKind::Consumer => {
+            let id = consumer.single_consumer_key().unwrap_or(0);
+            let key = ConsumerKey {
+                kind: consumer_offsets::ConsumerKind::Consumer,
+                id,
+            };
+            Ok(Some((key, partition_id.unwrap_or(0))))
+        }
+        ConsumerKind::ConsumerGroup => {
+            let group = topic.group(&Ident::from(&consumer.id)).ok_or_else(|| {
+                HandlerError::Metadata(crate::metadata::MetadataError::ConsumerGroupNotFound {
+                    group: Ident::from(&consumer.id).to_string(),
+                })
+            })?;
+            let Some(partition_id) = partition_id else {
+                return Ok(None);
+            };
+            let owned = group
+                .assignment(member_key(request.session))
+                .is_some_and(|partitions| partitions.contains(&partition_id));
+            if !owned {
+                return Ok(None);
+            }
+            let key = ConsumerKey {
+                kind: consumer_offsets::ConsumerKind::Group,
+                id: group.id,
+            };
+            Ok(Some((key, partition_id)))
+        }
+    }
+}
+
+pub(crate) async fn poll(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    poll: &PollMessages<'_>,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let (stream, topic) = resolve(&view, &poll.stream, &poll.topic)?;
+    principal.poll_messages(stream.id, topic.id)?;
+    let Some((consumer, partition_id)) =
+        consumer_target(request, topic, &poll.consumer, poll.partition_id)?
+    else {
+        let mut out = Vec::with_capacity(16);
+        encode_poll_prefix(&mut out, NOT_YOUR_PARTITION, 0, 0);
+        return Ok(request.replier.ok(&out));
+    };
+    let (key, owner) = partition_key(stream, topic, partition_id)?;
+    let owner = request.context.owner(owner);
+    let poll_request = PollRequest {
+        consumer: Some(consumer),
+        strategy: poll.strategy,
+        count: poll.count,
+        auto_commit: poll.auto_commit,
+    };
+    let result = partition_op(request.context, owner, |reply| PartitionOp::Poll {
+        key,
+        request: poll_request,
+        reply,
+    })
+    .await?;
+    let mut out = Vec::with_capacity(16 + result.bytes.len());
+    encode_poll_prefix(
+        &mut out,
+        partition_id,
+        result.current_offset,
+        result.message_count,
+    );
+    out.extend_from_slice(&result.bytes);
+    Ok(request.replier.ok(&out))
+}
+
+pub(crate) async fn send(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    send: &SendMessages<'_>,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let (stream, topic) = resolve(&view, &send.stream, &send.topic)?;
+    principal.send_messages(stream.id, topic.id)?;
+    let partitions = topic.partitions_count();
+    if partitions == 0 {
+        return Err(HandlerError::Status(Status::NoPartitions as u32));
+    }
+    let partition_id = match send.partitioning {
+        Partitioning::PartitionId(partition_id) => partition_id,
+        Partitioning::Balanced => request.context.next_balanced(partitions),
+        Partitioning::MessagesKey(bytes) => partition_for_key(bytes, partitions).unwrap_or(0),
+    };
+    let (key, owner) = partition_key(stream, topic, partition_id)?;
+    // Checksums are verified here, on the accepting shard, so the owner's
+    // pump only appends.
+    let summary = crate::batch::validate(send.batch)
+        .map_err(|error| HandlerError::Status(error.wire_status()))?;
+    if summary.header.message_count != send.messages_count {
+        return Err(HandlerError::Status(Status::InvalidCommand as u32));
+    }
+    let batch = send.batch.to_vec();
+    let owner = request.context.owner(owner);
+    let ack = partition_op(request.context, owner, |reply| PartitionOp::Append {
+        key,
+        batch,
+        reply,
+    })
+    .await?;
+    let mut out = Vec::with_capacity(24);
+    encode_send_confirmations(
+        &mut out,
+        &[SendConfirmation {
+            stream_id: stream.id,
+            topic_id: topic.id,
+            partition_id,
+            base_offset: ack.base_offset,
+        }],
+    );
+    Ok(request.replier.ok(&out))
+}
+
+pub(crate) async fn flush(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    stream: Identifier<'_>,
+    topic: Identifier<'_>,
+    partition_id: u32,
+    fsync: bool,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let (stream, topic) = resolve(&view, &stream, &topic)?;
+    principal.send_messages(stream.id, topic.id)?;
+    let (key, owner) = partition_key(stream, topic, partition_id)?;
+    let owner = request.context.owner(owner);
+    partition_op(request.context, owner, |reply| PartitionOp::Flush {
+        key,
+        fsync,
+        reply,
+    })
+    .await?;
+    Ok(request.replier.empty())
+}
+
+pub(crate) async fn get_offset(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    target: &OffsetTarget<'_>,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let (stream, topic) = resolve(&view, &target.stream, &target.topic)?;
+    principal.poll_messages(stream.id, topic.id)?;
+    let Some((consumer, partition_id)) =
+        consumer_target(request, topic, &target.consumer, target.partition_id)?
+    else {
+        return Ok(request.replier.empty());
+    };
+    let (key, owner) = partition_key(stream, topic, partition_id)?;
+    let owner = request.context.owner(owner);
+    let stored = partition_op(request.context, owner, |reply| PartitionOp::GetOffset {
+        key,
+        consumer,
+        reply,
+    })
+    .await?;
+    let mut out = Vec::new();
+    if let Some(stored) = stored {
+        encode_consumer_offset(
+            &mut out,
+            &ConsumerOffsetInfo {
+                partition_id,
+                current_offset: stored.current_offset,
+                stored_offset: stored.stored_offset,
+            },
+        );
+    }
+    // Empty body = no offset stored (§6.5).
+    Ok(request.replier.ok(&out))
+}
+
+pub(crate) async fn store_offset(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    target: &OffsetTarget<'_>,
+    offset: u64,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let (stream, topic) = resolve(&view, &target.stream, &target.topic)?;
+    principal.poll_messages(stream.id, topic.id)?;
+    let Some((consumer, partition_id)) =
+        consumer_target(request, topic, &target.consumer, target.partition_id)?
+    else {
+        return Err(HandlerError::Status(
+            Status::ConsumerGroupPartitionNotOwned as u32,
+        ));
+    };
+    let (key, owner) = partition_key(stream, topic, partition_id)?;
+    let owner = request.context.owner(owner);
+    partition_op(request.context, owner, |reply| PartitionOp::StoreOffset {
+        key,
+        consumer,
+        offset,
+        reply,
+    })
+    .await?;
+    Ok(request.replier.empty())
+}
+
+pub(crate) async fn delete_offset(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    target: &OffsetTarget<'_>,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let (stream, topic) = resolve(&view, &target.stream, &target.topic)?;
+    principal.poll_messages(stream.id, topic.id)?;
+    let Some((consumer, partition_id)) =
+        consumer_target(request, topic, &target.consumer, target.partition_id)?
+    else {
+        return Err(HandlerError::Status(
+            Status::ConsumerGroupPartitionNotOwned as u32,
+        ));
+    };
+    let (key, owner) = partition_key(stream, topic, partition_id)?;
+    let owner = request.context.owner(owner);
+    partition_op(request.context, owner, |reply| PartitionOp::DeleteOffset {
+        key,
+        consumer,
+        reply,
+    })
+    .await?;
+    Ok(request.replier.empty())
+}

@@ -1,0 +1,398 @@
+//! Executes one decoded request for one connection and builds its reply.
+//!
+//! Reads come from the shard's current metadata view; metadata changes are
+//! prepared here (clock, password hashes, tokens) and sent to shard 0, the
+//! only metadata writer; partition work goes to the owner shard's pump over
+//! the mesh. This module never touches partition state itself and never
+//! mutates metadata except through shard 0. Every request gets exactly one
+//! reply: a status, a payload, or an eviction (§2.8).
+//!
+//! Errors travel as reply `status` with an empty body (the single channel
+//! the protocol reference recommends); only login failures and replicated
+//! requests without a session are evictions.
+
+mod groups;
+mod messages;
+mod streams;
+mod system;
+mod users;
+
+use super::session::Session;
+use crate::metadata::model::User;
+use crate::metadata::permissions::Principal;
+use crate::metadata::prepare::{PrepareContext, PrepareError, Prepared, prepare};
+use crate::metadata::{Applied, MemberKey, MetadataCommand, MetadataError, MetadataView};
+use crate::protocol::codes::{EvictionReason, Operation, Status};
+use crate::protocol::command::Command;
+use crate::protocol::header::RequestHeader;
+use crate::protocol::reply::{encode_eviction, encode_reply, encode_status_reply};
+use crate::shard::context::ShardContext;
+use crate::shard::mesh::{Request, Response, ShardId, ShardMessage};
+use crate::shard::pump::{PartitionOp, PumpError, Reply};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// What the connection does with a handled request.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Write these bytes (a reply or an eviction frame) and go on.
+    Reply(Vec<u8>),
+    /// Close without a reply: the byte stream cannot be trusted.
+    Close(String),
+}
+
+/// Builds the one reply of a request.
+pub(crate) struct Replier<'a> {
+    header: &'a RequestHeader,
+    session: u64,
+    commit: u64,
+}
+
+impl Replier<'_> {
+    pub(crate) fn ok(&self, payload: &[u8]) -> Outcome {
+        match encode_reply(self.header, 0, payload, self.session, self.commit) {
+            Ok(reply) => Outcome::Reply(reply),
+            // Only a reply over 64 MiB fails to encode; say so instead.
+            Err(error) => {
+                tracing::warn!(%error, "reply too large");
+                self.status(Status::Error as u32)
+            }
+        }
+    }
+
+    pub(crate) fn empty(&self) -> Outcome {
+        self.ok(&[])
+    }
+
+    pub(crate) fn status(&self, status: u32) -> Outcome {
+        Outcome::Reply(encode_status_reply(
+            self.header,
+            status,
+            self.session,
+            self.commit,
+        ))
+    }
+
+    pub(crate) fn evict(&self, reason: EvictionReason) -> Outcome {
+        Outcome::Reply(encode_eviction(self.header, reason).to_vec())
+    }
+
+    pub(crate) fn error(&self, error: &HandlerError) -> Outcome {
+        self.status(error.status())
+    }
+}
+
+/// Why a request failed, reduced to what the client is told.
+#[derive(Debug)]
+pub(crate) enum HandlerError {
+    Metadata(MetadataError),
+    Pump(PumpError),
+    Status(u32),
+}
+
+impl HandlerError {
+    pub(crate) fn status(&self) -> u32 {
+        match self {
+            HandlerError::Metadata(error) => error.wire_code(),
+            HandlerError::Pump(error) => error.wire_status(),
+            HandlerError::Status(status) => *status,
+        }
+    }
+}
+
+impl From<MetadataError> for HandlerError {
+    fn from(error: MetadataError) -> Self {
+        HandlerError::Metadata(error)
+    }
+}
+
+impl From<PumpError> for HandlerError {
+    fn from(error: PumpError) -> Self {
+        HandlerError::Pump(error)
+    }
+}
+
+impl From<PrepareError> for HandlerError {
+    fn from(error: PrepareError) -> Self {
+        match error {
+            PrepareError::Rejected(error) => HandlerError::Metadata(error),
+            PrepareError::Credential(error) => {
+                tracing::error!(%error, "credential preparation failed");
+                HandlerError::Status(Status::Error as u32)
+            }
+        }
+    }
+}
+
+pub(crate) type Handled<T> = Result<T, HandlerError>;
+
+/// Everything a command handler needs about the request.
+pub(crate) struct Request_<'a> {
+    pub context: &'a Rc<ShardContext>,
+    pub session: &'a mut Session,
+    pub view: Arc<MetadataView>,
+    pub replier: Replier<'a>,
+}
+
+/// The logged-in user of `session` in `view`, or `None` when the account is
+/// gone (deleted while the session lived).
+fn principal_user<'v>(view: &'v MetadataView, session: &Session) -> Option<&'v User> {
+    session
+        .user_id()
+        .and_then(|user_id| view.user_by_id(user_id))
+}
+
+/// Handle one request; the caller writes the outcome.
+pub async fn handle(
+    context: &Rc<ShardContext>,
+    session: &mut Session,
+    header: &RequestHeader,
+    command: Command<'_>,
+) -> Outcome {
+    let commit = session.next_commit();
+    let replier = Replier {
+        header,
+        session: session.number(),
+        commit,
+    };
+    match command {
+        Command::Ping => return replier.empty(),
+        Command::Register(register) => {
+            return users::login(context, session, header, &register, commit).await;
+        }
+        Command::Logout => {
+            session_ended(context, session).await;
+            let replier = Replier {
+                header,
+                session: 0,
+                commit,
+            };
+            return replier.empty();
+        }
+        _ => {}
+    }
+    let view = context.view();
+    let Some(user) = principal_user(&view, session) else {
+        if session.login.is_some() {
+            // The account was deleted: the session is over.
+            session.login = None;
+        }
+        return if header.operation == Operation::NonReplicated as u8 {
+            replier.status(Status::Unauthenticated as u32)
+        } else {
+            replier.evict(EvictionReason::NoSession)
+        };
+    };
+    let principal = Principal::of(user);
+    let user_id = user.id;
+    let permissions = principal.permissions.cloned();
+    let mut request = Request_ {
+        context,
+        session,
+        view: view.clone(),
+        replier,
+    };
+    let principal = Principal {
+        user_id,
+        permissions: permissions.as_ref(),
+    };
+    let result = dispatch(&mut request, &principal, command).await;
+    match result {
+        Ok(outcome) => outcome,
+        Err(error) => request.replier.error(&error),
+    }
+}
+
+async fn dispatch(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    command: Command<'_>,
+) -> Handled<Outcome> {
+    use Command as C;
+    match command {
+        C::Ping | C::Register(_) | C::Logout => Ok(request.replier.empty()),
+        C::GetStats => system::stats(request, principal).await,
+        C::GetSnapshot { .. } => Ok(request.replier.status(Status::FeatureUnavailable as u32)),
+        C::GetClusterMetadata => system::cluster_metadata(request),
+        C::DescribeOptions { scope } => system::describe_options(request, scope),
+        C::GetMe => system::me(request).await,
+        C::GetClient { client_id } => system::client(request, principal, client_id).await,
+        C::GetClients => system::clients(request, principal).await,
+        C::ClusterRouting { .. } => Ok(request.replier.status(Status::InvalidCommand as u32)),
+        C::GetUser { user } => users::get_user(request, principal, user),
+        C::GetUsers => users::get_users(request, principal),
+        command @ (C::CreateUser { .. }
+        | C::DeleteUser { .. }
+        | C::UpdateUser { .. }
+        | C::UpdatePermissions { .. }
+        | C::ChangePassword { .. }) => users::change_user(request, principal, command).await,
+        C::GetPersonalAccessTokens => users::get_tokens(request),
+        command @ (C::CreatePersonalAccessToken { .. } | C::DeletePersonalAccessToken { .. }) => {
+            users::change_token(request, command).await
+        }
+        C::PollMessages(poll) => messages::poll(request, principal, &poll).await,
+        C::SendMessages(send) => messages::send(request, principal, &send).await,
+        C::FlushUnsavedBuffer {
+            stream,
+            topic,
+            partition_id,
+            fsync,
+        } => messages::flush(request, principal, stream, topic, partition_id, fsync).await,
+        C::GetConsumerOffset(target) => messages::get_offset(request, principal, &target).await,
+        C::StoreConsumerOffset { target, offset, .. } => {
+            messages::store_offset(request, principal, &target, offset).await
+        }
+        C::DeleteConsumerOffset { target, .. } => {
+            messages::delete_offset(request, principal, &target).await
+        }
+        C::GetStream { stream } => streams::get_stream(request, principal, stream).await,
+        C::GetStreams => streams::get_streams(request, principal).await,
+        C::GetTopic { stream, topic } => {
+            streams::get_topic(request, principal, stream, topic).await
+        }
+        C::GetTopics { stream } => streams::get_topics(request, principal, stream).await,
+        C::PurgeStream { stream } => streams::purge_stream(request, principal, stream).await,
+        C::PurgeTopic { stream, topic } => {
+            streams::purge_topic(request, principal, stream, topic).await
+        }
+        C::DeleteSegments {
+            stream,
+            topic,
+            partition_id,
+            segments_count,
+        } => {
+            streams::delete_segments(
+                request,
+                principal,
+                stream,
+                topic,
+                partition_id,
+                segments_count,
+            )
+            .await
+        }
+        command @ (C::CreateStream { .. }
+        | C::UpdateStream { .. }
+        | C::DeleteStream { .. }
+        | C::CreateTopic { .. }
+        | C::UpdateTopic { .. }
+        | C::DeleteTopic { .. }
+        | C::CreatePartitions { .. }
+        | C::DeletePartitions { .. }) => streams::change(request, principal, command).await,
+        C::GetConsumerGroup(group) => groups::get_group(request, principal, &group),
+        C::GetConsumerGroups { stream, topic } => {
+            groups::get_groups(request, principal, stream, topic)
+        }
+        C::SyncConsumerGroup(group) => groups::sync(request, principal, &group),
+        command @ (C::CreateConsumerGroup { .. }
+        | C::DeleteConsumerGroup(_)
+        | C::JoinConsumerGroup(_)
+        | C::LeaveConsumerGroup(_)) => groups::change(request, principal, command).await,
+    }
+}
+
+/// The session as a consumer-group member: keyed by its session number, so
+/// a logout or disconnect ends the membership.
+pub(crate) fn member_key(session: &Session) -> MemberKey {
+    MemberKey(u128::from(session.number()))
+}
+
+/// Turn a request into a metadata command on this shard (time, hashes and
+/// tokens are resolved here, off shard 0), then apply it on shard 0.
+pub(crate) async fn prepare_and_apply(
+    request: &mut Request_<'_>,
+    command: &Command<'_>,
+) -> Handled<(Applied, Arc<MetadataView>, Option<String>)> {
+    let user_id = request.session.user_id().unwrap_or(0);
+    let prepare_context = PrepareContext {
+        now_us: now_us(),
+        user_id,
+        member: member_key(request.session),
+        shard_count: request.context.shards as u32,
+        default_durability: request.context.default_durability,
+        hash_cost: crate::metadata::auth::HashCost::PRODUCTION,
+    };
+    let (command, token) = match prepare(command, &request.view, &prepare_context)? {
+        Prepared::Command(command) => (command, None),
+        Prepared::CommandWithToken { command, raw_token } => (command, Some(raw_token)),
+        Prepared::NotMetadata => return Err(HandlerError::Status(Status::InvalidCommand as u32)),
+    };
+    let (applied, view) = apply(request.context, command).await?;
+    request.view = view.clone();
+    Ok((applied, view, token))
+}
+
+/// Send a complete metadata command to shard 0 and install the view that
+/// includes it before replying (read-your-writes on this shard).
+pub(crate) async fn apply(
+    context: &Rc<ShardContext>,
+    command: MetadataCommand,
+) -> Handled<(Applied, Arc<MetadataView>)> {
+    let response = context
+        .mesh
+        .request(context.shard, 0, Request::Metadata(Box::new(command)))
+        .await
+        .map_err(|_| HandlerError::Status(Status::Error as u32))?;
+    match response {
+        Response::Metadata(Ok((applied, view))) => {
+            context.install_view(view.clone());
+            Ok((applied, view))
+        }
+        Response::Metadata(Err(status)) => Err(HandlerError::Status(status)),
+        _ => Err(HandlerError::Status(Status::Error as u32)),
+    }
+}
+
+/// Run one op on the pump of `owner` and wait for its answer.
+pub(crate) async fn partition_op<T>(
+    context: &ShardContext,
+    owner: ShardId,
+    make: impl FnOnce(Reply<T>) -> PartitionOp,
+) -> Result<T, PumpError> {
+    let (reply, answer) = flume::bounded(1);
+    context
+        .mesh
+        .send(owner, ShardMessage::Partition(make(reply)))
+        .await
+        .map_err(|_| PumpError::Stopping)?;
+    answer.recv_async().await.map_err(|_| PumpError::Stopping)?
+}
+
+pub(crate) fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_micros() as u64)
+}
+
+/// Logout, disconnect or eviction: leave every consumer group the session
+/// joined, so its partitions move to the remaining members.
+pub async fn session_ended(context: &Rc<ShardContext>, session: &mut Session) {
+    if session.login.is_some() && !session.memberships.is_empty() {
+        let member = member_key(session);
+        if let Err(error) = apply(context, MetadataCommand::MemberGone { member }).await {
+            tracing::warn!(status = error.status(), "leaving consumer groups failed");
+        }
+    }
+    session.memberships.clear();
+    session.login = None;
+    context.update_client(session.client_id, None, Vec::new());
+}
+
+/// A consumer-group member that went silent: tell it (StaleClient), end its
+/// memberships.
+pub async fn evict_stale(
+    context: &Rc<ShardContext>,
+    session: &mut Session,
+    stream: &mut monoio::net::TcpStream,
+) {
+    use monoio::io::AsyncWriteRentExt;
+    let header = RequestHeader {
+        client: session.login.map_or(0, |login| login.client),
+        session: session.number(),
+        ..RequestHeader::default()
+    };
+    tracing::info!(client_id = session.client_id, peer = %session.peer, "evicting a stale consumer-group member");
+    let frame = encode_eviction(&header, EvictionReason::StaleClient).to_vec();
+    let _ = stream.write_all(frame).await;
+    session_ended(context, session).await;
+}

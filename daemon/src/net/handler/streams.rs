@@ -1,0 +1,484 @@
+//! Streams, topics, partitions and segments: reads from the view (with sizes
+//! and counts from the owner shards), changes through shard 0, and the
+//! partition data work that makes a change complete before it is
+//! acknowledged — new partitions are open on their owners, deleted ones are
+//! gone from disk, and a purge is applied everywhere before the reply.
+
+use super::{Handled, Outcome, Request_, partition_op, prepare_and_apply};
+use crate::metadata::options::as_entries;
+use crate::metadata::permissions::Principal;
+use crate::metadata::{Applied, Ident, MetadataView, PartitionRef, Stream, Topic};
+use crate::protocol::command::Command;
+use crate::protocol::primitives::Identifier;
+use crate::protocol::reply::{
+    PartitionInfo, StreamInfo, TopicInfo, encode_stream, encode_stream_details,
+    encode_topic_details, encode_topics,
+};
+use crate::shard::context::ShardContext;
+use crate::shard::partition::{PartitionKey, PartitionSettings};
+use crate::shard::pump::{PartitionOp, PartitionReport};
+use std::collections::BTreeMap;
+
+/// Every partition's numbers, from every shard.
+pub(crate) async fn partition_reports(
+    context: &ShardContext,
+) -> Handled<BTreeMap<PartitionKey, PartitionReport>> {
+    let mut reports = BTreeMap::new();
+    for shard in 0..context.shards {
+        for report in partition_op(context, shard, |reply| PartitionOp::Report { reply }).await? {
+            reports.insert(report.key, report);
+        }
+    }
+    Ok(reports)
+}
+
+/// `(size_bytes, messages)` of a topic.
+fn topic_totals(
+    stream: &Stream,
+    topic: &Topic,
+    reports: &BTreeMap<PartitionKey, PartitionReport>,
+) -> (u64, u64) {
+    let mut totals = (0, 0);
+    for partition in &topic.partitions {
+        let key = PartitionKey {
+            stream: stream.id,
+            topic: topic.id,
+            partition: partition.id,
+        };
+        if let Some(report) = reports.get(&key) {
+            totals.0 += report.stats.bytes;
+            totals.1 += report.stats.messages;
+        }
+    }
+    totals
+}
+
+fn stream_info<'a>(
+    stream: &'a Stream,
+    reports: &BTreeMap<PartitionKey, PartitionReport>,
+) -> StreamInfo<'a> {
+    let (size_bytes, messages_count) = stream
+        .topics
+        .values()
+        .map(|topic| topic_totals(stream, topic, reports))
+        .fold((0, 0), |sum, topic| (sum.0 + topic.0, sum.1 + topic.1));
+    StreamInfo {
+        id: stream.id,
+        created_at_us: stream.created_at_us,
+        topics_count: stream.topics.len() as u32,
+        size_bytes,
+        messages_count,
+        name: &stream.name,
+        options: &[],
+    }
+}
+
+/// Encode a topic header (with its two option blocks) via `f`.
+fn with_topic_info<R>(
+    stream: &Stream,
+    topic: &Topic,
+    reports: &BTreeMap<PartitionKey, PartitionReport>,
+    f: impl FnOnce(&TopicInfo<'_>) -> R,
+) -> R {
+    let (explicit, derived) = topic.options.option_blocks();
+    let explicit = as_entries(&explicit);
+    let derived = as_entries(&derived);
+    let (size_bytes, messages_count) = topic_totals(stream, topic, reports);
+    let info = TopicInfo {
+        id: topic.id,
+        created_at_us: topic.created_at_us,
+        partitions_count: topic.partitions_count(),
+        message_expiry: topic.options.message_expiry_wire(),
+        compression: topic.options.compression.to_wire(),
+        max_topic_size: topic.options.max_topic_size_wire(),
+        size_bytes,
+        messages_count,
+        name: &topic.name,
+        explicit_options: &explicit,
+        derived_options: &derived,
+    };
+    f(&info)
+}
+
+fn encode_topic_with_partitions(
+    out: &mut Vec<u8>,
+    stream: &Stream,
+    topic: &Topic,
+    reports: &BTreeMap<PartitionKey, PartitionReport>,
+) {
+    let partitions: Vec<PartitionInfo> = topic
+        .partitions
+        .iter()
+        .map(|partition| {
+            let key = PartitionKey {
+                stream: stream.id,
+                topic: topic.id,
+                partition: partition.id,
+            };
+            let report = reports.get(&key);
+            PartitionInfo {
+                id: partition.id,
+                created_at_us: partition.created_at_us,
+                segments_count: report.map_or(1, |report| report.stats.segments.max(1) as u32),
+                current_offset: report.map_or(0, |report| report.current_offset),
+                size_bytes: report.map_or(0, |report| report.stats.bytes),
+                messages_count: report.map_or(0, |report| report.stats.messages),
+            }
+        })
+        .collect();
+    with_topic_info(stream, topic, reports, |info| {
+        encode_topic_details(out, info, &partitions)
+    });
+}
+
+fn encode_stream_with_topics(
+    out: &mut Vec<u8>,
+    stream: &Stream,
+    reports: &BTreeMap<PartitionKey, PartitionReport>,
+) {
+    // Topic infos borrow their option blocks; build the blocks first.
+    let blocks: Vec<_> = stream
+        .topics
+        .values()
+        .map(|topic| topic.options.option_blocks())
+        .collect();
+    let entries: Vec<_> = blocks
+        .iter()
+        .map(|(explicit, derived)| (as_entries(explicit), as_entries(derived)))
+        .collect();
+    let topics: Vec<TopicInfo<'_>> = stream
+        .topics
+        .values()
+        .zip(&entries)
+        .map(|(topic, (explicit, derived))| {
+            let (size_bytes, messages_count) = topic_totals(stream, topic, reports);
+            TopicInfo {
+                id: topic.id,
+                created_at_us: topic.created_at_us,
+                partitions_count: topic.partitions_count(),
+                message_expiry: topic.options.message_expiry_wire(),
+                compression: topic.options.compression.to_wire(),
+                max_topic_size: topic.options.max_topic_size_wire(),
+                size_bytes,
+                messages_count,
+                name: &topic.name,
+                explicit_options: explicit,
+                derived_options: derived,
+            }
+        })
+        .collect();
+    encode_stream_details(out, &stream_info(stream, reports), &topics);
+}
+
+pub(crate) async fn get_stream(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    stream: Identifier<'_>,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let Ok(stream) = view.stream(&Ident::from(&stream)) else {
+        return Ok(request.replier.empty());
+    };
+    principal.get_stream(stream.id)?;
+    let reports = partition_reports(request.context).await?;
+    let mut out = Vec::new();
+    encode_stream_with_topics(&mut out, stream, &reports);
+    Ok(request.replier.ok(&out))
+}
+
+pub(crate) async fn get_streams(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+) -> Handled<Outcome> {
+    principal.get_streams()?;
+    let reports = partition_reports(request.context).await?;
+    let mut out = Vec::new();
+    for stream in request.view.streams() {
+        encode_stream(&mut out, &stream_info(stream, &reports));
+    }
+    Ok(request.replier.ok(&out))
+}
+
+pub(crate) async fn get_topic(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    stream: Identifier<'_>,
+    topic: Identifier<'_>,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let Ok((stream, topic)) = view.topic(&Ident::from(&stream), &Ident::from(&topic)) else {
+        return Ok(request.replier.empty());
+    };
+    principal.get_topic(stream.id, topic.id)?;
+    let reports = partition_reports(request.context).await?;
+    let mut out = Vec::new();
+    encode_topic_with_partitions(&mut out, stream, topic, &reports);
+    Ok(request.replier.ok(&out))
+}
+
+pub(crate) async fn get_topics(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    stream: Identifier<'_>,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let mut out = Vec::new();
+    let Ok(stream) = view.stream(&Ident::from(&stream)) else {
+        // The only list with a count prefix: a missing stream is count 0.
+        encode_topics(&mut out, &[]);
+        return Ok(request.replier.ok(&out));
+    };
+    principal.get_topics(stream.id)?;
+    let reports = partition_reports(request.context).await?;
+    let blocks: Vec<_> = stream
+        .topics
+        .values()
+        .map(|topic| topic.options.option_blocks())
+        .collect();
+    let entries: Vec<_> = blocks
+        .iter()
+        .map(|(explicit, derived)| (as_entries(explicit), as_entries(derived)))
+        .collect();
+    let topics: Vec<TopicInfo<'_>> = stream
+        .topics
+        .values()
+        .zip(&entries)
+        .map(|(topic, (explicit, derived))| {
+            let (size_bytes, messages_count) = topic_totals(stream, topic, &reports);
+            TopicInfo {
+                id: topic.id,
+                created_at_us: topic.created_at_us,
+                partitions_count: topic.partitions_count(),
+                message_expiry: topic.options.message_expiry_wire(),
+                compression: topic.options.compression.to_wire(),
+                max_topic_size: topic.options.max_topic_size_wire(),
+                size_bytes,
+                messages_count,
+                name: &topic.name,
+                explicit_options: explicit,
+                derived_options: derived,
+            }
+        })
+        .collect();
+    encode_topics(&mut out, &topics);
+    Ok(request.replier.ok(&out))
+}
+
+/// Open newly created partitions on their owners (so they exist on disk
+/// before the client hears of them).
+async fn open_partitions(
+    context: &ShardContext,
+    view: &MetadataView,
+    created: &[PartitionRef],
+) -> Handled<()> {
+    for partition in created {
+        let Some(stream) = view.stream_by_id(partition.stream_id) else {
+            continue;
+        };
+        let Some(topic) = stream.topic_by_id(partition.topic_id) else {
+            continue;
+        };
+        let settings = PartitionSettings::from_topic(&topic.options);
+        let key = PartitionKey {
+            stream: partition.stream_id,
+            topic: partition.topic_id,
+            partition: partition.partition_id,
+        };
+        let owner = context.owner(partition.owner_shard);
+        partition_op(context, owner, |reply| PartitionOp::Open {
+            key,
+            settings,
+            reply,
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Delete removed partitions' data on their owners.
+async fn remove_partitions(context: &ShardContext, removed: &[PartitionRef]) -> Handled<()> {
+    for partition in removed {
+        let key = PartitionKey {
+            stream: partition.stream_id,
+            topic: partition.topic_id,
+            partition: partition.partition_id,
+        };
+        let owner = context.owner(partition.owner_shard);
+        partition_op(context, owner, |reply| PartitionOp::Remove { key, reply }).await?;
+    }
+    Ok(())
+}
+
+/// Push a topic's (possibly updated) settings to its partitions' owners.
+async fn refresh_settings(
+    context: &ShardContext,
+    view: &MetadataView,
+    stream_id: u32,
+    topic_id: u32,
+) -> Handled<()> {
+    let Some(topic) = view
+        .stream_by_id(stream_id)
+        .and_then(|stream| stream.topic_by_id(topic_id))
+    else {
+        return Ok(());
+    };
+    let settings = PartitionSettings::from_topic(&topic.options);
+    for partition in &topic.partitions {
+        let key = PartitionKey {
+            stream: stream_id,
+            topic: topic_id,
+            partition: partition.id,
+        };
+        let owner = context.owner(partition.owner_shard);
+        partition_op(context, owner, |reply| PartitionOp::Open {
+            key,
+            settings,
+            reply,
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Create, update or delete streams, topics and partitions.
+pub(crate) async fn change(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    command: Command<'_>,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    match &command {
+        Command::CreateStream { .. } => principal.create_stream()?,
+        Command::UpdateStream { stream, .. } | Command::DeleteStream { stream } => {
+            let stream = view.stream(&Ident::from(stream))?;
+            principal.manage_stream(stream.id)?;
+        }
+        Command::CreateTopic { stream, .. } => {
+            let stream = view.stream(&Ident::from(stream))?;
+            principal.create_topic(stream.id)?;
+        }
+        Command::UpdateTopic { stream, topic, .. } | Command::DeleteTopic { stream, topic } => {
+            let (stream, topic) = view.topic(&Ident::from(stream), &Ident::from(topic))?;
+            principal.manage_topic(stream.id, topic.id)?;
+        }
+        Command::CreatePartitions { stream, topic, .. }
+        | Command::DeletePartitions { stream, topic, .. } => {
+            let (stream, topic) = view.topic(&Ident::from(stream), &Ident::from(topic))?;
+            principal.manage_partitions(stream.id, topic.id)?;
+        }
+        _ => {}
+    }
+    let (applied, view, _) = prepare_and_apply(request, &command).await?;
+    let context = request.context;
+    let mut out = Vec::new();
+    match applied {
+        Applied::StreamCreated { stream_id } => {
+            if let Some(stream) = view.stream_by_id(stream_id) {
+                encode_stream_with_topics(&mut out, stream, &BTreeMap::new());
+            }
+        }
+        Applied::TopicCreated {
+            stream_id,
+            topic_id,
+            created,
+        } => {
+            open_partitions(context, &view, &created).await?;
+            if let Some(stream) = view.stream_by_id(stream_id)
+                && let Some(topic) = stream.topic_by_id(topic_id)
+            {
+                encode_topic_with_partitions(&mut out, stream, topic, &BTreeMap::new());
+            }
+        }
+        Applied::TopicUpdated {
+            stream_id,
+            topic_id,
+        } => {
+            refresh_settings(context, &view, stream_id, topic_id).await?;
+        }
+        Applied::StreamDeleted { removed, .. }
+        | Applied::TopicDeleted { removed, .. }
+        | Applied::PartitionsDeleted { removed, .. } => {
+            remove_partitions(context, &removed).await?;
+        }
+        Applied::PartitionsCreated { created, .. } => {
+            open_partitions(context, &view, &created).await?;
+        }
+        _ => {}
+    }
+    Ok(request.replier.ok(&out))
+}
+
+async fn purge_partitions(
+    context: &ShardContext,
+    stream: &Stream,
+    topics: &[&Topic],
+) -> Handled<()> {
+    for topic in topics {
+        for partition in &topic.partitions {
+            let key = PartitionKey {
+                stream: stream.id,
+                topic: topic.id,
+                partition: partition.id,
+            };
+            let owner = context.owner(partition.owner_shard);
+            partition_op(context, owner, |reply| PartitionOp::Purge { key, reply }).await?;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn purge_stream(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    stream: Identifier<'_>,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let stream = view.stream(&Ident::from(&stream))?;
+    principal.manage_stream(stream.id)?;
+    let topics: Vec<&Topic> = stream.topics.values().collect();
+    purge_partitions(request.context, stream, &topics).await?;
+    Ok(request.replier.empty())
+}
+
+pub(crate) async fn purge_topic(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    stream: Identifier<'_>,
+    topic: Identifier<'_>,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let (stream, topic) = view.topic(&Ident::from(&stream), &Ident::from(&topic))?;
+    principal.manage_topic(stream.id, topic.id)?;
+    purge_partitions(request.context, stream, &[topic]).await?;
+    Ok(request.replier.empty())
+}
+
+pub(crate) async fn delete_segments(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    stream: Identifier<'_>,
+    topic: Identifier<'_>,
+    partition_id: u32,
+    segments_count: u32,
+) -> Handled<Outcome> {
+    let view = request.view.clone();
+    let (stream, topic) = view.topic(&Ident::from(&stream), &Ident::from(&topic))?;
+    principal.manage_partitions(stream.id, topic.id)?;
+    let Some(partition) = topic.partitions.get(partition_id as usize) else {
+        return Ok(request
+            .replier
+            .status(crate::protocol::codes::Status::PartitionNotFound as u32));
+    };
+    let key = PartitionKey {
+        stream: stream.id,
+        topic: topic.id,
+        partition: partition_id,
+    };
+    let owner = request.context.owner(partition.owner_shard);
+    let count = segments_count;
+    partition_op(request.context, owner, |reply| {
+        PartitionOp::DeleteSegments { key, count, reply }
+    })
+    .await?;
+    Ok(request.replier.empty())
+}

@@ -1,0 +1,327 @@
+//! System requests: stats, cluster metadata, option descriptions, and the
+//! client registry (GetMe, GetClient, GetClients). The registry is spread
+//! over the shards (each knows its own connections), so client listings ask
+//! every shard over the mesh.
+
+use super::{Handled, HandlerError, Outcome, Request_, partition_op};
+use crate::metadata::TopicOptions;
+use crate::metadata::options::OptionKey;
+use crate::metadata::permissions::Principal;
+use crate::protocol::codes::Status;
+use crate::protocol::command::OptionScope;
+use crate::protocol::reply::{
+    ClientGroup, ClientInfo, ClusterNode, NodeRole, NodeStatus, OptionDescription, Stats,
+    Transport, encode_client, encode_client_details, encode_cluster_metadata,
+    encode_option_descriptions, encode_stats,
+};
+use crate::shard::context::{self, ShardContext};
+use crate::shard::mesh::{Request, Response};
+use crate::shard::pump::PartitionOp;
+
+/// Every connection of every shard.
+pub(crate) async fn all_clients(context: &ShardContext) -> Handled<Vec<context::ClientInfo>> {
+    let mut clients = Vec::new();
+    for shard in 0..context.shards {
+        if shard == context.shard {
+            clients.extend(context.clients());
+            continue;
+        }
+        match context
+            .mesh
+            .request(context.shard, shard, Request::Clients)
+            .await
+        {
+            Ok(Response::Clients(found)) => clients.extend(found),
+            _ => return Err(HandlerError::Status(Status::Error as u32)),
+        }
+    }
+    clients.sort_by_key(|client| client.client_id);
+    Ok(clients)
+}
+
+fn encode_details(out: &mut Vec<u8>, client: &context::ClientInfo) {
+    let address = client.peer.to_string();
+    let groups: Vec<ClientGroup> = client
+        .memberships
+        .iter()
+        .map(|membership| ClientGroup {
+            stream_id: membership.stream,
+            topic_id: membership.topic,
+            group_id: membership.group,
+        })
+        .collect();
+    let info = ClientInfo {
+        client_id: client.client_id,
+        user_id: client.user_id,
+        transport: Transport::Tcp,
+        address: &address,
+        consumer_groups_count: groups.len() as u32,
+    };
+    encode_client_details(out, &info, &groups);
+}
+
+pub(crate) async fn me(request: &mut Request_<'_>) -> Handled<Outcome> {
+    let me = context::ClientInfo {
+        client_id: request.session.client_id,
+        peer: request.session.peer,
+        user_id: request.session.user_id(),
+        memberships: request.session.memberships.iter().copied().collect(),
+    };
+    let mut out = Vec::new();
+    encode_details(&mut out, &me);
+    Ok(request.replier.ok(&out))
+}
+
+pub(crate) async fn client(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    client_id: u32,
+) -> Handled<Outcome> {
+    principal.read_server()?;
+    let clients = all_clients(request.context).await?;
+    let mut out = Vec::new();
+    if let Some(client) = clients.iter().find(|client| client.client_id == client_id) {
+        encode_details(&mut out, client);
+    }
+    Ok(request.replier.ok(&out))
+}
+
+pub(crate) async fn clients(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+) -> Handled<Outcome> {
+    principal.read_server()?;
+    let clients = all_clients(request.context).await?;
+    let mut out = Vec::new();
+    for client in &clients {
+        let address = client.peer.to_string();
+        encode_client(
+            &mut out,
+            &ClientInfo {
+                client_id: client.client_id,
+                user_id: client.user_id,
+                transport: Transport::Tcp,
+                address: &address,
+                consumer_groups_count: client.memberships.len() as u32,
+            },
+        );
+    }
+    Ok(request.replier.ok(&out))
+}
+
+/// One node: this daemon, at the address clients reach it on (the SDK keeps
+/// it as its failover target). Built from a roster of one, not hard-coded
+/// bytes, so a cluster can list more nodes later.
+pub(crate) fn cluster_metadata(request: &mut Request_<'_>) -> Handled<Outcome> {
+    let ip = request.context.address.ip().to_string();
+    let roster = [ClusterNode {
+        name: "iggyd",
+        ip: &ip,
+        tcp_port: request.context.address.port(),
+        quic_port: 0,
+        http_port: 0,
+        websocket_port: 0,
+        role: NodeRole::Leader,
+        status: NodeStatus::Healthy,
+    }];
+    let mut out = Vec::new();
+    encode_cluster_metadata(&mut out, "single-node", &roster);
+    Ok(request.replier.ok(&out))
+}
+
+/// What each topic option means, for DescribeOptions.
+fn option_description(key: OptionKey) -> &'static str {
+    match key {
+        OptionKey::CompressionAlgorithm => {
+            "compression recorded for the topic: none or gzip (metadata only)"
+        }
+        OptionKey::MessageExpiry => {
+            "age after which sealed segments are deleted, in µs or humantime; none = never"
+        }
+        OptionKey::MaxTopicSize => {
+            "size above which the oldest sealed segments are deleted; unlimited = never"
+        }
+        OptionKey::SegmentSize => {
+            "size at which a partition's active segment is sealed (512-byte multiple, 1 MiB..1 GiB)"
+        }
+        OptionKey::Durability => {
+            "persisted: acknowledge after fsync (group commit); replicated: after the write"
+        }
+        OptionKey::ConsumerOffsetDurability => "the same choice for stored consumer offsets",
+        OptionKey::MessagesRequiredToSave => {
+            "replicated topics: fsync after this many unsynced messages"
+        }
+        OptionKey::SizeOfMessagesRequiredToSave => {
+            "replicated topics: fsync after this many unsynced bytes"
+        }
+        OptionKey::PreallocateSegments => "accepted for compatibility; segments grow as written",
+    }
+}
+
+pub(crate) fn describe_options(request: &mut Request_<'_>, scope: OptionScope) -> Handled<Outcome> {
+    let mut out = Vec::new();
+    match scope {
+        OptionScope::Topic => {
+            let defaults = TopicOptions::defaults(request.context.default_durability);
+            let canonical: Vec<_> = OptionKey::ALL
+                .iter()
+                .map(|key| (*key, defaults.canonical(*key)))
+                .collect();
+            let entries: Vec<OptionDescription<'_>> = canonical
+                .iter()
+                .map(|(key, option)| OptionDescription {
+                    key: option.key,
+                    kind: option.kind,
+                    default: &option.value,
+                    description: option_description(*key),
+                })
+                .collect();
+            encode_option_descriptions(&mut out, &entries);
+        }
+        // Streams and users define no option keys.
+        OptionScope::Stream | OptionScope::User => encode_option_descriptions(&mut out, &[]),
+    }
+    Ok(request.replier.ok(&out))
+}
+
+/// CPU time of this process in clock ticks (utime + stime), from
+/// /proc/self/stat.
+fn process_cpu_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+fn meminfo(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|line| {
+                let rest = line.strip_prefix(key)?.strip_prefix(':')?;
+                rest.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()
+            })
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|text| {
+            text.split_whitespace()
+                .nth(1)
+                .and_then(|pages| pages.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    pages * 4096
+}
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|text| text.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn disk_space(path: &std::path::Path) -> (u64, u64) {
+    match nix::sys::statvfs::statvfs(path) {
+        Ok(stat) => {
+            let fragment = stat.fragment_size();
+            (stat.blocks_available() * fragment, stat.blocks() * fragment)
+        }
+        Err(_) => (0, 0),
+    }
+}
+
+pub(crate) async fn stats(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+) -> Handled<Outcome> {
+    principal.read_server()?;
+    let context = request.context;
+    let mut messages = 0u64;
+    let mut bytes = 0u64;
+    let mut segments = 0u64;
+    for shard in 0..context.shards {
+        let reports = partition_op(context, shard, |reply| PartitionOp::Report { reply }).await?;
+        for report in reports {
+            messages += report.stats.messages;
+            bytes += report.stats.bytes;
+            segments += report.stats.segments as u64;
+        }
+    }
+    let clients = super::system::all_clients(context).await?;
+    let view = &request.view;
+    let run_time = context.started.elapsed();
+    let ticks_per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .map_or(100, |ticks| ticks.max(1) as u64);
+    let cpu_seconds = process_cpu_ticks().unwrap_or(0) as f64 / ticks_per_second as f64;
+    let cpu_usage = if run_time.as_secs_f64() > 0.0 {
+        (cpu_seconds / run_time.as_secs_f64() * 100.0) as f32
+    } else {
+        0.0
+    };
+    let loadavg = read_trimmed("/proc/loadavg");
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f32;
+    let total_cpu_usage = loadavg
+        .split_whitespace()
+        .next()
+        .and_then(|load| load.parse::<f32>().ok())
+        .map_or(0.0, |load| (load / cores * 100.0).min(100.0));
+    let hostname = read_trimmed("/proc/sys/kernel/hostname");
+    let os_name = read_trimmed("/proc/sys/kernel/ostype");
+    let os_version = read_trimmed("/proc/sys/kernel/version");
+    let kernel_version = read_trimmed("/proc/sys/kernel/osrelease");
+    let data_dir = std::path::Path::new(".");
+    let (free_disk, total_disk) = disk_space(data_dir);
+    let threads = std::fs::read_dir("/proc/self/task").map_or(0, |tasks| tasks.count() as u32);
+    let version = env!("CARGO_PKG_VERSION");
+    let stats = Stats {
+        process_id: std::process::id(),
+        cpu_usage,
+        total_cpu_usage,
+        memory_usage_bytes: rss_bytes(),
+        total_memory_bytes: meminfo("MemTotal"),
+        available_memory_bytes: meminfo("MemAvailable"),
+        run_time_us: run_time.as_micros() as u64,
+        start_time_us: context.started_at_us,
+        read_bytes: 0,
+        written_bytes: bytes,
+        messages_size_bytes: bytes,
+        streams_count: view.streams_count() as u32,
+        topics_count: view.topics_count() as u32,
+        partitions_count: view.partitions_count() as u32,
+        segments_count: segments as u32,
+        messages_count: messages,
+        clients_count: clients.len() as u32,
+        consumer_groups_count: view.consumer_groups_count() as u32,
+        hostname: &hostname,
+        os_name: &os_name,
+        os_version: &os_version,
+        kernel_version: &kernel_version,
+        server_version: version,
+        server_semver: semver(version),
+        cache_metrics: &[],
+        threads_count: threads,
+        free_disk_space_bytes: free_disk,
+        total_disk_space_bytes: total_disk,
+    };
+    let mut out = Vec::new();
+    encode_stats(&mut out, &stats);
+    Ok(request.replier.ok(&out))
+}
+
+/// major·10⁶ + minor·10³ + patch.
+fn semver(version: &str) -> u32 {
+    let mut parts = version
+        .split('.')
+        .map(|part| part.parse::<u32>().unwrap_or(0));
+    let major = parts.next().unwrap_or(0);
+    let minor = parts.next().unwrap_or(0);
+    let patch = parts.next().unwrap_or(0);
+    major * 1_000_000 + minor * 1_000 + patch
+}

@@ -1,0 +1,199 @@
+//! Login, logout, users and personal access tokens. Passwords are checked
+//! (Argon2) on the connection's shard against the current view; changes go
+//! to shard 0 through `prepare_and_apply`, so a hash is computed here, not on
+//! the metadata writer.
+
+use super::{Handled, HandlerError, Outcome, Replier, Request_, now_us, prepare_and_apply};
+use crate::metadata::permissions::Principal;
+use crate::metadata::{Applied, Ident, MetadataError, MetadataView};
+use crate::net::session::{Login, Session};
+use crate::protocol::codes::{EvictionReason, Status};
+use crate::protocol::command::{Command, Register};
+use crate::protocol::header::RequestHeader;
+use crate::protocol::limits::PROTOCOL_VERSION;
+use crate::protocol::options::OptionEntry;
+use crate::protocol::primitives::Identifier;
+use crate::protocol::reply::{
+    LoginReply, PersonalAccessTokenInfo, UserInfo, encode_created_token, encode_login,
+    encode_personal_access_tokens, encode_user, encode_user_details,
+};
+use crate::shard::context::ShardContext;
+use std::num::NonZeroU64;
+use std::rc::Rc;
+
+/// Register (op 1): the protocol-version gate already ran in the decoder;
+/// here the password (then, failing that, the token) is checked. Failures
+/// are evictions (§2.6): 9 bad credentials, 10 bad token, 11 inactive.
+pub(crate) async fn login(
+    context: &Rc<ShardContext>,
+    session: &mut Session,
+    header: &RequestHeader,
+    register: &Register<'_>,
+    commit: u64,
+) -> Outcome {
+    let view = context.view();
+    let evict = |reason| {
+        Replier {
+            header,
+            session: 0,
+            commit,
+        }
+        .evict(reason)
+    };
+    let mut verified = None;
+    if let Some(password) = &register.password
+        && let Ok(user_id) = view.verify_password(password.username, password.password)
+    {
+        verified = Some(user_id);
+    }
+    if verified.is_none() {
+        match &register.token {
+            Some(token) => match view.verify_token(token.token, now_us()) {
+                Ok(user_id) => verified = Some(user_id),
+                Err(MetadataError::UserInactive { .. }) => {
+                    return evict(EvictionReason::UserInactive);
+                }
+                Err(_) if register.password.is_some() => {
+                    return evict(EvictionReason::InvalidCredentials);
+                }
+                Err(_) => return evict(EvictionReason::InvalidToken),
+            },
+            None => return evict(EvictionReason::InvalidCredentials),
+        }
+    }
+    let Some(user_id) = verified else {
+        return evict(EvictionReason::InvalidCredentials);
+    };
+    // A second login on a logged-in connection keeps the session when it is
+    // the same user (Apache re-sends it); another user starts afresh.
+    let session_number = match session.login {
+        Some(login) if login.user_id == user_id => login.session,
+        Some(_) => {
+            super::session_ended(context, session).await;
+            context.new_session()
+        }
+        None => context.new_session(),
+    };
+    session.login = Some(Login {
+        user_id,
+        session: session_number,
+        client: header.client,
+    });
+    context.update_client(session.client_id, Some(user_id), Vec::new());
+    let Some(session_id) = NonZeroU64::new(session_number) else {
+        return evict(EvictionReason::SessionError);
+    };
+    let mut out = Vec::new();
+    encode_login(
+        &mut out,
+        &LoginReply {
+            user_id,
+            session: session_id,
+            server_protocol_version: PROTOCOL_VERSION,
+            server_version: env!("CARGO_PKG_VERSION"),
+        },
+    );
+    tracing::debug!(client_id = session.client_id, user_id, "logged in");
+    Replier {
+        header,
+        session: session_number,
+        commit,
+    }
+    .ok(&out)
+}
+
+fn user_info(user: &crate::metadata::User) -> UserInfo<'_> {
+    UserInfo {
+        id: user.id,
+        created_at_us: user.created_at_us,
+        status: user.status.to_wire(),
+        username: &user.username,
+        options: &[] as &[OptionEntry<'_>],
+    }
+}
+
+fn encode_details(view: &MetadataView, user_id: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    if let Some(user) = view.user_by_id(user_id) {
+        encode_user_details(&mut out, &user_info(user), user.permissions.as_ref());
+    }
+    out
+}
+
+pub(crate) fn get_user(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    user: Identifier<'_>,
+) -> Handled<Outcome> {
+    let Ok(found) = request.view.user(&Ident::from(&user)) else {
+        // Not found reads are an empty body (§8 item 9).
+        return Ok(request.replier.empty());
+    };
+    principal.get_user(found.id)?;
+    Ok(request.replier.ok(&encode_details(&request.view, found.id)))
+}
+
+pub(crate) fn get_users(request: &mut Request_<'_>, principal: &Principal<'_>) -> Handled<Outcome> {
+    principal.get_users()?;
+    let mut out = Vec::new();
+    for user in request.view.users() {
+        encode_user(&mut out, &user_info(user));
+    }
+    Ok(request.replier.ok(&out))
+}
+
+/// Create, update, delete, permissions, password.
+pub(crate) async fn change_user(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    command: Command<'_>,
+) -> Handled<Outcome> {
+    match &command {
+        Command::ChangePassword { user, .. } => {
+            let target = request.view.user(&Ident::from(user))?;
+            principal.change_password(target.id)?;
+        }
+        _ => principal.manage_users()?,
+    }
+    let (applied, view, _) = prepare_and_apply(request, &command).await?;
+    match applied {
+        Applied::UserCreated { user_id } => Ok(request.replier.ok(&encode_details(&view, user_id))),
+        _ => Ok(request.replier.empty()),
+    }
+}
+
+pub(crate) fn get_tokens(request: &mut Request_<'_>) -> Handled<Outcome> {
+    let user_id = request
+        .session
+        .user_id()
+        .ok_or(HandlerError::Status(Status::Unauthenticated as u32))?;
+    let mut out = Vec::new();
+    if let Some(user) = request.view.user_by_id(user_id) {
+        let tokens: Vec<PersonalAccessTokenInfo<'_>> = user
+            .tokens
+            .values()
+            .map(|token| PersonalAccessTokenInfo {
+                name: &token.name,
+                expiry_at_us: token.expiry_at_us,
+            })
+            .collect();
+        encode_personal_access_tokens(&mut out, &tokens);
+    }
+    Ok(request.replier.ok(&out))
+}
+
+/// Tokens are always the caller's own: a login is the only permission.
+pub(crate) async fn change_token(
+    request: &mut Request_<'_>,
+    command: Command<'_>,
+) -> Handled<Outcome> {
+    let (_, _, token) = prepare_and_apply(request, &command).await?;
+    match token {
+        Some(raw) => {
+            let mut out = Vec::new();
+            encode_created_token(&mut out, &raw);
+            Ok(request.replier.ok(&out))
+        }
+        None => Ok(request.replier.empty()),
+    }
+}

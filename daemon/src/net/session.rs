@@ -1,0 +1,63 @@
+//! Authentication state of one connection: who is logged in, with which
+//! session number and client id, and which consumer groups the session
+//! joined. Owned by the connection task; nothing else mutates it.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+
+/// A logged-in session (§3: Register -> session number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Login {
+    pub user_id: u32,
+    /// Non-zero, unique in this process; echoed in every reply's `op`.
+    pub session: u64,
+    /// The client's random id from the request header (bytes 128..144).
+    pub client: u128,
+}
+
+/// A consumer group membership, by numeric ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Membership {
+    pub stream: u32,
+    pub topic: u32,
+    pub group: u32,
+}
+
+#[derive(Debug)]
+pub struct Session {
+    /// The wire client id (GetClients/GetMe): unique across shards.
+    pub client_id: u32,
+    pub peer: SocketAddr,
+    pub login: Option<Login>,
+    /// Groups this session joined; left on logout and disconnect.
+    pub memberships: BTreeSet<Membership>,
+    /// Monotone `commit` value echoed in replies.
+    pub commit: u64,
+}
+
+impl Session {
+    pub fn new(client_id: u32, peer: SocketAddr) -> Session {
+        Session {
+            client_id,
+            peer,
+            login: None,
+            memberships: BTreeSet::new(),
+            commit: 0,
+        }
+    }
+
+    /// The session number for reply headers (0 when not logged in).
+    pub fn number(&self) -> u64 {
+        self.login.map_or(0, |login| login.session)
+    }
+
+    pub fn user_id(&self) -> Option<u32> {
+        self.login.map(|login| login.user_id)
+    }
+
+    /// The next `commit` value: non-decreasing and ≥ the session number.
+    pub fn next_commit(&mut self) -> u64 {
+        self.commit = self.commit.max(self.number()).saturating_add(1);
+        self.commit
+    }
+}

@@ -1,0 +1,162 @@
+//! Per-shard state shared by the tasks of one shard (its connections and its
+//! pump loop) on one thread: the current metadata view, the shard's client
+//! registry, id counters and the few settings connections need. It is
+//! `Rc`-shared and `!Send` on purpose: it never leaves its shard. Other
+//! shards learn about it only through mesh messages.
+
+use super::mesh::{Mesh, ShardId};
+use crate::metadata::MetadataView;
+use crate::metadata::options::Durability;
+use crate::net::session::Membership;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// One connection as GetClients/GetMe report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientInfo {
+    pub client_id: u32,
+    pub peer: SocketAddr,
+    /// `None` until the connection logs in.
+    pub user_id: Option<u32>,
+    pub memberships: Vec<Membership>,
+}
+
+/// Client ids carry the shard in their top byte, so they are unique across
+/// shards without coordination: 16 M connections per shard per run.
+const CLIENT_ID_SHARD_SHIFT: u32 = 24;
+/// Session numbers carry the shard in their top 16 bits (never zero).
+const SESSION_SHARD_SHIFT: u32 = 48;
+
+#[derive(Debug)]
+pub struct ShardContext {
+    pub shard: ShardId,
+    pub shards: usize,
+    pub mesh: Mesh,
+    /// The address clients reach this daemon on (cluster metadata).
+    pub address: SocketAddr,
+    /// A consumer-group member silent this long is evicted (§8 item 7).
+    pub stale_after: Duration,
+    /// Durability of topics that do not say.
+    pub default_durability: Durability,
+    pub started: Instant,
+    pub started_at_us: u64,
+    view: RefCell<Arc<MetadataView>>,
+    clients: RefCell<BTreeMap<u32, ClientInfo>>,
+    next_client: Cell<u32>,
+    next_session: Cell<u64>,
+    /// Round-robin cursor for `Balanced` partitioning from old clients.
+    next_balanced: Cell<u32>,
+}
+
+pub struct ContextSettings {
+    pub shard: ShardId,
+    pub shards: usize,
+    pub mesh: Mesh,
+    pub address: SocketAddr,
+    pub stale_after: Duration,
+    pub default_durability: Durability,
+    pub started: Instant,
+    pub started_at_us: u64,
+    pub view: Arc<MetadataView>,
+}
+
+impl ShardContext {
+    pub fn new(settings: ContextSettings) -> ShardContext {
+        assert!(settings.shard < settings.shards);
+        assert!(settings.shards < (1 << 8));
+        ShardContext {
+            shard: settings.shard,
+            shards: settings.shards,
+            mesh: settings.mesh,
+            address: settings.address,
+            stale_after: settings.stale_after,
+            default_durability: settings.default_durability,
+            started: settings.started,
+            started_at_us: settings.started_at_us,
+            view: RefCell::new(settings.view),
+            clients: RefCell::new(BTreeMap::new()),
+            next_client: Cell::new(1),
+            next_session: Cell::new(1),
+            next_balanced: Cell::new(0),
+        }
+    }
+
+    /// The current view; callers hold the `Arc` for one request.
+    pub fn view(&self) -> Arc<MetadataView> {
+        self.view.borrow().clone()
+    }
+
+    /// Install a newer view (older or equal versions are ignored, so the
+    /// order in which views arrive does not matter).
+    pub fn install_view(&self, view: Arc<MetadataView>) {
+        let mut current = self.view.borrow_mut();
+        if current.is_superseded_by(&view) {
+            *current = view;
+        }
+    }
+
+    pub fn register_client(&self, peer: SocketAddr) -> u32 {
+        let counter = self.next_client.get();
+        self.next_client
+            .set(counter.wrapping_add(1) & ((1 << CLIENT_ID_SHARD_SHIFT) - 1));
+        let client_id = ((self.shard as u32) << CLIENT_ID_SHARD_SHIFT) | counter;
+        self.clients.borrow_mut().insert(
+            client_id,
+            ClientInfo {
+                client_id,
+                peer,
+                user_id: None,
+                memberships: Vec::new(),
+            },
+        );
+        client_id
+    }
+
+    pub fn update_client(
+        &self,
+        client_id: u32,
+        user_id: Option<u32>,
+        memberships: Vec<Membership>,
+    ) {
+        if let Some(client) = self.clients.borrow_mut().get_mut(&client_id) {
+            client.user_id = user_id;
+            client.memberships = memberships;
+        }
+    }
+
+    pub fn unregister_client(&self, client_id: u32) {
+        self.clients.borrow_mut().remove(&client_id);
+    }
+
+    pub fn clients(&self) -> Vec<ClientInfo> {
+        self.clients.borrow().values().cloned().collect()
+    }
+
+    pub fn connections(&self) -> usize {
+        self.clients.borrow().len()
+    }
+
+    /// A new session number: non-zero and unique in this process.
+    pub fn new_session(&self) -> u64 {
+        let counter = self.next_session.get();
+        self.next_session.set(counter + 1);
+        ((self.shard as u64 + 1) << SESSION_SHARD_SHIFT) | counter
+    }
+
+    pub fn next_balanced(&self, partitions: u32) -> u32 {
+        assert!(partitions > 0);
+        let cursor = self.next_balanced.get();
+        self.next_balanced.set(cursor.wrapping_add(1));
+        cursor % partitions
+    }
+
+    /// Which shard owns a partition id recorded in metadata. A recorded
+    /// owner beyond today's shard count (the daemon was started with fewer
+    /// shards) folds onto the existing shards.
+    pub fn owner(&self, recorded: ShardId) -> ShardId {
+        recorded % self.shards
+    }
+}
