@@ -7,12 +7,13 @@
 use crate::cgroup::CgroupLimits;
 use crate::config::{Config, Sources};
 use crate::error::BootError;
+use crate::logging::LogHandle;
 use crate::metadata::auth::HashCost;
 use crate::metadata::bootstrap::{RootPassword, bootstrap_root};
 use crate::metadata::io::StdIo;
 use crate::metadata::{Durability, MetadataStore};
 use crate::net::listener;
-use crate::supervisor::{self, Launch};
+use crate::supervisor::{self, Launch, Reload};
 use crate::topology::{self, PlanEnv, ShardPlan};
 use crate::{logging, preflight, systemd};
 use clap::{Parser, Subcommand};
@@ -105,7 +106,13 @@ pub fn main() -> ExitCode {
                 Err(error) => return fail(&BootError::Logging(error)),
             };
             install_panic_hook();
-            let outcome = run(config, cli.cgroup_dir.as_deref(), started);
+            let outcome = run(
+                config,
+                &sources,
+                log.clone(),
+                cli.cgroup_dir.as_deref(),
+                started,
+            );
             let code = match &outcome {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => fail_logged(error),
@@ -152,7 +159,13 @@ fn plan(config: &Config, cgroup_dir: Option<&Path>) -> Result<ShardPlan, BootErr
     Ok(topology::plan(&config.sharding.cpu_allocation, &env)?)
 }
 
-fn run(config: Config, cgroup_dir: Option<&Path>, started: Instant) -> Result<(), BootError> {
+fn run(
+    config: Config,
+    sources: &Sources,
+    log: LogHandle,
+    cgroup_dir: Option<&Path>,
+    started: Instant,
+) -> Result<(), BootError> {
     let plan = plan(&config, cgroup_dir)?;
     if !plan.is_this_system() {
         return Err(BootError::Runtime(format!(
@@ -211,11 +224,15 @@ fn run(config: Config, cgroup_dir: Option<&Path>, started: Instant) -> Result<()
         require_io_uring: config.sharding.require_io_uring,
         address,
         listeners,
-        drain_timeout: config.shutdown.drain_timeout,
         data_dir: config.data_dir.clone(),
         started,
         store,
         default_durability: Durability::Persisted,
+        reload: Reload {
+            sources: sources.clone(),
+            config: config.clone(),
+            log,
+        },
     })
 }
 

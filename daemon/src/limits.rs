@@ -47,3 +47,18 @@ pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(10);
 /// A consumer-group member that sends no request for this long is stale:
 /// evicted and removed from its groups (1.2 x Apache's 30 s heartbeat).
 pub const STALE_CLIENT_AFTER: Duration = Duration::from_secs(36);
+
+/// While the daemon stops, how long an idle connection may take to send its
+/// next request before it is closed.
+pub const STOP_GRACE: Duration = Duration::from_millis(200);
+
+/// Longest wait for connections to finish before the pumps drain anyway.
+pub const QUIESCE_MAX: Duration = Duration::from_secs(5);
+
+/// How often the `STATUS=` summary is refreshed.
+pub const STATUS_EVERY: Duration = Duration::from_secs(5);
+
+/// While a start (recovery) or a stop (drain) takes long, ask systemd for
+/// `EXTEND_TIMEOUT_BY` more every `EXTEND_TIMEOUT_EVERY`.
+pub const EXTEND_TIMEOUT_EVERY: Duration = Duration::from_secs(5);
+pub const EXTEND_TIMEOUT_BY: Duration = Duration::from_secs(15);

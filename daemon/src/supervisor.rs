@@ -1,30 +1,57 @@
 //! The supervisor runs on the main thread: it starts one thread per planned
 //! shard, waits until every shard reports ready, tells the service manager,
-//! then waits for signals and shard events. SIGTERM/SIGINT stop the shards
-//! and join them within `shutdown.drain_timeout`; a second signal or the
-//! timeout ends the process at once with a failure code. A shard that exits
-//! on its own is a failure of the whole daemon: the others are stopped and
-//! the process exits non-zero, so systemd restarts a whole daemon rather
-//! than keeping a half-alive one.
+//! then waits for signals and shard events:
 //!
-//! Signals are blocked in every thread (the mask is set before any shard is
-//! spawned and inherited) and taken synchronously here with `sigtimedwait`,
-//! so no handler ever runs on a shard.
+//! - SIGTERM/SIGINT: a graceful stop in two phases — every shard stops
+//!   accepting and lets its connections finish (pumps keep running, since a
+//!   connection on one shard may wait on another shard's pump), then every
+//!   pump drains and fsyncs. All within `shutdown.drain_timeout`; a second
+//!   signal or the timeout exits at once with a failure code.
+//! - SIGHUP: re-read the configuration, apply what can change at runtime
+//!   (log level and rotation limits, the drain timeout), log what changed and
+//!   what needs a restart; an invalid configuration is rejected and the
+//!   running one kept.
+//! - SIGUSR2: rotate the log file now.
+//! - The systemd watchdog is petted at half its interval, and only while
+//!   every shard's heartbeat (which moves only when the shard's loop runs)
+//!   advanced since the last ping; a wedged shard is named in `STATUS=` and
+//!   the log, and systemd restarts the service.
+//! - A one-line `STATUS=` summary is refreshed every few seconds.
+//!
+//! A shard that exits on its own is a failure of the whole daemon: the others
+//! are stopped and the process exits non-zero, so systemd restarts a whole
+//! daemon rather than keeping a half-alive one. Signals are blocked in every
+//! thread (the mask is set before any shard is spawned and inherited) and
+//! taken synchronously here with `sigtimedwait`, so no handler ever runs on a
+//! shard.
 
+use crate::config::{Config, Sources};
 use crate::error::BootError;
 use crate::limits;
+use crate::logging::{LimitsUpdate, LogHandle};
 use crate::metadata::io::StdIo;
 use crate::metadata::{Durability, MetadataStore};
 use crate::preflight::Driver;
-use crate::shard::heartbeat::Heartbeats;
+use crate::shard::heartbeat::{Heartbeats, ShardCounters};
 use crate::shard::mesh::{Mesh, ShardMessage};
 use crate::shard::{self, ShardEvent, ShardSpec};
 use crate::systemd;
 use crate::topology::ShardPlan;
 use nix::sys::signal::{SigSet, Signal};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// What a SIGHUP needs: where the configuration came from, what is running,
+/// and the logging handle to apply changes to.
+#[derive(Debug)]
+pub struct Reload {
+    pub sources: Sources,
+    pub config: Config,
+    pub log: LogHandle,
+}
 
 /// What the supervisor needs to start the shards.
 #[derive(Debug)]
@@ -34,13 +61,13 @@ pub struct Launch {
     pub require_io_uring: bool,
     pub address: SocketAddr,
     pub listeners: Vec<std::net::TcpListener>,
-    pub drain_timeout: Duration,
-    pub data_dir: std::path::PathBuf,
+    pub data_dir: PathBuf,
     /// When the process started, for the time-to-ready log line.
     pub started: Instant,
     /// The recovered metadata store; it moves to shard 0, its only writer.
     pub store: MetadataStore<StdIo>,
     pub default_durability: Durability,
+    pub reload: Reload,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -86,10 +113,11 @@ struct Running {
     handles: Vec<std::thread::JoinHandle<()>>,
     pus: Vec<u32>,
     exited: Vec<bool>,
+    signals: SigSet,
 }
 
 /// Start the shards and supervise them until a stop signal or a failure.
-pub fn run(launch: Launch) -> Result<(), BootError> {
+pub fn run(mut launch: Launch) -> Result<(), BootError> {
     let signals = handled_signals();
     let shards = launch.plan.shards.len();
     assert!(shards > 0);
@@ -112,6 +140,7 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
             .map(|planned| planned.pu)
             .collect(),
         exited: vec![false; shards],
+        signals,
     };
     let view = launch.store.publish();
     let mut store = Some(launch.store);
@@ -119,20 +148,9 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_micros() as u64)
         .saturating_sub(launch.started.elapsed().as_micros() as u64);
-    let planned_shards = launch.plan.shards.iter();
-    for ((planned, listener), inbox) in planned_shards.zip(launch.listeners).zip(inboxes) {
+    let listeners = std::mem::take(&mut launch.listeners);
+    for ((planned, listener), inbox) in launch.plan.shards.iter().zip(listeners).zip(inboxes) {
         let spec = ShardSpec {
-            address: launch.address,
-            view: view.clone(),
-            store: if planned.shard == 0 {
-                store.take()
-            } else {
-                None
-            },
-            default_durability: launch.default_durability,
-            stale_after: limits::STALE_CLIENT_AFTER,
-            started: launch.started,
-            started_at_us,
             id: planned.shard,
             pu: planned.pu,
             pin: launch.plan.is_this_system(),
@@ -145,6 +163,17 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
             heartbeats: heartbeats.clone(),
             events: events_tx.clone(),
             data_dir: launch.data_dir.clone(),
+            address: launch.address,
+            view: view.clone(),
+            store: if planned.shard == 0 {
+                store.take()
+            } else {
+                None
+            },
+            default_durability: launch.default_durability,
+            stale_after: limits::STALE_CLIENT_AFTER,
+            started: launch.started,
+            started_at_us,
         };
         let handle = shard::spawn(spec).map_err(|error| {
             BootError::Runtime(format!(
@@ -155,14 +184,23 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
         running.handles.push(handle);
     }
     drop(events_tx);
+    let mut drain_timeout = launch.reload.config.shutdown.drain_timeout;
 
     // Start-up: every shard must report ready before READY=1.
     let deadline = Instant::now() + limits::SHARD_START_TIMEOUT;
+    let mut extended_at = Instant::now();
     let mut drivers = Vec::with_capacity(shards);
     while drivers.len() < shards {
         if let Some(signal) = wait_signal(&signals, Duration::ZERO) {
             tracing::info!(%signal, "signal during start-up, stopping");
-            return stop(&mut running, launch.drain_timeout, &signals, None);
+            return stop(&mut running, drain_timeout, None);
+        }
+        if extended_at.elapsed() >= limits::EXTEND_TIMEOUT_EVERY {
+            extended_at = Instant::now();
+            systemd::extend_timeout(
+                limits::EXTEND_TIMEOUT_BY,
+                "starting: recovery is taking a while",
+            );
         }
         match running.events.recv_timeout(Duration::from_millis(5)) {
             Ok(ShardEvent::Ready { driver, .. }) => drivers.push(driver),
@@ -171,6 +209,7 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
                     "recovering partitions: shard {shard} {done}/{total}"
                 ));
             }
+            Ok(ShardEvent::Quiesced { .. }) => {}
             Ok(ShardEvent::Exited { shard, result }) => {
                 running.exited[shard] = true;
                 let message = result
@@ -181,7 +220,7 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
                     pu: running.pus[shard],
                     message,
                 };
-                return stop(&mut running, launch.drain_timeout, &signals, Some(failure));
+                return stop(&mut running, drain_timeout, Some(failure));
             }
             Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
             Err(_) => {
@@ -190,39 +229,58 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
                     drivers.len(),
                     limits::SHARD_START_TIMEOUT
                 ));
-                return stop(&mut running, launch.drain_timeout, &signals, Some(failure));
+                return stop(&mut running, drain_timeout, Some(failure));
             }
         }
     }
-    let driver_summary = summarize_drivers(&drivers);
     let cores: std::collections::BTreeSet<u32> = launch
         .plan
         .shards
         .iter()
         .map(|planned| planned.core)
         .collect();
-    let status = format!(
-        "serving on {}: {shards} shards on {} cores ({driver_summary})",
+    let headline = format!(
+        "serving on {}: {shards} shards on {} cores ({})",
         launch.address,
-        cores.len()
+        cores.len(),
+        summarize_drivers(&drivers)
     );
     tracing::info!(
         address = %launch.address,
         shards,
-        driver = %driver_summary,
+        driver = %summarize_drivers(&drivers),
         startup_ms = launch.started.elapsed().as_secs_f64() * 1000.0,
         "iggyd ready"
     );
-    systemd::ready(&status);
+    systemd::ready(&headline);
 
+    let mut status = StatusLine::new(headline, launch.data_dir.clone(), launch.default_durability);
+    let mut watchdog = Watchdog::from_env(&heartbeats);
+    let mut reload = launch.reload;
     loop {
-        if let Some(signal) = wait_signal(&signals, limits::SUPERVISOR_TICK) {
+        // Wake exactly when the next watchdog ping is due, so the cadence is
+        // half the interval, not half the interval rounded up to a tick.
+        let wait = watchdog
+            .as_ref()
+            .map_or(limits::SUPERVISOR_TICK, |watchdog| {
+                watchdog.until_due().min(limits::SUPERVISOR_TICK)
+            });
+        if let Some(signal) = wait_signal(&signals, wait) {
             match signal {
                 Signal::SIGTERM | Signal::SIGINT => {
                     tracing::info!(%signal, "stopping");
-                    return stop(&mut running, launch.drain_timeout, &signals, None);
+                    return stop(&mut running, drain_timeout, None);
                 }
-                other => tracing::info!(signal = %other, "signal ignored: not handled yet"),
+                Signal::SIGHUP => {
+                    if let Some(timeout) = reload_config(&mut reload, &status.headline) {
+                        drain_timeout = timeout;
+                    }
+                }
+                Signal::SIGUSR2 => match reload.log.rotate_now() {
+                    Ok(rotated) => tracing::info!(?rotated, "log rotated on SIGUSR2"),
+                    Err(error) => tracing::warn!(%error, "log rotation on SIGUSR2 failed"),
+                },
+                other => tracing::debug!(signal = %other, "signal ignored"),
             }
         }
         while let Ok(event) = running.events.try_recv() {
@@ -238,9 +296,13 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
                     message,
                 };
                 tracing::error!(%failure, "a shard stopped; stopping the daemon");
-                return stop(&mut running, launch.drain_timeout, &signals, Some(failure));
+                return stop(&mut running, drain_timeout, Some(failure));
             }
         }
+        if let Some(watchdog) = watchdog.as_mut() {
+            watchdog.tick(&heartbeats, &running.pus, &mut status);
+        }
+        status.tick(&heartbeats, &mesh);
     }
 }
 
@@ -256,34 +318,305 @@ fn summarize_drivers(drivers: &[Driver]) -> String {
     }
 }
 
-/// Ask every live shard to stop and wait for all of them, within `timeout`.
-/// Returns `failure` (the reason for stopping) if there was one.
+/// The live `STATUS=` summary: refreshed every `limits::STATUS_EVERY` from
+/// the shards' published gauges (no shard is asked anything).
+struct StatusLine {
+    headline: String,
+    data_dir: PathBuf,
+    durability: Durability,
+    last_at: Instant,
+    last: ShardCounters,
+    /// A watchdog problem overrides the summary until it clears.
+    alarm: Option<String>,
+}
+
+impl StatusLine {
+    fn new(headline: String, data_dir: PathBuf, durability: Durability) -> StatusLine {
+        StatusLine {
+            headline,
+            data_dir,
+            durability,
+            last_at: Instant::now(),
+            last: ShardCounters::default(),
+            alarm: None,
+        }
+    }
+
+    fn tick(&mut self, heartbeats: &Heartbeats, mesh: &Mesh) {
+        let elapsed = self.last_at.elapsed();
+        if elapsed < limits::STATUS_EVERY {
+            return;
+        }
+        let total = heartbeats.total();
+        let seconds = elapsed.as_secs_f64();
+        let rate = |now: u64, before: u64| now.saturating_sub(before) as f64 / seconds;
+        let messages_in = rate(total.messages_in, self.last.messages_in);
+        let messages_out = rate(total.messages_out, self.last.messages_out);
+        let queued: usize = (0..mesh.shards()).map(|shard| mesh.depth(shard)).sum();
+        let disk = match nix::sys::statvfs::statvfs(&self.data_dir) {
+            Ok(stat) => {
+                let free = stat.blocks_available() * stat.fragment_size();
+                let total = stat.blocks() * stat.fragment_size();
+                let percent = if total > 0 {
+                    free as f64 * 100.0 / total as f64
+                } else {
+                    0.0
+                };
+                format!(
+                    "disk {:.1} GiB free ({percent:.0}%)",
+                    free as f64 / (1u64 << 30) as f64
+                )
+            }
+            Err(_) => "disk unknown".to_string(),
+        };
+        let line = match &self.alarm {
+            Some(alarm) => alarm.clone(),
+            None => format!(
+                "{} · {} connections · in {messages_in:.0} msg/s · out {messages_out:.0} msg/s · {queued} queued · durability {} · {disk}",
+                self.headline,
+                total.connections,
+                self.durability.as_str()
+            ),
+        };
+        systemd::status(&line);
+        self.last = total;
+        self.last_at = Instant::now();
+    }
+}
+
+/// Pets the systemd watchdog only while every shard proves it is alive.
+struct Watchdog {
+    interval: Duration,
+    ping_every: Duration,
+    last_ping: Instant,
+    /// Heartbeats at the last ping.
+    seen: Vec<u64>,
+    /// Shards reported wedged (reported once until they recover).
+    reported: Vec<usize>,
+    /// When every shard last proved progress.
+    progress_at: Instant,
+}
+
+impl Watchdog {
+    fn from_env(heartbeats: &Heartbeats) -> Option<Watchdog> {
+        let interval = systemd::watchdog_interval()?;
+        let ping_every = interval / 2;
+        if ping_every < limits::HEARTBEAT_INTERVAL * 2 {
+            tracing::warn!(
+                ?interval,
+                "WatchdogSec is shorter than four heartbeats; a busy but healthy shard may be reported as wedged"
+            );
+        }
+        tracing::info!(
+            ?interval,
+            ?ping_every,
+            "systemd watchdog enabled: gated on every shard's heartbeat"
+        );
+        Some(Watchdog {
+            interval,
+            ping_every,
+            last_ping: Instant::now(),
+            seen: heartbeats.snapshot(),
+            reported: Vec::new(),
+            progress_at: Instant::now(),
+        })
+    }
+
+    fn until_due(&self) -> Duration {
+        self.ping_every.saturating_sub(self.last_ping.elapsed())
+    }
+
+    fn tick(&mut self, heartbeats: &Heartbeats, pus: &[u32], status: &mut StatusLine) {
+        if self.last_ping.elapsed() < self.ping_every {
+            return;
+        }
+        // Keep the cadence: the next check is due one period after this one
+        // was due, not after it ran.
+        self.last_ping += self.ping_every;
+        if self.last_ping.elapsed() > self.ping_every {
+            self.last_ping = Instant::now();
+        }
+        let now = heartbeats.snapshot();
+        let wedged: Vec<usize> = (0..now.len())
+            .filter(|shard| now[*shard] == self.seen[*shard])
+            .collect();
+        if wedged.is_empty() {
+            systemd::watchdog();
+            self.seen = now;
+            self.progress_at = Instant::now();
+            if !self.reported.is_empty() {
+                tracing::info!("every shard makes progress again; watchdog pings resumed");
+                self.reported.clear();
+                status.alarm = None;
+            }
+            return;
+        }
+        if self.reported != wedged {
+            let names: Vec<String> = wedged
+                .iter()
+                .map(|shard| format!("shard {shard} (PU {})", pus[*shard]))
+                .collect();
+            let alarm = format!(
+                "watchdog: {} made no progress for {:.1} s; not petting the watchdog (limit {:?})",
+                names.join(", "),
+                self.progress_at.elapsed().as_secs_f64(),
+                self.interval
+            );
+            tracing::error!("{alarm}");
+            systemd::status(&alarm);
+            status.alarm = Some(alarm);
+            self.reported = wedged;
+        }
+    }
+}
+
+/// Flatten a configuration to `dotted.key = value` pairs, for diffs.
+fn flatten(config: &Config) -> BTreeMap<String, String> {
+    fn walk(prefix: &str, value: &toml::Value, out: &mut BTreeMap<String, String>) {
+        match value {
+            toml::Value::Table(table) => {
+                for (key, value) in table {
+                    let path = if prefix.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{prefix}.{key}")
+                    };
+                    walk(&path, value, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_string(), other.to_string());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    if let Ok(value) = toml::from_str::<toml::Value>(&config.to_toml()) {
+        walk("", &value, &mut out);
+    }
+    out
+}
+
+/// Keys a reload applies to the running daemon.
+fn applies_live(key: &str) -> bool {
+    matches!(
+        key,
+        "logging.level"
+            | "logging.max_file_size"
+            | "logging.max_total_size"
+            | "logging.retention"
+            | "logging.rotation_check_interval"
+            | "shutdown.drain_timeout"
+    )
+}
+
+/// SIGHUP: returns the new drain timeout when the reload was applied.
+fn reload_config(reload: &mut Reload, headline: &str) -> Option<Duration> {
+    systemd::reloading("reloading configuration");
+    let outcome = match Config::load(&reload.sources) {
+        Err(error) => {
+            tracing::error!(%error, "reload rejected: keeping the running configuration");
+            None
+        }
+        Ok(next) => {
+            let before = flatten(&reload.config);
+            let after = flatten(&next);
+            let mut restart = Vec::new();
+            let mut applied = Vec::new();
+            for key in before
+                .keys()
+                .chain(after.keys())
+                .collect::<std::collections::BTreeSet<_>>()
+            {
+                let (old, new) = (before.get(key), after.get(key));
+                if old == new {
+                    continue;
+                }
+                let old = old.map_or("(unset)", String::as_str);
+                let new = new.map_or("(unset)", String::as_str);
+                if key == "logging.dir" || !applies_live(key) {
+                    restart.push(format!("{key}: {old} -> {new}"));
+                } else {
+                    applied.push(format!("{key}: {old} -> {new}"));
+                }
+            }
+            if let Err(error) = reload.log.set_level(&next.logging.level) {
+                tracing::error!(%error, "reload: the new log level was refused");
+            }
+            match reload.log.update_limits(&next.logging) {
+                Ok(LimitsUpdate::Applied) => {}
+                Ok(needs_restart) => tracing::warn!(%needs_restart, "reload"),
+                Err(error) => tracing::error!(%error, "reload: new log limits were refused"),
+            }
+            for change in &applied {
+                tracing::info!(change = %change, "reload: applied");
+            }
+            for change in &restart {
+                tracing::warn!(change = %change, "reload: needs a restart to take effect");
+            }
+            if applied.is_empty() && restart.is_empty() {
+                tracing::info!("reload: configuration unchanged");
+            }
+            // Keep the running values of restart-only keys: a later reload
+            // diffs against what actually runs.
+            let mut running = reload.config.clone();
+            running.logging.level = next.logging.level.clone();
+            running.logging.max_file_size_bytes = next.logging.max_file_size_bytes;
+            running.logging.max_total_size_bytes = next.logging.max_total_size_bytes;
+            running.logging.retention = next.logging.retention;
+            running.logging.rotation_check_interval = next.logging.rotation_check_interval;
+            running.shutdown.drain_timeout = next.shutdown.drain_timeout;
+            reload.config = running;
+            Some(next.shutdown.drain_timeout)
+        }
+    };
+    systemd::ready(headline);
+    outcome
+}
+
+/// Stop every live shard in two phases within `timeout`: stop accepting and
+/// let connections finish (bounded by `limits::QUIESCE_MAX`), then drain the
+/// pumps. Returns `failure` (the reason for stopping) if there was one.
 fn stop(
     running: &mut Running,
     timeout: Duration,
-    signals: &SigSet,
     failure: Option<BootError>,
 ) -> Result<(), BootError> {
-    systemd::stopping("stopping: draining shards");
-    let deadline = Instant::now() + timeout;
-    for shard in 0..running.exited.len() {
-        if running.exited[shard] {
-            continue;
-        }
+    systemd::stopping("stopping: finishing requests");
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let mut extended_at = started;
+    let live: Vec<usize> = (0..running.exited.len())
+        .filter(|shard| !running.exited[*shard])
+        .collect();
+    for shard in &live {
         // An inbox that stays full until the deadline belongs to a wedged
         // shard; the deadline below handles it.
-        let inbox_deadline = deadline;
         let _ = running
             .mesh
-            .send_deadline(shard, ShardMessage::Stop, inbox_deadline);
+            .send_deadline(*shard, ShardMessage::StopAccepting, deadline);
+    }
+    let quiesce_deadline = deadline.min(started + limits::QUIESCE_MAX);
+    let mut quiesced = vec![false; running.exited.len()];
+    while live
+        .iter()
+        .any(|shard| !quiesced[*shard] && !running.exited[*shard])
+    {
+        match wait_event(running, quiesce_deadline, &mut extended_at) {
+            Some(ShardEvent::Quiesced { shard }) => quiesced[shard] = true,
+            Some(_) => {}
+            None => break,
+        }
+    }
+    systemd::status("stopping: draining and syncing partitions");
+    for shard in &live {
+        if !running.exited[*shard] {
+            let _ = running
+                .mesh
+                .send_deadline(*shard, ShardMessage::Stop, deadline);
+        }
     }
     while running.exited.iter().any(|exited| !exited) {
-        if let Some(signal) = wait_signal(signals, Duration::ZERO) {
-            tracing::error!(%signal, "second signal during shutdown: exiting now");
-            std::process::exit(i32::from(crate::error::EXIT_FAILURE));
-        }
-        let now = Instant::now();
-        if now >= deadline {
+        if Instant::now() >= deadline {
             let stuck: Vec<String> = running
                 .exited
                 .iter()
@@ -294,27 +627,63 @@ fn stop(
             tracing::error!(stuck = %stuck.join(", "), ?timeout, "drain timeout: exiting now");
             std::process::exit(i32::from(crate::error::EXIT_FAILURE));
         }
-        let wait = (deadline - now).min(Duration::from_millis(20));
-        match running.events.recv_timeout(wait) {
-            Ok(ShardEvent::Exited { shard, result }) => {
-                running.exited[shard] = true;
-                if let Err(message) = result {
-                    tracing::error!(shard, %message, "shard failed while stopping");
-                }
-            }
-            Ok(ShardEvent::Ready { .. } | ShardEvent::Recovering { .. })
-            | Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        if wait_event(running, deadline, &mut extended_at).is_none() && running.handles.is_empty() {
+            break;
         }
     }
     for handle in running.handles.drain(..) {
         let _ = handle.join();
     }
+    tracing::info!(
+        drain_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "shards stopped"
+    );
     match failure {
         Some(failure) => Err(failure),
         None => {
             tracing::info!("iggyd stopped cleanly");
             Ok(())
+        }
+    }
+}
+
+/// Wait for one shard event until `deadline`, watching for a second signal
+/// (exit at once) and extending systemd's stop timeout while draining takes
+/// long. Marks exited shards.
+fn wait_event(
+    running: &mut Running,
+    deadline: Instant,
+    extended_at: &mut Instant,
+) -> Option<ShardEvent> {
+    loop {
+        if let Some(signal) = wait_signal(&running.signals, Duration::ZERO) {
+            tracing::error!(%signal, "second signal during shutdown: exiting now");
+            std::process::exit(i32::from(crate::error::EXIT_FAILURE));
+        }
+        if extended_at.elapsed() >= limits::EXTEND_TIMEOUT_EVERY {
+            *extended_at = Instant::now();
+            systemd::extend_timeout(
+                limits::EXTEND_TIMEOUT_BY,
+                "stopping: draining partitions is taking a while",
+            );
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        let wait = (deadline - now).min(Duration::from_millis(20));
+        match running.events.recv_timeout(wait) {
+            Ok(event) => {
+                if let ShardEvent::Exited { shard, result } = &event {
+                    running.exited[*shard] = true;
+                    if let Err(message) = result {
+                        tracing::error!(shard, %message, "shard failed while stopping");
+                    }
+                }
+                return Some(event);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
         }
     }
 }

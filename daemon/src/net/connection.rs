@@ -12,6 +12,7 @@
 
 use super::handler::{self, Outcome};
 use super::session::Session;
+use crate::limits;
 use crate::protocol::frame::{check_frame_size, decode_frame};
 use crate::protocol::limits::HEADER_SIZE;
 use crate::protocol::reply::encode_error;
@@ -28,6 +29,7 @@ enum End {
     Io(std::io::Error),
     Protocol(String),
     Stale,
+    Stopping,
 }
 
 impl std::fmt::Display for End {
@@ -37,13 +39,15 @@ impl std::fmt::Display for End {
             End::Io(error) => write!(f, "I/O error: {error}"),
             End::Protocol(reason) => write!(f, "protocol error: {reason}"),
             End::Stale => f.write_str("stale consumer-group member evicted"),
+            End::Stopping => f.write_str("idle while the daemon stops"),
         }
     }
 }
 
-/// Serve one accepted connection until it closes.
-pub async fn serve(context: Rc<ShardContext>, stream: TcpStream, peer: SocketAddr) {
-    let client_id = context.register_client(peer);
+/// Serve one accepted connection until it closes. `client_id` was
+/// registered by the acceptor (before this task first runs, so a stopping
+/// shard never mistakes a just-accepted connection for none).
+pub async fn serve(context: Rc<ShardContext>, stream: TcpStream, peer: SocketAddr, client_id: u32) {
     let mut session = Session::new(client_id, peer);
     let end = run(&context, &mut session, stream).await;
     tracing::debug!(shard = context.shard, client_id, %peer, %end, "connection closed");
@@ -54,18 +58,31 @@ pub async fn serve(context: Rc<ShardContext>, stream: TcpStream, peer: SocketAdd
 
 async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpStream) -> End {
     let mut header = vec![0u8; HEADER_SIZE];
+    let stop = context.stop_signal();
     loop {
-        let read = if session.memberships.is_empty() {
-            stream.read_exact(header).await
-        } else {
-            // A consumer-group member that sends nothing for too long is
-            // stale (§8 item 7): it is evicted and its partitions move on.
-            match monoio::time::timeout(context.stale_after, stream.read_exact(header)).await {
-                Ok(read) => read,
-                Err(_) => {
-                    handler::evict_stale(context, session, &mut stream).await;
-                    return End::Stale;
-                }
+        // While the daemon stops, a connection gets a short grace period to
+        // send its next request; an idle one is then closed (its client
+        // reconnects to the restarted daemon).
+        let grace = async {
+            if !context.is_stopping() {
+                let _ = stop.recv_async().await;
+            }
+            monoio::time::sleep(limits::STOP_GRACE).await;
+        };
+        // A consumer-group member that sends nothing for too long is stale
+        // (§8 item 7): it is evicted and its partitions move on.
+        let stale = async {
+            if session.memberships.is_empty() {
+                std::future::pending::<()>().await;
+            }
+            monoio::time::sleep(context.stale_after).await;
+        };
+        let read = monoio::select! {
+            read = stream.read_exact(header) => read,
+            _ = grace => return End::Stopping,
+            _ = stale => {
+                handler::evict_stale(context, session, &mut stream).await;
+                return End::Stale;
             }
         };
         let (result, buffer) = read;

@@ -45,6 +45,14 @@ pub fn bind_all(
 
 /// Register `listener` with the current shard's runtime and return the accept
 /// loop, which runs until `stop` fires (or its sender is dropped).
+///
+/// Stopping is careful not to reset clients: the loop stops accepting, takes
+/// every connection already waiting in the kernel's queue (they completed
+/// their handshake and expect an answer), serves them like any other, and
+/// only then shuts the listening socket down — synchronously, so it leaves
+/// the `SO_REUSEPORT` group before the process exits and a restarted daemon
+/// never shares the port with a lingering socket. New attempts after that
+/// are refused cleanly.
 pub fn serve(
     context: std::rc::Rc<crate::shard::context::ShardContext>,
     listener: std::net::TcpListener,
@@ -53,29 +61,113 @@ pub fn serve(
     let listener = monoio::net::TcpListener::from_std(listener)?;
     let shard = context.shard;
     Ok(async move {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
         let mut accepted: u64 = 0;
+        // Readiness, then non-blocking accept4: an io_uring accept that
+        // completes just as it is cancelled would hand back a connection
+        // nobody serves (the client sees a reset); a cancelled readiness
+        // poll loses nothing.
         loop {
             monoio::select! {
                 _ = stop.recv_async() => break,
-                result = listener.accept() => match result {
-                    Ok((stream, peer)) => {
-                        accepted += 1;
-                        tracing::debug!(shard, %peer, accepted, "connection accepted");
-                        // Replies are written whole; Nagle would only delay them.
-                        let _ = stream.set_nodelay(true);
-                        monoio::spawn(super::connection::serve(context.clone(), stream, peer));
-                    }
-                    Err(error) => {
-                        // EMFILE and friends: log and keep serving; the
-                        // listener itself stays valid.
-                        tracing::warn!(shard, %error, "accept failed");
+                ready = listener.readable(false) => {
+                    if let Err(error) = ready {
+                        tracing::warn!(shard, %error, "listener readiness failed");
                         monoio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        continue;
                     }
-                },
+                    accepted += serve_backlog(&context, fd).await;
+                }
             }
         }
+        // Connections already queued completed their handshake: serve them.
+        accepted += serve_backlog(&context, fd).await;
+        // SAFETY: `fd` is the listener's open descriptor; shutdown does not
+        // close it (the drop below does).
+        unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
         drop(listener);
+        context.listener_closed();
+        tracing::debug!(shard, accepted, "listener closed");
     })
+}
+
+/// Accept every connection waiting on `fd` and start serving each; returns
+/// how many.
+async fn serve_backlog(
+    context: &std::rc::Rc<crate::shard::context::ShardContext>,
+    fd: std::os::fd::RawFd,
+) -> u64 {
+    let (accepted, error) = sweep_backlog(fd);
+    if let Some(error) = error {
+        tracing::warn!(shard = context.shard, %error, "accept failed");
+        monoio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let mut served = 0;
+    for (stream, peer) in accepted {
+        match monoio::net::TcpStream::from_std(stream) {
+            Ok(stream) => {
+                // Replies are written whole; Nagle would only delay them.
+                let _ = stream.set_nodelay(true);
+                let client_id = context.register_client(peer);
+                tracing::debug!(shard = context.shard, %peer, client_id, "connection accepted");
+                monoio::spawn(super::connection::serve(
+                    context.clone(),
+                    stream,
+                    peer,
+                    client_id,
+                ));
+                served += 1;
+            }
+            Err(error) => {
+                tracing::warn!(shard = context.shard, %peer, %error, "cannot serve an accepted connection");
+            }
+        }
+    }
+    served
+}
+
+/// Take every connection waiting in the accept queue of the (non-blocking)
+/// listening socket `fd`, without waiting for more.
+fn sweep_backlog(
+    fd: std::os::fd::RawFd,
+) -> (
+    Vec<(std::net::TcpStream, SocketAddr)>,
+    Option<std::io::Error>,
+) {
+    use std::os::fd::FromRawFd;
+    let mut swept = Vec::new();
+    loop {
+        // SAFETY: `fd` is a valid listening socket; null address pointers
+        // are allowed by accept4.
+        let accepted = unsafe {
+            libc::accept4(
+                fd,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            )
+        };
+        if accepted < 0 {
+            let error = std::io::Error::last_os_error();
+            match error.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNABORTED) => {}
+                // EMFILE, ENFILE, ENOBUFS...: the listener stays valid; say
+                // so, and let the caller back off instead of spinning.
+                _ => return (swept, Some(error)),
+            }
+            if error.raw_os_error() == Some(libc::EAGAIN) {
+                break;
+            }
+            continue;
+        }
+        // SAFETY: accept4 returned a new descriptor that we now own.
+        let stream = unsafe { std::net::TcpStream::from_raw_fd(accepted) };
+        match stream.peer_addr() {
+            Ok(peer) => swept.push((stream, peer)),
+            Err(_) => drop(stream),
+        }
+    }
+    (swept, None)
 }
 
 #[cfg(test)]

@@ -49,6 +49,15 @@ pub struct ShardContext {
     next_session: Cell<u64>,
     /// Round-robin cursor for `Balanced` partitioning from old clients.
     next_balanced: Cell<u32>,
+    /// Set when the daemon stops accepting: connections finish their
+    /// current request and close once idle for a short grace period.
+    stopping: Cell<bool>,
+    /// Dropped (closing every receiver) when stopping begins: wakes
+    /// connections that are waiting for their next request.
+    stop_sender: RefCell<Option<flume::Sender<()>>>,
+    stop_receiver: flume::Receiver<()>,
+    /// True until the listener is shut down (after the final sweep).
+    accepting: Cell<bool>,
 }
 
 pub struct ContextSettings {
@@ -67,6 +76,7 @@ impl ShardContext {
     pub fn new(settings: ContextSettings) -> ShardContext {
         assert!(settings.shard < settings.shards);
         assert!(settings.shards < (1 << 8));
+        let (stop_sender, stop_receiver) = flume::bounded(1);
         ShardContext {
             shard: settings.shard,
             shards: settings.shards,
@@ -81,7 +91,35 @@ impl ShardContext {
             next_client: Cell::new(1),
             next_session: Cell::new(1),
             next_balanced: Cell::new(0),
+            stopping: Cell::new(false),
+            stop_sender: RefCell::new(Some(stop_sender)),
+            stop_receiver,
+            accepting: Cell::new(true),
         }
+    }
+
+    /// Called by the acceptor once the listener is shut down.
+    pub fn listener_closed(&self) {
+        self.accepting.set(false);
+    }
+
+    /// True when the listener is closed and no connection is left.
+    pub fn is_quiet(&self) -> bool {
+        !self.accepting.get() && self.connections() == 0
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
+    /// Fires (its receive fails) once stopping begins.
+    pub fn stop_signal(&self) -> flume::Receiver<()> {
+        self.stop_receiver.clone()
+    }
+
+    pub fn begin_stopping(&self) {
+        self.stopping.set(true);
+        self.stop_sender.borrow_mut().take();
     }
 
     /// The current view; callers hold the `Arc` for one request.

@@ -57,8 +57,17 @@ pub enum ShardMessage {
     View(Arc<MetadataView>),
     /// An operation on one of the shard's partitions, for its pump.
     Partition(super::pump::PartitionOp),
-    /// Graceful stop: stop accepting, finish, return.
+    /// First phase of a graceful stop: stop accepting, let connections
+    /// finish their current request; the pump keeps running (other shards'
+    /// in-flight requests may still need it). Answered with
+    /// `ShardEvent::Quiesced` once the shard has no connections left.
+    StopAccepting,
+    /// Second phase: drain the inbox, fsync everything, return.
     Stop,
+    /// Test-only fault: wedge this shard's loop forever (the watchdog must
+    /// notice). Compiled into debug builds and the `fault-injection` feature.
+    #[cfg(any(debug_assertions, feature = "fault-injection"))]
+    Freeze,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

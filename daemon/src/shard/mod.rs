@@ -46,6 +46,10 @@ pub enum ShardEvent {
         shard: ShardId,
         driver: Driver,
     },
+    /// After `StopAccepting`: no connection is left on this shard.
+    Quiesced {
+        shard: ShardId,
+    },
     Exited {
         shard: ShardId,
         result: Result<(), String>,
@@ -144,6 +148,9 @@ struct ShardLoop {
     store: Option<MetadataStore<StdIo>>,
     /// Set when the metadata store failed to persist: stop.
     fatal: Option<String>,
+    events: mpsc::Sender<ShardEvent>,
+    /// Fires the accept loop's stop; taken at `StopAccepting`.
+    stop_accepting: Option<flume::Sender<()>>,
 }
 
 /// The partitions of `view` this shard owns, with their settings.
@@ -203,6 +210,8 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         pu,
         store: spec.store,
         fatal: None,
+        events: events.clone(),
+        stop_accepting: None,
     };
 
     // Recovery: open (and check) every partition this shard owns.
@@ -222,6 +231,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
     }
 
     let (stop_accepting, accepting_stopped) = flume::bounded::<()>(1);
+    shard.stop_accepting = Some(stop_accepting);
     let accept = listener::serve(context.clone(), listener, accepting_stopped)
         .map_err(|error| format!("listener: {error}"))?;
     let accept_task = monoio::spawn(accept);
@@ -254,6 +264,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
             applied += 1;
         }
         shard.pump.commit().await;
+        shard.publish();
         if let Some(fatal) = shard.pump.fatal() {
             return Err(format!("stopping after a fatal storage error: {fatal}"));
         }
@@ -261,13 +272,14 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
             return Err(format!("stopping after a fatal metadata error: {fatal}"));
         }
     }
-    let _ = stop_accepting.send(());
+    shard.begin_stopping();
     accept_task.await;
     // Finish what is already queued, then make everything durable.
     while let Ok(message) = inbox.try_recv() {
         shard.handle(message).await;
     }
     shard.pump.drain().await;
+    shard.publish();
     drop(timers);
     if let Some(fatal) = shard.pump.fatal() {
         return Err(format!("drain failed: {fatal}"));
@@ -322,9 +334,58 @@ impl ShardLoop {
                 let _ = envelope.reply.send(response);
             }
             ShardMessage::Partition(op) => self.pump.apply(op).await,
+            ShardMessage::StopAccepting => {
+                self.begin_stopping();
+                let context = self.context.clone();
+                let events = self.events.clone();
+                monoio::spawn(async move {
+                    while !context.is_quiet() {
+                        monoio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    let _ = events.send(ShardEvent::Quiesced {
+                        shard: context.shard,
+                    });
+                });
+            }
             ShardMessage::Stop => return true,
+            #[cfg(any(debug_assertions, feature = "fault-injection"))]
+            ShardMessage::Freeze => {
+                tracing::warn!(
+                    shard = id,
+                    pu = self.pu,
+                    "fault injection: freezing this shard's loop"
+                );
+                loop {
+                    std::thread::park();
+                }
+            }
         }
         false
+    }
+
+    /// Stop accepting (once) and tell connections to finish.
+    fn begin_stopping(&mut self) {
+        if let Some(stop) = self.stop_accepting.take() {
+            let _ = stop.send(());
+        }
+        self.context.begin_stopping();
+    }
+
+    /// Publish this shard's gauges for the supervisor and the console.
+    fn publish(&self) {
+        let counters = self.pump.counters;
+        self.heartbeats.publish(
+            self.context.shard,
+            &heartbeat::ShardCounters {
+                messages_in: counters.messages_in,
+                messages_out: counters.messages_out,
+                bytes_in: counters.bytes_in,
+                bytes_out: counters.bytes_out,
+                fsyncs: counters.fsyncs,
+                connections: self.context.connections() as u64,
+                partitions: self.pump.partitions() as u64,
+            },
+        );
     }
 
     /// Shard 0: apply, journal, publish, and send the new view to every

@@ -7,3 +7,4 @@ mod harness;
 mod lifecycle;
 mod logging;
 mod plan;
+mod systemd;

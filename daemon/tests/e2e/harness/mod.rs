@@ -70,6 +70,7 @@ pub struct TestDaemon {
 }
 
 pub struct Builder {
+    listen: String,
     args: Vec<String>,
     env: Vec<(String, String)>,
     dir: Option<tempfile::TempDir>,
@@ -82,6 +83,11 @@ impl Builder {
     }
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+    /// Listen on a given address instead of a free port (restart tests).
+    pub fn listen(mut self, address: &str) -> Self {
+        self.listen = address.to_string();
         self
     }
     /// Reuse a data directory (restart tests).
@@ -105,7 +111,7 @@ impl Builder {
         let mut command = iggyd();
         command
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(&self.listen)
             .arg("--data-dir")
             .arg(dir.path().join("data"))
             .args(&self.args)
@@ -138,6 +144,7 @@ impl Builder {
 impl TestDaemon {
     pub fn builder() -> Builder {
         Builder {
+            listen: "127.0.0.1:0".to_string(),
             args: Vec::new(),
             env: Vec::new(),
             dir: None,
@@ -146,6 +153,12 @@ impl TestDaemon {
 
     pub fn start() -> TestDaemon {
         TestDaemon::builder().spawn()
+    }
+
+    /// Take the temp directory (to restart a daemon on it); this handle
+    /// keeps an empty one.
+    pub fn take_dir(&mut self) -> tempfile::TempDir {
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
     }
 
     pub fn data_dir(&self) -> PathBuf {
