@@ -183,5 +183,8 @@ fn run(config: Config, cgroup_dir: Option<&Path>, started: Instant) -> Result<()
         listeners,
         drain_timeout: config.shutdown.drain_timeout,
         started,
+        admin_socket: config.admin.socket.clone(),
+        data_dir: config.data_dir.clone(),
+        log_dir: config.logging.dir.clone(),
     })
 }

@@ -24,6 +24,8 @@ pub enum BootError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Control(#[from] crate::control::ControlError),
     #[error("shard {shard} (PU {pu}) failed: {message}")]
     Shard {
         shard: usize,
@@ -40,9 +42,11 @@ impl BootError {
             BootError::Config(_) | BootError::Plan(_) | BootError::Preflight(_) => {
                 ExitCode::from(EXIT_CONFIG)
             }
-            BootError::Listen { .. } | BootError::Shard { .. } | BootError::Runtime(_) => {
-                ExitCode::from(EXIT_FAILURE)
-            }
+            BootError::Control(error) if error.is_configuration() => ExitCode::from(EXIT_CONFIG),
+            BootError::Listen { .. }
+            | BootError::Control(_)
+            | BootError::Shard { .. }
+            | BootError::Runtime(_) => ExitCode::from(EXIT_FAILURE),
         }
     }
 }

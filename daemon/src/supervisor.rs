@@ -7,10 +7,16 @@
 //! the process exits non-zero, so systemd restarts a whole daemon rather
 //! than keeping a half-alive one.
 //!
+//! Once every shard is ready, and before `READY=1`, the admin socket starts
+//! (`control`), so a client that waits for readiness finds it; it stops
+//! first on the way down.
+//!
 //! Signals are blocked in every thread (the mask is set before any shard is
 //! spawned and inherited) and taken synchronously here with `sigtimedwait`,
 //! so no handler ever runs on a shard.
 
+use crate::control::ControlServer;
+use crate::control::daemon_source::{DaemonSource, DaemonSourceParts};
 use crate::error::BootError;
 use crate::limits;
 use crate::preflight::Driver;
@@ -21,7 +27,8 @@ use crate::systemd;
 use crate::topology::ShardPlan;
 use nix::sys::signal::{SigSet, Signal};
 use std::net::SocketAddr;
-use std::sync::mpsc;
+use std::path::PathBuf;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 /// What the supervisor needs to start the shards.
@@ -33,8 +40,12 @@ pub struct Launch {
     pub address: SocketAddr,
     pub listeners: Vec<std::net::TcpListener>,
     pub drain_timeout: Duration,
-    /// When the process started, for the time-to-ready log line.
+    /// When the process started, for the time-to-ready log line and uptime.
     pub started: Instant,
+    /// `admin.socket`, and the directories the admin snapshot reports on.
+    pub admin_socket: PathBuf,
+    pub data_dir: PathBuf,
+    pub log_dir: PathBuf,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -80,6 +91,7 @@ struct Running {
     handles: Vec<std::thread::JoinHandle<()>>,
     pus: Vec<u32>,
     exited: Vec<bool>,
+    control: Option<ControlServer>,
 }
 
 /// Start the shards and supervise them until a stop signal or a failure.
@@ -106,6 +118,7 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
             .map(|planned| planned.pu)
             .collect(),
         exited: vec![false; shards],
+        control: None,
     };
     let planned_shards = launch.plan.shards.iter();
     for ((planned, listener), inbox) in planned_shards.zip(launch.listeners).zip(inboxes) {
@@ -135,13 +148,17 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
     // Start-up: every shard must report ready before READY=1.
     let deadline = Instant::now() + limits::SHARD_START_TIMEOUT;
     let mut drivers = Vec::with_capacity(shards);
+    let mut shard_drivers = vec![launch.driver; shards];
     while drivers.len() < shards {
         if let Some(signal) = wait_signal(&signals, Duration::ZERO) {
             tracing::info!(%signal, "signal during start-up, stopping");
             return stop(&mut running, launch.drain_timeout, &signals, None);
         }
         match running.events.recv_timeout(Duration::from_millis(5)) {
-            Ok(ShardEvent::Ready { driver, .. }) => drivers.push(driver),
+            Ok(ShardEvent::Ready { shard, driver }) => {
+                shard_drivers[shard] = driver;
+                drivers.push(driver);
+            }
             Ok(ShardEvent::Exited { shard, result }) => {
                 running.exited[shard] = true;
                 let message = result
@@ -172,6 +189,26 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
         .iter()
         .map(|planned| planned.core)
         .collect();
+    let source = DaemonSource::new(DaemonSourceParts {
+        shards: launch.plan.shards.clone(),
+        drivers: shard_drivers,
+        numa_nodes: launch.plan.inputs.numa_nodes,
+        heartbeats: heartbeats.clone(),
+        mesh: mesh.clone(),
+        started: launch.started,
+        data_dir: launch.data_dir.clone(),
+        log_dir: launch.log_dir.clone(),
+    });
+    match ControlServer::start(&launch.admin_socket, Arc::new(source)) {
+        Ok(server) => {
+            tracing::info!(socket = %launch.admin_socket.display(), "admin socket ready");
+            running.control = Some(server);
+        }
+        Err(error) => {
+            let failure = BootError::Control(error);
+            return stop(&mut running, launch.drain_timeout, &signals, Some(failure));
+        }
+    }
     let status = format!(
         "serving on {}: {shards} shards on {} cores ({driver_summary})",
         launch.address,
@@ -236,6 +273,9 @@ fn stop(
     failure: Option<BootError>,
 ) -> Result<(), BootError> {
     systemd::stopping("stopping: draining shards");
+    if let Some(control) = running.control.take() {
+        control.stop();
+    }
     let deadline = Instant::now() + timeout;
     for shard in 0..running.exited.len() {
         if running.exited[shard] {
