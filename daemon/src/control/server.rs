@@ -32,6 +32,9 @@ use std::time::{Duration, Instant};
 /// Mode of the socket file: read/write for the daemon's user and group.
 pub const SOCKET_MODE: u32 = 0o660;
 
+/// How long a client thread drains a refused client's input before closing.
+const CLOSE_LINGER: Duration = Duration::from_millis(200);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     #[error("admin.socket: cannot create the directory {path}: {source}")]
@@ -388,11 +391,42 @@ fn admit(stream: UnixStream, shared: &Arc<Shared>) {
     }
 }
 
-/// Write one error line (briefly) and close.
+/// Write one error line (briefly) and close without a reset.
 fn refuse(stream: &UnixStream, message: &str) {
     let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
     let _ = write_response(stream, &Response::error(message));
-    let _ = stream.shutdown(std::net::Shutdown::Both);
+    close_gently(stream, Duration::ZERO);
+}
+
+/// Half-close, then read and discard what the client already sent (for up
+/// to `linger`, and at most `REQUEST_LINE_BYTES_MAX` bytes) before closing.
+/// Closing a Unix socket with unread input resets the connection, and the
+/// client would see ECONNRESET instead of our last line followed by end of
+/// stream. With a zero `linger` only what has already arrived is drained,
+/// so the accept thread never waits here.
+fn close_gently(stream: &UnixStream, linger: Duration) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let ready = if linger.is_zero() {
+        stream.set_nonblocking(true)
+    } else {
+        stream.set_read_timeout(Some(linger))
+    };
+    if ready.is_err() {
+        return;
+    }
+    let deadline = Instant::now() + linger;
+    let mut sink = [0u8; 4096];
+    let mut drained = 0;
+    let mut reader = stream;
+    while drained < api::REQUEST_LINE_BYTES_MAX {
+        match io::Read::read(&mut reader, &mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(length) => drained += length,
+        }
+        if !linger.is_zero() && Instant::now() >= deadline {
+            break;
+        }
+    }
 }
 
 fn write_response(stream: &UnixStream, response: &Response) -> io::Result<()> {
@@ -458,7 +492,8 @@ fn serve(stream: &UnixStream, shared: &Shared) {
             pid = credentials.pid(),
             "admin socket: refused a client"
         );
-        refuse(stream, &message);
+        let _ = write_response(stream, &Response::error(message));
+        close_gently(stream, CLOSE_LINGER);
         return;
     }
     let _ = stream.set_write_timeout(Some(limits::ADMIN_CLIENT_WRITE_TIMEOUT));
@@ -478,6 +513,7 @@ fn serve(stream: &UnixStream, shared: &Shared) {
                     api::REQUEST_LINE_BYTES_MAX
                 );
                 let _ = write_response(stream, &Response::error(message));
+                close_gently(stream, CLOSE_LINGER);
                 return;
             }
         }
@@ -557,6 +593,7 @@ fn subscribe(
                     let message = "a subscription takes no further requests; open another \
                                    connection for them";
                     let _ = write_response(stream, &Response::error(message));
+                    close_gently(stream, CLOSE_LINGER);
                     return;
                 }
                 Err(error)

@@ -4,5 +4,6 @@
 //! operator or a client would.
 
 mod harness;
+mod control;
 mod lifecycle;
 mod plan;
