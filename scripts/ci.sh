@@ -8,10 +8,11 @@ log() { printf '\n== %s\n' "$*"; }
 
 # libhwloc-dev + libudev-dev + pkg-config: hwlocality links the system hwloc
 # (2.9), which links libudev.
-# hwloc: lstopo for diagnostics. util-linux: taskset. tmux: console tests.
+# hwloc: lstopo for diagnostics. util-linux: taskset, setpriv. tmux: console
+# tests. python3: the admin-socket permission test runs a client as another uid.
 if command -v apt-get >/dev/null 2>&1; then
   log "system packages"
-  ./scripts/setup-debian.sh hwloc util-linux tmux
+  ./scripts/setup-debian.sh hwloc util-linux tmux python3
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

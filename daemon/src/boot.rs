@@ -233,6 +233,8 @@ fn run(
             config: config.clone(),
             log,
         },
+        admin_socket: config.admin.socket.clone(),
+        log_dir: config.logging.dir.clone(),
     })
 }
 

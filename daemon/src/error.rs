@@ -24,6 +24,8 @@ pub enum BootError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Control(#[from] crate::control::ControlError),
     #[error("shard {shard} (PU {pu}) failed: {message}")]
     Shard {
         shard: usize,
@@ -43,9 +45,11 @@ impl BootError {
                 ExitCode::from(EXIT_CONFIG)
             }
             BootError::Logging(error) if error.is_config() => ExitCode::from(EXIT_CONFIG),
+            BootError::Control(error) if error.is_configuration() => ExitCode::from(EXIT_CONFIG),
             BootError::Listen { .. }
             | BootError::Shard { .. }
             | BootError::Logging(_)
+            | BootError::Control(_)
             | BootError::Runtime(_) => ExitCode::from(EXIT_FAILURE),
         }
     }

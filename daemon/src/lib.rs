@@ -15,6 +15,7 @@ pub mod shard;
 pub mod net;
 pub mod systemd;
 pub mod supervisor;
+pub mod control;
 pub mod logging;
 pub mod boot;
 pub mod error;

@@ -62,3 +62,20 @@ pub const STATUS_EVERY: Duration = Duration::from_secs(5);
 /// `EXTEND_TIMEOUT_BY` more every `EXTEND_TIMEOUT_EVERY`.
 pub const EXTEND_TIMEOUT_EVERY: Duration = Duration::from_secs(5);
 pub const EXTEND_TIMEOUT_BY: Duration = Duration::from_secs(15);
+// Admin socket (`control/server.rs`). The protocol's own bounds (request line
+// length, subscription interval) live in `control/api.rs`, next to the wire
+// format they belong to.
+
+/// Admin clients served at once; one more gets an error line and is closed.
+pub const ADMIN_CLIENTS_MAX: usize = 16;
+
+/// An admin client that sends no complete request for this long is closed.
+pub const ADMIN_CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A response line that cannot be written within this time (a subscriber
+/// that stopped reading) drops that client; no other client waits for it.
+pub const ADMIN_CLIENT_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long stopping the admin socket waits for client threads to finish
+/// after their connections were shut down.
+pub const ADMIN_STOP_TIMEOUT: Duration = Duration::from_millis(500);

@@ -25,7 +25,14 @@
 //! taken synchronously here with `sigtimedwait`, so no handler ever runs on a
 //! shard.
 
+//!
+//! Once every shard is ready, and before `READY=1`, the admin socket starts
+//! (`control`), so a client that waits for readiness finds it; it stops
+//! first on the way down.
+
 use crate::config::{Config, Sources};
+use crate::control::ControlServer;
+use crate::control::daemon_source::{DaemonSource, DaemonSourceParts};
 use crate::error::BootError;
 use crate::limits;
 use crate::logging::{LimitsUpdate, LogHandle};
@@ -41,7 +48,7 @@ use nix::sys::signal::{SigSet, Signal};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 /// What a SIGHUP needs: where the configuration came from, what is running,
@@ -68,6 +75,9 @@ pub struct Launch {
     pub store: MetadataStore<StdIo>,
     pub default_durability: Durability,
     pub reload: Reload,
+    /// `admin.socket`, and the directories the admin snapshot reports on.
+    pub admin_socket: PathBuf,
+    pub log_dir: PathBuf,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -114,6 +124,7 @@ struct Running {
     pus: Vec<u32>,
     exited: Vec<bool>,
     signals: SigSet,
+    control: Option<ControlServer>,
 }
 
 /// Start the shards and supervise them until a stop signal or a failure.
@@ -141,6 +152,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
             .collect(),
         exited: vec![false; shards],
         signals,
+        control: None,
     };
     let view = launch.store.publish();
     let mut store = Some(launch.store);
@@ -190,6 +202,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
     let deadline = Instant::now() + limits::SHARD_START_TIMEOUT;
     let mut extended_at = Instant::now();
     let mut drivers = Vec::with_capacity(shards);
+    let mut shard_drivers = vec![launch.driver; shards];
     while drivers.len() < shards {
         if let Some(signal) = wait_signal(&signals, Duration::ZERO) {
             tracing::info!(%signal, "signal during start-up, stopping");
@@ -203,7 +216,10 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
             );
         }
         match running.events.recv_timeout(Duration::from_millis(5)) {
-            Ok(ShardEvent::Ready { driver, .. }) => drivers.push(driver),
+            Ok(ShardEvent::Ready { shard, driver }) => {
+                shard_drivers[shard] = driver;
+                drivers.push(driver);
+            }
             Ok(ShardEvent::Recovering { shard, done, total }) => {
                 systemd::status(&format!(
                     "recovering partitions: shard {shard} {done}/{total}"
@@ -239,6 +255,26 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         .iter()
         .map(|planned| planned.core)
         .collect();
+    let source = DaemonSource::new(DaemonSourceParts {
+        shards: launch.plan.shards.clone(),
+        drivers: shard_drivers,
+        numa_nodes: launch.plan.inputs.numa_nodes,
+        heartbeats: heartbeats.clone(),
+        mesh: mesh.clone(),
+        started: launch.started,
+        data_dir: launch.data_dir.clone(),
+        log_dir: launch.log_dir.clone(),
+    });
+    match ControlServer::start(&launch.admin_socket, Arc::new(source)) {
+        Ok(server) => {
+            tracing::info!(socket = %launch.admin_socket.display(), "admin socket ready");
+            running.control = Some(server);
+        }
+        Err(error) => {
+            let failure = BootError::Control(error);
+            return stop(&mut running, drain_timeout, Some(failure));
+        }
+    }
     let headline = format!(
         "serving on {}: {shards} shards on {} cores ({})",
         launch.address,
@@ -582,6 +618,9 @@ fn stop(
     failure: Option<BootError>,
 ) -> Result<(), BootError> {
     systemd::stopping("stopping: finishing requests");
+    if let Some(control) = running.control.take() {
+        control.stop();
+    }
     let started = Instant::now();
     let deadline = started + timeout;
     let mut extended_at = started;

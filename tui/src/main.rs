@@ -1,27 +1,65 @@
-//! `iggy-top`: the live console for iggyd, attached over the daemon's admin
-//! Unix socket. This crate never links the daemon; it speaks the socket's
-//! versioned JSON only. For now it resolves the socket path the way the
-//! dashboard will and reports whether a daemon answers there; the dashboard
-//! itself is built on top of this connection.
+//! The `iggy-top` binary: parses the command line, then either prints one
+//! snapshot line (`--once --json`) or runs the dashboard: it puts the
+//! terminal in raw mode on the alternate screen (restored on exit and by a
+//! panic hook), starts the input and socket threads, and runs the event
+//! loop. The loop blocks on one channel and redraws only when an event
+//! changes what is shown, so an idle console costs almost no CPU.
 
 use clap::Parser;
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
+use crossterm::event::{self as terminal_event, KeyEventKind};
+use crossterm::execute;
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use iggy_top::app::App;
+use iggy_top::client::{self, ClientConfig};
+use iggy_top::event::Event;
+use iggy_top::ui;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use std::io::{self, Stdout};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::mpsc;
 use std::time::Duration;
 
 /// Where the packaged daemon puts its admin socket.
 const PACKAGED_SOCKET: &str = "/run/iggyd/iggyd.sock";
 /// Where a daemon run from a checkout with its defaults puts it.
 const LOCAL_SOCKET: &str = "local_data/iggyd.sock";
+/// How long the loop waits for an event before a `Tick`.
+const TICK: Duration = Duration::from_secs(1);
+/// How long `--once` waits for the daemon.
+const ONCE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Subscription interval bounds the daemon accepts.
+const INTERVAL_MIN: Duration = Duration::from_millis(100);
+const INTERVAL_MAX: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Parser)]
 #[command(name = "iggy-top", version, about = "Live console for iggyd")]
 struct Cli {
-    /// Admin socket of the daemon (default: the packaged path, then ./local_data/iggyd.sock).
+    /// Admin socket of the daemon [default: /run/iggyd/iggyd.sock if it
+    /// exists, else ./local_data/iggyd.sock].
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
+    /// Refresh interval (100ms to 60s), e.g. 500ms, 2s.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_interval)]
+    interval: Duration,
+    /// Print one snapshot and exit (requires --json).
+    #[arg(long, requires = "json")]
+    once: bool,
+    /// With --once: print the snapshot as the daemon's JSON line.
+    #[arg(long, requires = "once")]
+    json: bool,
+}
+
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let interval = humantime::parse_duration(text).map_err(|error| error.to_string())?;
+    if (INTERVAL_MIN..=INTERVAL_MAX).contains(&interval) {
+        Ok(interval)
+    } else {
+        Err(format!("{text} is out of range: use 100ms to 60s"))
+    }
 }
 
 fn default_socket() -> PathBuf {
@@ -36,28 +74,111 @@ fn default_socket() -> PathBuf {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let socket = cli.socket.unwrap_or_else(default_socket);
-    match hello(&socket) {
-        Ok(line) => {
-            println!("{line}");
-            ExitCode::SUCCESS
-        }
+    if cli.once {
+        return match client::fetch_snapshot_line(&socket, ONCE_TIMEOUT) {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("iggy-top: {}: {message}", socket.display());
+                ExitCode::FAILURE
+            }
+        };
+    }
+    match run_dashboard(socket, cli.interval) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!(
-                "iggy-top: no iggyd answers on {}: {error}",
-                socket.display()
-            );
+            eprintln!("iggy-top: {error}");
             ExitCode::FAILURE
         }
     }
 }
 
-/// Send the v1 `hello` request and return the daemon's one-line answer.
-fn hello(socket: &std::path::Path) -> std::io::Result<String> {
-    let mut stream = UnixStream::connect(socket)?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let request = serde_json::json!({"v": 1, "op": "hello"});
-    writeln!(stream, "{request}")?;
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line)?;
-    Ok(line.trim_end().to_string())
+type Term = Terminal<CrosstermBackend<Stdout>>;
+
+/// Raw mode and the alternate screen, with a panic hook that puts the
+/// terminal back before the panic message prints.
+fn init_terminal() -> io::Result<Term> {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore_terminal();
+        default_hook(info);
+    }));
+    enable_raw_mode()?;
+    if let Err(error) = execute!(io::stdout(), EnterAlternateScreen) {
+        restore_terminal();
+        return Err(error);
+    }
+    Terminal::new(CrosstermBackend::new(io::stdout())).inspect_err(|_| restore_terminal())
+}
+
+fn restore_terminal() {
+    let _ = disable_raw_mode();
+    let _ = execute!(io::stdout(), LeaveAlternateScreen, crossterm::cursor::Show);
+}
+
+fn run_dashboard(socket: PathBuf, interval: Duration) -> io::Result<()> {
+    let (events, receiver) = mpsc::channel();
+    client::spawn(
+        ClientConfig {
+            socket: socket.clone(),
+            interval,
+        },
+        events.clone(),
+    )?;
+    let mut terminal = init_terminal()?;
+    // Input: crossterm's read blocks until the terminal has something.
+    let input = events;
+    std::thread::Builder::new()
+        .name("iggy-top-input".into())
+        .spawn(move || {
+            loop {
+                let event = match terminal_event::read() {
+                    Ok(terminal_event::Event::Key(key)) if key.kind != KeyEventKind::Release => {
+                        Event::Key(key)
+                    }
+                    Ok(terminal_event::Event::Resize(width, height)) => {
+                        Event::Resize { width, height }
+                    }
+                    Ok(_) => continue,
+                    Err(_) => return,
+                };
+                if input.send(event).is_err() {
+                    return;
+                }
+            }
+        })?;
+    let mut app = App::new(socket, interval);
+    let result = event_loop(&mut terminal, &receiver, &mut app);
+    restore_terminal();
+    result
+}
+
+fn event_loop(
+    terminal: &mut Term,
+    receiver: &mpsc::Receiver<Event>,
+    app: &mut App,
+) -> io::Result<()> {
+    terminal.draw(|frame| ui::render(frame, app))?;
+    loop {
+        let first = match receiver.recv_timeout(TICK) {
+            Ok(event) => event,
+            Err(mpsc::RecvTimeoutError::Timeout) => Event::Tick,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+        };
+        let mut redraw = app.needs_redraw(&first);
+        app.update(first);
+        // Take everything already queued before drawing once.
+        while let Ok(event) = receiver.try_recv() {
+            redraw |= app.needs_redraw(&event);
+            app.update(event);
+        }
+        if app.should_quit {
+            return Ok(());
+        }
+        if redraw {
+            terminal.draw(|frame| ui::render(frame, app))?;
+        }
+    }
 }

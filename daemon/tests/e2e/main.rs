@@ -4,6 +4,7 @@
 //! operator or a client would.
 
 mod harness;
+mod control;
 mod lifecycle;
 mod logging;
 mod plan;

@@ -1,0 +1,27 @@
+//! Everything the console reacts to, as one enum: terminal input, socket
+//! news from the client thread, and a timer tick. Producers (the input
+//! thread, the client thread) only send these; `App::update` is the only
+//! consumer.
+
+use crate::api::{Hello, Snapshot};
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Key(crossterm::event::KeyEvent),
+    Resize {
+        width: u16,
+        height: u16,
+    },
+    /// Nothing happened for a while; used to refresh relative times while
+    /// disconnected.
+    Tick,
+    /// The client (re)connected and the daemon said hello.
+    Connected(Hello),
+    Snapshot(Box<Snapshot>),
+    /// The connection failed or broke; the next attempt is in `retry_in`.
+    Disconnected {
+        reason: String,
+        retry_in: Duration,
+    },
+}
