@@ -39,8 +39,7 @@
 
 use super::partition::{Durability, PartitionKey, PartitionSettings};
 use super::pump::{
-    AppendAck, PartitionOp, PartitionReport, PollRequest, PollResult, Pump, PumpError,
-    StoredOffset,
+    AppendAck, PartitionOp, PartitionReport, PollRequest, PollResult, Pump, PumpError, StoredOffset,
 };
 use crate::batch::{self, BATCH_HEADER_SIZE, BatchHeader, MessageSpec, encode_producer_batch};
 use crate::protocol::primitives::PollingStrategy;
@@ -103,9 +102,9 @@ impl SegmentModel {
     }
 
     fn next_offset(&self) -> u64 {
-        self.batches
-            .last()
-            .map_or(self.start_offset, |batch| batch.base_offset + batch.messages)
+        self.batches.last().map_or(self.start_offset, |batch| {
+            batch.base_offset + batch.messages
+        })
     }
 
     fn size_bytes(&self) -> u64 {
@@ -383,9 +382,7 @@ impl Sim {
                 segment_size_bytes: rng.range(2 * 1024, 16 * 1024),
                 messages_required_to_save: rng.range(1, 60),
                 size_required_to_save_bytes: rng.range(512, 24 * 1024),
-                message_expiry_us: rng
-                    .chance(1, 2)
-                    .then(|| rng.range(1_000_000, 10_000_000)),
+                message_expiry_us: rng.chance(1, 2).then(|| rng.range(1_000_000, 10_000_000)),
             };
             parts.push(PartitionModel {
                 key: PartitionKey {
@@ -477,7 +474,12 @@ impl Sim {
     /// `IGGYD_SIM_TRACE=1` prints every step (to debug one seed).
     fn trace(&self, what: impl FnOnce() -> String) {
         if std::env::var_os("IGGYD_SIM_TRACE").is_some() {
-            eprintln!("seed {} t={}: {}", self.seed, self.clock.now_micros(), what());
+            eprintln!(
+                "seed {} t={}: {}",
+                self.seed,
+                self.clock.now_micros(),
+                what()
+            );
         }
     }
 
@@ -493,7 +495,8 @@ impl Sim {
         if damaged {
             let at = self
                 .rng
-                .range(BATCH_HEADER_SIZE as u64, bytes.len() as u64 - 1) as usize;
+                .range(BATCH_HEADER_SIZE as u64, bytes.len() as u64 - 1)
+                as usize;
             bytes[at] ^= 0x20;
         }
         let batch_len = bytes.len() as u64;
@@ -661,7 +664,11 @@ impl Sim {
             "seed {}: poll of {key}: got offsets {:?}, expected {:?}",
             self.seed,
             got.iter().map(|m| m.offset).collect::<Vec<_>>(),
-            expected.messages.iter().map(|m| m.offset).collect::<Vec<_>>()
+            expected
+                .messages
+                .iter()
+                .map(|m| m.offset)
+                .collect::<Vec<_>>()
         );
         for (got, expected) in got.iter().zip(&expected.messages) {
             assert_eq!(
@@ -1119,9 +1126,10 @@ impl Sim {
         let clamp = |offsets: &BTreeMap<ConsumerKey, u64>| -> BTreeMap<ConsumerKey, u64> {
             offsets
                 .iter()
-                .filter_map(|(consumer, offset)| match recovered.checked_sub(1) {
-                    Some(highest) => Some((*consumer, (*offset).min(highest))),
-                    None => None,
+                .filter_map(|(consumer, offset)| {
+                    recovered
+                        .checked_sub(1)
+                        .map(|highest| (*consumer, (*offset).min(highest)))
                 })
                 .collect()
         };
@@ -1254,7 +1262,23 @@ impl Sim {
                 self.report(shard);
             }
         }
-        self.trace(|| format!("after op on part {part}: {:?}", self.parts.iter().map(|m| (m.key.partition, m.first_offset(), m.durable_next_offset, m.next_offset(), &m.offsets, &m.offsets_durable, m.offsets_unsynced.len())).collect::<Vec<_>>()));
+        self.trace(|| {
+            format!(
+                "after op on part {part}: {:?}",
+                self.parts
+                    .iter()
+                    .map(|m| (
+                        m.key.partition,
+                        m.first_offset(),
+                        m.durable_next_offset,
+                        m.next_offset(),
+                        &m.offsets,
+                        &m.offsets_durable,
+                        m.offsets_unsynced.len()
+                    ))
+                    .collect::<Vec<_>>()
+            )
+        });
         self.check_reports();
     }
 
@@ -1289,11 +1313,7 @@ impl Sim {
             let (reply, answer) = channel();
             let key = self.parts[part].key;
             let batch = self.random_batch().0;
-            block_on(self.pumps[shard].apply(PartitionOp::Append {
-                key,
-                batch,
-                reply,
-            }));
+            block_on(self.pumps[shard].apply(PartitionOp::Append { key, batch, reply }));
             match answer.try_recv() {
                 Ok(Err(PumpError::Stopping)) => {}
                 other => self.fail(format!("a fatal pump took an append: {other:?}")),
