@@ -16,6 +16,8 @@ pub mod heartbeat;
 pub mod mesh;
 pub mod partition;
 pub mod pump;
+#[cfg(test)]
+mod pump_sim;
 
 use crate::limits;
 use crate::metadata::store::{ExecuteError, MetadataStore};

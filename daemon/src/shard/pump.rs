@@ -306,7 +306,8 @@ impl<I: StorageIo + Clone> Pump<I> {
         let dir = key.dir(&self.data_dir);
         let config = PartitionConfig::new(u64::from(key.partition), settings.segment_size_bytes);
         let log = PartitionLog::open(self.io.clone(), &dir, config, self.clock.clone()).await?;
-        let (offsets, _dropped) = ConsumerOffsets::open(self.io.clone(), &dir).await?;
+        let (mut offsets, _dropped) = ConsumerOffsets::open(self.io.clone(), &dir).await?;
+        repair_consumer_offsets(&key, &log, &mut offsets).await?;
         self.partitions.insert(
             key,
             Partition {
@@ -756,6 +757,43 @@ impl<I: StorageIo + Clone> Pump<I> {
     }
 }
 
+/// A power loss can take back messages (the unsynced tail of a `replicated`
+/// topic, or a torn one) while a consumer offset pointing at them was
+/// already durable. Left alone, such an offset would make `Next` skip the
+/// messages later appended at those offsets. Before the partition serves
+/// anything, clamp it to the highest stored offset (delete it when nothing
+/// was ever stored), durably.
+async fn repair_consumer_offsets<I: StorageIo + Clone>(
+    key: &PartitionKey,
+    log: &PartitionLog<I>,
+    offsets: &mut ConsumerOffsets<I>,
+) -> Result<(), StorageError> {
+    let highest = log.written_offset();
+    let stale: Vec<(ConsumerKey, u64)> = offsets
+        .iter()
+        .filter(|(_, offset)| highest.is_none_or(|highest| *offset > highest))
+        .collect();
+    for (consumer, offset) in &stale {
+        tracing::warn!(
+            partition = %key,
+            ?consumer,
+            offset,
+            highest = ?highest,
+            "consumer offset points past the recovered log: clamped"
+        );
+        match highest {
+            Some(highest) => offsets.store(*consumer, highest).await?,
+            None => {
+                offsets.delete(*consumer).await?;
+            }
+        }
+    }
+    if !stale.is_empty() {
+        offsets.sync().await?;
+    }
+    Ok(())
+}
+
 fn reply_stopping(op: PartitionOp) {
     match op {
         PartitionOp::Open { reply, .. }
@@ -1053,6 +1091,68 @@ mod tests {
             reply,
         }));
         assert_eq!(answer.try_recv().unwrap().unwrap_err().wire_status(), 3007);
+    }
+
+    // Regression (pump simulation): on a `replicated` topic with `persisted`
+    // consumer offsets, an offset can be durable while the messages it points
+    // at are not. After a power loss the offset must not point past the
+    // recovered log, or `Next` would skip the messages appended next.
+    #[test]
+    fn a_consumer_offset_past_the_recovered_log_is_clamped_on_open() {
+        let io = SimIo::new(6);
+        let settings = PartitionSettings {
+            durability: Durability::Replicated,
+            offset_durability: Durability::Persisted,
+            ..PartitionSettings::default()
+        };
+        let mut pump = Pump::new(
+            io.clone(),
+            Rc::new(SimClock::new(1_000_000)),
+            PathBuf::from("/data"),
+        );
+        block_on(pump.open(KEY, settings)).unwrap();
+        let (reply, _answer) = channel();
+        block_on(pump.apply(PartitionOp::Append {
+            key: KEY,
+            batch: batch(5),
+            reply,
+        }));
+        let (reply, answer) = channel();
+        block_on(async {
+            pump.apply(PartitionOp::StoreOffset {
+                key: KEY,
+                consumer: CONSUMER,
+                offset: 4,
+                reply,
+            })
+            .await;
+            pump.commit().await;
+        });
+        answer.try_recv().unwrap().unwrap();
+        io.crash();
+        let mut pump = Pump::new(
+            io.clone(),
+            Rc::new(SimClock::new(2_000_000)),
+            PathBuf::from("/data"),
+        );
+        block_on(pump.open(KEY, settings)).unwrap();
+        let (reply, answer) = channel();
+        block_on(pump.apply(PartitionOp::GetOffset {
+            key: KEY,
+            consumer: CONSUMER,
+            reply,
+        }));
+        assert_eq!(answer.try_recv().unwrap().unwrap(), None);
+        let (reply, _answer) = channel();
+        block_on(pump.apply(PartitionOp::Append {
+            key: KEY,
+            batch: batch(3),
+            reply,
+        }));
+        assert_eq!(
+            poll(&mut pump, PollingStrategy::Next, false).message_count,
+            3
+        );
     }
 
     // Proves a failed fsync fails every acknowledgement waiting on it and

@@ -20,7 +20,9 @@
 //!
 //! Replay stops at the first record that is short or fails its checksum: the
 //! file is truncated there (a torn tail from a crash loses at most the stores
-//! that were not yet acknowledged as durable). When the file holds many more
+//! that were not yet acknowledged as durable). Whatever replay keeps is
+//! fsynced before `open` returns, so after `open` every offset it serves is
+//! durable (as for the partition log). When the file holds many more
 //! records than live offsets it is compacted: the live set is written to a
 //! temporary file, fsynced, renamed over the log, and the directory fsynced.
 
@@ -177,6 +179,12 @@ impl<I: StorageIo + Clone> ConsumerOffsets<I> {
             io.truncate(&file, valid_bytes)
                 .await
                 .map_err(|source| StorageError::io("truncate consumer offsets", &path, source))?;
+        }
+        if length > 0 {
+            // The replayed records may have lived only in the page cache of
+            // a process that exited before its fsync: make them durable
+            // before anyone relies on them (and before the flush policy,
+            // which starts clean, would forget they are not).
             io.sync(&file)
                 .await
                 .map_err(|source| StorageError::io("sync consumer offsets", &path, source))?;
@@ -380,6 +388,39 @@ mod tests {
             let (offsets, _) = ConsumerOffsets::open(io.clone(), &dir).await.unwrap();
             assert_eq!(offsets.get(key(ConsumerKind::Consumer, 1)), Some(10));
             assert_eq!(offsets.get(key(ConsumerKind::Group, 1)), None);
+        });
+    }
+
+    // Regression (pump simulation, seed 17): stores written but not synced
+    // by a process that then exited are still in the page cache when the
+    // next process opens the file. Open serves them, so it must make them
+    // durable: a power loss after the re-open must not take them back.
+    #[test]
+    fn offsets_replayed_after_a_process_restart_survive_a_later_power_loss() {
+        let io = SimIo::new(5);
+        let dir = PathBuf::from("/p");
+        block_on(async {
+            io.create_dir_all(&dir).await.unwrap();
+            let (mut offsets, _) = ConsumerOffsets::open(io.clone(), &dir).await.unwrap();
+            offsets
+                .store(key(ConsumerKind::Consumer, 1), 10)
+                .await
+                .unwrap();
+            offsets.sync().await.unwrap();
+            offsets
+                .store(key(ConsumerKind::Consumer, 1), 4)
+                .await
+                .unwrap();
+            drop(offsets);
+            // A process restart: the page cache keeps the unsynced store.
+            let (reopened, _) = ConsumerOffsets::open(io.clone(), &dir).await.unwrap();
+            assert_eq!(reopened.get(key(ConsumerKind::Consumer, 1)), Some(4));
+            assert!(!reopened.is_unsynced());
+        });
+        io.crash();
+        block_on(async {
+            let (offsets, _) = ConsumerOffsets::open(io.clone(), &dir).await.unwrap();
+            assert_eq!(offsets.get(key(ConsumerKind::Consumer, 1)), Some(4));
         });
     }
 

@@ -3,6 +3,7 @@
 //! readiness from a `NOTIFY_SOCKET` the test owns) and talks to it like an
 //! operator or a client would.
 
+mod disk_full;
 mod harness;
 mod control;
 mod lifecycle;

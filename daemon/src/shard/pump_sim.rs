@@ -1,0 +1,1451 @@
+//! Deterministic simulation of the pump (`shard/pump.rs`) over `SimIo`.
+//!
+//! This file owns a seeded workload, a plain in-memory model of what the
+//! pump must do, and the seed runner. For one seed it builds one or two
+//! `Pump<SimIo>` "shards" sharing one simulated disk, each holding some of
+//! 2–4 partitions with mixed topic settings (`persisted` / `replicated` log
+//! and consumer-offset durability, 2–16 KiB segments so rotation happens,
+//! some with a message expiry), and drives them through rounds of random
+//! size: every op of a round goes through `Pump::apply`, then every pump runs
+//! its group `commit`. Ops: appends (random batches from
+//! `encode_producer_batch`, now and then a damaged one), polls with every
+//! strategy (with and without auto-commit), get/store/delete consumer
+//! offsets, flush with and without fsync, `FlushTick`, `RetentionTick` (the
+//! `SimClock` jumps ahead so segments expire), purge, delete segments and
+//! `Report`. Restarts re-create the pumps and re-open every partition like a
+//! daemon restart, either after a plain process exit (the page cache keeps
+//! everything written) or after power loss (`SimIo::crash`, sometimes with
+//! torn writes). Faults: a failed fsync in a commit or in a flush (the acks
+//! waiting on it fail, the pump turns fatal, the daemon restarts) and a full
+//! disk (`SimIo::set_capacity`: appends and offset stores fail with
+//! `NoSpace`, nothing acknowledged is lost, appends succeed once space
+//! returns).
+//!
+//! The model knows what was *acknowledged* (an append or offset-store reply
+//! arrived with `Ok`) and what is *durable* (the pump fsynced it: a commit
+//! after a `persisted` op or a due `replicated` flush or a `FlushTick`, a
+//! `Flush` with fsync, a rotation, a purge, or recovery at open). After
+//! every op every partition's `Report` must equal the model (offsets dense,
+//! segments, sizes, timestamps, consumer offsets), every poll must return
+//! exactly the model's messages byte for byte, and `persisted` topics serve
+//! only durable messages. After a power loss each partition must recover to
+//! a batch boundary between its durable and written ends, keeping every
+//! acknowledged `persisted` message, and its consumer offsets must equal
+//! the durable ones plus at most a prefix of the unsynced ones (torn tail).
+//!
+//! Runs 200 seeds by default; `IGGYD_SIM_SEEDS=N` runs seeds 0..N and
+//! `IGGYD_SIM_SEED=S` runs only seed S. A failure prints the seed. This file
+//! must stay deterministic: all randomness comes from the seed.
+
+use super::partition::{Durability, PartitionKey, PartitionSettings};
+use super::pump::{
+    AppendAck, PartitionOp, PartitionReport, PollRequest, PollResult, Pump, PumpError, StoredOffset,
+};
+use crate::batch::{self, BATCH_HEADER_SIZE, BatchHeader, MessageSpec, encode_producer_batch};
+use crate::protocol::primitives::PollingStrategy;
+use crate::storage::consumer_offsets::{ConsumerKey, ConsumerKind};
+use crate::storage::sim::{SimClock, SimIo, SimRng, block_on};
+use crate::storage::{Clock, DeletedSegments, StorageError};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+const ROUNDS_PER_SEED: u64 = 70;
+const SEEDS_DEFAULT: u64 = 200;
+const CONSUMERS: [ConsumerKey; 3] = [
+    ConsumerKey {
+        kind: ConsumerKind::Consumer,
+        id: 1,
+    },
+    ConsumerKey {
+        kind: ConsumerKind::Consumer,
+        id: 2,
+    },
+    ConsumerKey {
+        kind: ConsumerKind::Group,
+        id: 1,
+    },
+];
+
+type Answer<T> = flume::Receiver<Result<T, PumpError>>;
+
+/// One message as the model remembers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Message {
+    offset: u64,
+    /// Server timestamp of its batch.
+    timestamp: u64,
+    /// The frame bytes (header, payload, user headers) as produced.
+    frame: Vec<u8>,
+}
+
+#[derive(Debug, Clone)]
+struct BatchModel {
+    base_offset: u64,
+    messages: u64,
+    bytes: u64,
+    timestamp: u64,
+}
+
+#[derive(Debug, Clone)]
+struct SegmentModel {
+    start_offset: u64,
+    batches: Vec<BatchModel>,
+}
+
+impl SegmentModel {
+    fn empty(start_offset: u64) -> SegmentModel {
+        SegmentModel {
+            start_offset,
+            batches: Vec::new(),
+        }
+    }
+
+    fn next_offset(&self) -> u64 {
+        self.batches.last().map_or(self.start_offset, |batch| {
+            batch.base_offset + batch.messages
+        })
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.batches.iter().map(|batch| batch.bytes).sum()
+    }
+
+    fn last_timestamp(&self) -> u64 {
+        self.batches.last().map_or(0, |batch| batch.timestamp)
+    }
+}
+
+/// The plain model of one partition.
+#[derive(Debug)]
+struct PartitionModel {
+    key: PartitionKey,
+    shard: usize,
+    settings: PartitionSettings,
+    /// In offset order, the last one active. Never empty.
+    segments: Vec<SegmentModel>,
+    /// Every stored message from the first offset on.
+    messages: Vec<Message>,
+    /// One past the highest fsynced offset.
+    durable_next_offset: u64,
+    /// One past the highest `persisted` append acknowledged in this epoch.
+    acked_next_offset: u64,
+    unsynced_messages: u64,
+    unsynced_bytes: u64,
+    /// The partition's log is in the pump's set for the next commit.
+    log_sync_requested: bool,
+    offsets: BTreeMap<ConsumerKey, u64>,
+    offsets_durable: BTreeMap<ConsumerKey, u64>,
+    /// Stores (`Some`) and deletes (`None`) since the last offsets fsync.
+    offsets_unsynced: Vec<(ConsumerKey, Option<u64>)>,
+    offsets_sync_requested: bool,
+    /// Bumped by purge: acks parked before it refer to purged data.
+    epoch: u64,
+}
+
+impl PartitionModel {
+    fn first_offset(&self) -> u64 {
+        self.segments[0].start_offset
+    }
+
+    fn next_offset(&self) -> u64 {
+        self.segments.last().expect("active segment").next_offset()
+    }
+
+    fn persisted(&self) -> bool {
+        self.settings.durability == Durability::Persisted
+    }
+
+    /// One past the highest offset a poll may see.
+    fn visible_next_offset(&self) -> u64 {
+        if self.persisted() {
+            self.durable_next_offset
+        } else {
+            self.next_offset()
+        }
+    }
+
+    fn messages_from(&self, start: u64, count: u64) -> Vec<Message> {
+        let from = (start - self.first_offset()) as usize;
+        let to = from + count as usize;
+        self.messages[from..to].to_vec()
+    }
+
+    fn is_batch_boundary(&self, offset: u64) -> bool {
+        self.segments.iter().any(|segment| {
+            segment.start_offset == offset
+                || segment
+                    .batches
+                    .iter()
+                    .any(|batch| batch.base_offset + batch.messages == offset)
+        })
+    }
+
+    fn sync_log(&mut self) {
+        self.durable_next_offset = self.next_offset();
+        self.unsynced_messages = 0;
+        self.unsynced_bytes = 0;
+    }
+
+    fn sync_offsets(&mut self) {
+        self.offsets_durable = self.offsets.clone();
+        self.offsets_unsynced.clear();
+    }
+
+    fn store_offset(&mut self, consumer: ConsumerKey, offset: Option<u64>) {
+        match offset {
+            Some(offset) => self.offsets.insert(consumer, offset),
+            None => self.offsets.remove(&consumer),
+        };
+        self.offsets_unsynced.push((consumer, offset));
+    }
+
+    fn flush_due(&self) -> bool {
+        self.unsynced_messages >= self.settings.messages_required_to_save
+            || self.unsynced_bytes >= self.settings.size_required_to_save_bytes
+    }
+
+    fn purge(&mut self) {
+        self.segments = vec![SegmentModel::empty(0)];
+        self.messages.clear();
+        self.durable_next_offset = 0;
+        self.acked_next_offset = 0;
+        self.unsynced_messages = 0;
+        self.unsynced_bytes = 0;
+        self.log_sync_requested = false;
+        self.offsets.clear();
+        self.offsets_durable.clear();
+        self.offsets_unsynced.clear();
+        self.offsets_sync_requested = false;
+        self.epoch += 1;
+    }
+
+    /// Deletes the `count` oldest sealed segments; returns what went.
+    fn delete_oldest(&mut self, count: usize) -> DeletedSegments {
+        let deletable = count.min(self.segments.len() - 1);
+        let mut deleted = DeletedSegments::default();
+        for segment in self.segments.drain(..deletable) {
+            deleted.segments += 1;
+            deleted.messages += segment.next_offset() - segment.start_offset;
+            deleted.bytes += segment.size_bytes();
+        }
+        let drop = (self.first_offset() - self.messages.first().map_or(0, |m| m.offset)) as usize;
+        let drop = drop.min(self.messages.len());
+        self.messages.drain(..drop);
+        assert!(
+            self.messages
+                .first()
+                .is_none_or(|message| message.offset == self.first_offset())
+        );
+        deleted
+    }
+}
+
+/// A reply the pump parked until its commit.
+enum Waiting {
+    Append {
+        part: usize,
+        epoch: u64,
+        ack: AppendAck,
+        answer: Answer<AppendAck>,
+    },
+    Poll {
+        part: usize,
+        expected: ExpectedPoll,
+        answer: Answer<PollResult>,
+    },
+    Offset {
+        part: usize,
+        answer: Answer<()>,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct ExpectedPoll {
+    current_offset: u64,
+    messages: Vec<Message>,
+}
+
+/// What the runs covered, summed over seeds.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Coverage {
+    rounds: u64,
+    appends_acked: u64,
+    appends_refused_no_space: u64,
+    polls: u64,
+    polls_auto_commit: u64,
+    offset_ops: u64,
+    flushes: u64,
+    flush_ticks: u64,
+    retention_ticks: u64,
+    segments_expired: u64,
+    segments_deleted: u64,
+    purges: u64,
+    reports: u64,
+    rotations: u64,
+    restarts: u64,
+    power_losses: u64,
+    torn_files: u64,
+    tail_lost_on_power_loss: u64,
+    failed_fsyncs: u64,
+    offset_stores_refused_no_space: u64,
+}
+
+impl Coverage {
+    fn add(&mut self, other: &Coverage) {
+        self.rounds += other.rounds;
+        self.appends_acked += other.appends_acked;
+        self.appends_refused_no_space += other.appends_refused_no_space;
+        self.polls += other.polls;
+        self.polls_auto_commit += other.polls_auto_commit;
+        self.offset_ops += other.offset_ops;
+        self.flushes += other.flushes;
+        self.flush_ticks += other.flush_ticks;
+        self.retention_ticks += other.retention_ticks;
+        self.segments_expired += other.segments_expired;
+        self.segments_deleted += other.segments_deleted;
+        self.purges += other.purges;
+        self.reports += other.reports;
+        self.rotations += other.rotations;
+        self.restarts += other.restarts;
+        self.power_losses += other.power_losses;
+        self.torn_files += other.torn_files;
+        self.tail_lost_on_power_loss += other.tail_lost_on_power_loss;
+        self.failed_fsyncs += other.failed_fsyncs;
+        self.offset_stores_refused_no_space += other.offset_stores_refused_no_space;
+    }
+}
+
+struct Sim {
+    seed: u64,
+    rng: SimRng,
+    io: SimIo,
+    clock: SimClock,
+    shards: usize,
+    pumps: Vec<Pump<SimIo>>,
+    parts: Vec<PartitionModel>,
+    waiting: Vec<Waiting>,
+    next_message_id: u128,
+    /// A full disk is being simulated: `NoSpace` refusals are expected.
+    disk_full: bool,
+    coverage: Coverage,
+}
+
+fn channel<T>() -> (flume::Sender<Result<T, PumpError>>, Answer<T>) {
+    flume::bounded(1)
+}
+
+fn is_no_space(error: &PumpError) -> bool {
+    matches!(error, PumpError::Storage(StorageError::NoSpace { .. }))
+}
+
+fn decode_messages(bytes: &[u8], partition_id: u64) -> Vec<Message> {
+    let mut messages = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let header = BatchHeader::decode(rest).expect("served record header decodes");
+        let record = &rest[..header.batch_length as usize];
+        batch::validate_record(record).expect("served record is well formed");
+        assert_eq!(header.partition_id, partition_id);
+        for frame in batch::frames(record).expect("frames") {
+            let frame = frame.expect("frame");
+            messages.push(Message {
+                offset: frame.offset,
+                timestamp: frame.timestamp,
+                frame: record[frame.frame.clone()].to_vec(),
+            });
+        }
+        rest = &rest[header.batch_length as usize..];
+    }
+    messages
+}
+
+impl Sim {
+    fn new(seed: u64) -> Sim {
+        let mut rng = SimRng::new(seed);
+        let io = SimIo::new(rng.next_u64());
+        let clock = SimClock::new(1_700_000_000_000_000);
+        let shards = rng.range(1, 2) as usize;
+        let partitions = rng.range(2, 4);
+        let mut parts = Vec::new();
+        for partition in 0..partitions {
+            let durability = |rng: &mut SimRng| {
+                if rng.chance(1, 2) {
+                    Durability::Persisted
+                } else {
+                    Durability::Replicated
+                }
+            };
+            let settings = PartitionSettings {
+                durability: durability(&mut rng),
+                offset_durability: durability(&mut rng),
+                segment_size_bytes: rng.range(2 * 1024, 16 * 1024),
+                messages_required_to_save: rng.range(1, 60),
+                size_required_to_save_bytes: rng.range(512, 24 * 1024),
+                message_expiry_us: rng.chance(1, 2).then(|| rng.range(1_000_000, 10_000_000)),
+            };
+            parts.push(PartitionModel {
+                key: PartitionKey {
+                    stream: 1 + (partition % 2) as u32,
+                    topic: 1,
+                    partition: partition as u32,
+                },
+                shard: rng.below(shards as u64) as usize,
+                settings,
+                segments: vec![SegmentModel::empty(0)],
+                messages: Vec::new(),
+                durable_next_offset: 0,
+                acked_next_offset: 0,
+                unsynced_messages: 0,
+                unsynced_bytes: 0,
+                log_sync_requested: false,
+                offsets: BTreeMap::new(),
+                offsets_durable: BTreeMap::new(),
+                offsets_unsynced: Vec::new(),
+                offsets_sync_requested: false,
+                epoch: 0,
+            });
+        }
+        let mut sim = Sim {
+            seed,
+            rng,
+            io,
+            clock,
+            shards,
+            pumps: Vec::new(),
+            parts,
+            waiting: Vec::new(),
+            next_message_id: 1,
+            disk_full: false,
+            coverage: Coverage::default(),
+        };
+        for _ in 0..sim.shards {
+            sim.pumps.push(sim.new_pump());
+        }
+        sim.open_all();
+        sim
+    }
+
+    fn new_pump(&self) -> Pump<SimIo> {
+        let clock: Rc<dyn Clock> = Rc::new(self.clock.clone());
+        Pump::new(self.io.clone(), clock, PathBuf::from("/data"))
+    }
+
+    fn open_all(&mut self) {
+        for part in &self.parts {
+            block_on(self.pumps[part.shard].open(part.key, part.settings)).unwrap_or_else(
+                |error| panic!("seed {}: opening {} failed: {error}", self.seed, part.key),
+            );
+        }
+    }
+
+    fn random_batch(&mut self) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let count = if self.rng.chance(1, 5) {
+            self.rng.range(1, 30)
+        } else {
+            self.rng.range(1, 4)
+        };
+        let payload_max = if self.rng.chance(1, 4) { 600 } else { 48 };
+        let mut specs = Vec::new();
+        for index in 0..count {
+            let mut payload = vec![0u8; self.rng.range(0, payload_max) as usize];
+            self.rng.fill(&mut payload);
+            let mut user_headers = Vec::new();
+            if self.rng.chance(1, 5) {
+                user_headers = vec![0u8; self.rng.range(1, 32) as usize];
+                self.rng.fill(&mut user_headers);
+            }
+            specs.push(MessageSpec {
+                id: self.next_message_id,
+                timestamp_delta: index as u32,
+                payload,
+                user_headers,
+            });
+            self.next_message_id += 1;
+        }
+        let bytes = encode_producer_batch(self.clock.now_micros(), &specs);
+        let frames = batch::frames(&bytes)
+            .unwrap()
+            .map(|frame| bytes[frame.unwrap().frame].to_vec())
+            .collect();
+        (bytes, frames)
+    }
+
+    /// `IGGYD_SIM_TRACE=1` prints every step (to debug one seed).
+    fn trace(&self, what: impl FnOnce() -> String) {
+        if std::env::var_os("IGGYD_SIM_TRACE").is_some() {
+            eprintln!(
+                "seed {} t={}: {}",
+                self.seed,
+                self.clock.now_micros(),
+                what()
+            );
+        }
+    }
+
+    fn fail(&self, why: impl std::fmt::Display) -> ! {
+        panic!("seed {}: {why}", self.seed)
+    }
+
+    // ----- ops -----------------------------------------------------------
+
+    fn append(&mut self, part: usize) {
+        let (mut bytes, frames) = self.random_batch();
+        let damaged = self.rng.chance(1, 50);
+        if damaged {
+            let at = self
+                .rng
+                .range(BATCH_HEADER_SIZE as u64, bytes.len() as u64 - 1)
+                as usize;
+            bytes[at] ^= 0x20;
+        }
+        let batch_len = bytes.len() as u64;
+        let (reply, answer) = channel();
+        let key = self.parts[part].key;
+        let shard = self.parts[part].shard;
+        block_on(self.pumps[shard].apply(PartitionOp::Append {
+            key,
+            batch: bytes,
+            reply,
+        }));
+        if damaged {
+            match answer.try_recv() {
+                Ok(Err(PumpError::Storage(StorageError::InvalidBatch(_)))) => return,
+                other => self.fail(format!("a damaged batch was not refused: {other:?}")),
+            }
+        }
+        // Rotation happens before the write, so even a refused append seals.
+        let model = &mut self.parts[part];
+        let active = model.segments.last().expect("active");
+        if !active.batches.is_empty()
+            && active.size_bytes() + batch_len > model.settings.segment_size_bytes
+        {
+            let next = model.next_offset();
+            model.sync_log();
+            model.segments.push(SegmentModel::empty(next));
+            self.coverage.rotations += 1;
+        }
+        let base_offset = model.next_offset();
+        let ack = AppendAck {
+            base_offset,
+            last_offset: base_offset + frames.len() as u64 - 1,
+        };
+        match answer.try_recv() {
+            Ok(Err(error)) if self.disk_full && is_no_space(&error) => {
+                self.coverage.appends_refused_no_space += 1;
+                assert!(
+                    error.to_string().contains("no space left"),
+                    "seed {}: {error}",
+                    self.seed
+                );
+                return;
+            }
+            Ok(Ok(got)) if !model.persisted() => {
+                assert_eq!(got, ack, "seed {}: replicated ack", self.seed);
+                self.coverage.appends_acked += 1;
+            }
+            Err(flume::TryRecvError::Empty) if model.persisted() => {
+                let epoch = model.epoch;
+                self.waiting.push(Waiting::Append {
+                    part,
+                    epoch,
+                    ack,
+                    answer,
+                });
+            }
+            other => self.fail(format!("append to {key}: unexpected {other:?}")),
+        }
+        let model = &mut self.parts[part];
+        let timestamp = self.clock.now_micros();
+        for (index, frame) in frames.into_iter().enumerate() {
+            model.messages.push(Message {
+                offset: base_offset + index as u64,
+                timestamp,
+                frame,
+            });
+        }
+        let messages = ack.last_offset - ack.base_offset + 1;
+        model
+            .segments
+            .last_mut()
+            .expect("active")
+            .batches
+            .push(BatchModel {
+                base_offset,
+                messages,
+                bytes: batch_len,
+                timestamp,
+            });
+        model.unsynced_messages += messages;
+        model.unsynced_bytes += batch_len;
+        if model.persisted() || model.flush_due() {
+            model.log_sync_requested = true;
+        }
+    }
+
+    fn random_strategy(&mut self, part: usize) -> PollingStrategy {
+        let model = &self.parts[part];
+        match self.rng.below(5) {
+            0 => {
+                let low = model.first_offset().saturating_sub(3);
+                PollingStrategy::Offset(self.rng.range(low, model.next_offset() + 3))
+            }
+            1 => {
+                let (low, high) = match (model.messages.first(), model.messages.last()) {
+                    (Some(first), Some(last)) => (first.timestamp - 10, last.timestamp + 10),
+                    _ => (0, 10),
+                };
+                PollingStrategy::Timestamp(self.rng.range(low, high))
+            }
+            2 => PollingStrategy::First,
+            3 => PollingStrategy::Last,
+            _ => PollingStrategy::Next,
+        }
+    }
+
+    /// What the pump must answer to `request` right now.
+    fn expected_poll(&self, part: usize, request: &PollRequest) -> ExpectedPoll {
+        let model = &self.parts[part];
+        let visible_next = model.visible_next_offset();
+        let current_offset = visible_next.saturating_sub(1);
+        let empty = ExpectedPoll {
+            current_offset,
+            messages: Vec::new(),
+        };
+        let first = model.first_offset();
+        if visible_next == 0 || visible_next - 1 < first || request.count == 0 {
+            return empty;
+        }
+        let highest = visible_next - 1;
+        let start = match request.strategy {
+            PollingStrategy::Offset(offset) => offset.max(first),
+            PollingStrategy::First => first,
+            PollingStrategy::Last => (highest + 1)
+                .saturating_sub(u64::from(request.count))
+                .max(first),
+            PollingStrategy::Next => request
+                .consumer
+                .and_then(|consumer| model.offsets.get(&consumer))
+                .map_or(0, |stored| stored + 1)
+                .max(first),
+            PollingStrategy::Timestamp(timestamp) => {
+                match model
+                    .messages
+                    .iter()
+                    .find(|message| message.timestamp >= timestamp)
+                {
+                    Some(message) => message.offset,
+                    None => return empty,
+                }
+            }
+        };
+        if start > highest {
+            return empty;
+        }
+        let count = u64::from(request.count).min(highest - start + 1);
+        ExpectedPoll {
+            current_offset,
+            messages: model.messages_from(start, count),
+        }
+    }
+
+    fn check_poll(&self, part: usize, result: &PollResult, expected: &ExpectedPoll) {
+        let key = self.parts[part].key;
+        let got = decode_messages(&result.bytes, u64::from(key.partition));
+        assert_eq!(
+            result.current_offset, expected.current_offset,
+            "seed {}: poll of {key}: current offset",
+            self.seed
+        );
+        assert_eq!(result.message_count as usize, got.len());
+        assert_eq!(
+            got.len(),
+            expected.messages.len(),
+            "seed {}: poll of {key}: got offsets {:?}, expected {:?}",
+            self.seed,
+            got.iter().map(|m| m.offset).collect::<Vec<_>>(),
+            expected
+                .messages
+                .iter()
+                .map(|m| m.offset)
+                .collect::<Vec<_>>()
+        );
+        for (got, expected) in got.iter().zip(&expected.messages) {
+            assert_eq!(
+                got, expected,
+                "seed {}: poll of {key}: message {} differs",
+                self.seed, expected.offset
+            );
+        }
+    }
+
+    fn poll(&mut self, part: usize) {
+        let strategy = self.random_strategy(part);
+        let count = match self.rng.below(4) {
+            0 => 0,
+            1 => 1,
+            2 => self.rng.range(2, 20) as u32,
+            _ => self.rng.range(20, 2_000) as u32,
+        };
+        let consumer = (!self.rng.chance(1, 6))
+            .then(|| CONSUMERS[self.rng.below(CONSUMERS.len() as u64) as usize]);
+        let auto_commit = self.rng.chance(1, 3);
+        let request = PollRequest {
+            consumer,
+            strategy,
+            count,
+            auto_commit,
+        };
+        let expected = self.expected_poll(part, &request);
+        let (reply, answer) = channel();
+        let key = self.parts[part].key;
+        block_on(self.pumps[self.parts[part].shard].apply(PartitionOp::Poll {
+            key,
+            request,
+            reply,
+        }));
+        self.coverage.polls += 1;
+        let stores = match (auto_commit, consumer, expected.messages.last()) {
+            (true, Some(consumer), Some(last)) => Some((consumer, last.offset)),
+            _ => None,
+        };
+        let model = &mut self.parts[part];
+        let offsets_persisted = model.settings.offset_durability == Durability::Persisted;
+        match (answer.try_recv(), stores) {
+            (Ok(Err(error)), Some(_)) if self.disk_full && is_no_space(&error) => {
+                self.coverage.offset_stores_refused_no_space += 1;
+            }
+            (Ok(Ok(result)), None) => self.check_poll(part, &result, &expected),
+            (Ok(Ok(result)), Some((consumer, offset))) if !offsets_persisted => {
+                model.store_offset(consumer, Some(offset));
+                self.coverage.polls_auto_commit += 1;
+                self.check_poll(part, &result, &expected);
+            }
+            (Err(flume::TryRecvError::Empty), Some((consumer, offset))) if offsets_persisted => {
+                model.store_offset(consumer, Some(offset));
+                model.offsets_sync_requested = true;
+                self.coverage.polls_auto_commit += 1;
+                self.waiting.push(Waiting::Poll {
+                    part,
+                    expected,
+                    answer,
+                });
+            }
+            (other, _) => self.fail(format!("poll of {key}: unexpected {other:?}")),
+        }
+    }
+
+    fn get_offset(&mut self, part: usize) {
+        let consumer = CONSUMERS[self.rng.below(CONSUMERS.len() as u64) as usize];
+        let (reply, answer) = channel();
+        let model = &self.parts[part];
+        block_on(self.pumps[model.shard].apply(PartitionOp::GetOffset {
+            key: model.key,
+            consumer,
+            reply,
+        }));
+        let expected = model.offsets.get(&consumer).map(|stored| StoredOffset {
+            current_offset: model.next_offset().saturating_sub(1),
+            stored_offset: *stored,
+        });
+        match answer.try_recv() {
+            Ok(Ok(got)) => assert_eq!(got, expected, "seed {}: get offset", self.seed),
+            other => self.fail(format!("get offset: unexpected {other:?}")),
+        }
+        self.coverage.offset_ops += 1;
+    }
+
+    /// Store (`delete` false) or delete a consumer offset.
+    fn change_offset(&mut self, part: usize, delete: bool) {
+        let consumer = CONSUMERS[self.rng.below(CONSUMERS.len() as u64) as usize];
+        let model = &self.parts[part];
+        let offset = self.rng.range(0, model.next_offset() + 2);
+        let (reply, answer) = channel();
+        let op = if delete {
+            PartitionOp::DeleteOffset {
+                key: model.key,
+                consumer,
+                reply,
+            }
+        } else {
+            PartitionOp::StoreOffset {
+                key: model.key,
+                consumer,
+                offset,
+                reply,
+            }
+        };
+        block_on(self.pumps[model.shard].apply(op));
+        self.coverage.offset_ops += 1;
+        let refusal = if delete {
+            (!model.offsets.contains_key(&consumer)).then_some(3021)
+        } else {
+            (model.next_offset() == 0 || offset > model.next_offset() - 1).then_some(4100)
+        };
+        let persisted = model.settings.offset_durability == Durability::Persisted;
+        let change = (!delete).then_some(offset);
+        let model = &mut self.parts[part];
+        match (answer.try_recv(), refusal) {
+            (Ok(Err(error)), Some(status)) => {
+                assert_eq!(error.wire_status(), status, "seed {}: {error}", self.seed);
+            }
+            (Ok(Err(error)), None) if self.disk_full && is_no_space(&error) => {
+                self.coverage.offset_stores_refused_no_space += 1;
+            }
+            (Ok(Ok(())), None) if !persisted => model.store_offset(consumer, change),
+            (Err(flume::TryRecvError::Empty), None) if persisted => {
+                model.store_offset(consumer, change);
+                model.offsets_sync_requested = true;
+                self.waiting.push(Waiting::Offset { part, answer });
+            }
+            (other, _) => self.fail(format!("offset change: unexpected {other:?}")),
+        }
+    }
+
+    fn flush(&mut self, part: usize) {
+        let fsync = self.rng.chance(2, 3);
+        let (reply, answer) = channel();
+        let model = &mut self.parts[part];
+        block_on(self.pumps[model.shard].apply(PartitionOp::Flush {
+            key: model.key,
+            fsync,
+            reply,
+        }));
+        match answer.try_recv() {
+            Ok(Ok(())) => {
+                if fsync {
+                    model.sync_log();
+                }
+            }
+            other => self.fail(format!("flush: unexpected {other:?}")),
+        }
+        self.coverage.flushes += 1;
+    }
+
+    fn flush_tick(&mut self, shard: usize) {
+        block_on(self.pumps[shard].apply(PartitionOp::FlushTick));
+        for model in self.parts.iter_mut().filter(|model| model.shard == shard) {
+            if model.unsynced_bytes > 0 || !model.offsets_unsynced.is_empty() {
+                model.log_sync_requested = true;
+                model.offsets_sync_requested = true;
+            }
+        }
+        self.coverage.flush_ticks += 1;
+    }
+
+    fn retention_tick(&mut self, shard: usize) {
+        if self.rng.chance(1, 2) {
+            self.clock.advance(self.rng.range(500_000, 8_000_000));
+        }
+        block_on(self.pumps[shard].apply(PartitionOp::RetentionTick));
+        let now = self.clock.now_micros();
+        for model in self.parts.iter_mut().filter(|model| model.shard == shard) {
+            let Some(expiry) = model.settings.message_expiry_us else {
+                continue;
+            };
+            let cutoff = now.saturating_sub(expiry);
+            let sealed = model.segments.len() - 1;
+            let expired = model.segments[..sealed]
+                .iter()
+                .take_while(|segment| segment.last_timestamp() < cutoff)
+                .count();
+            let deleted = model.delete_oldest(expired);
+            self.coverage.segments_expired += deleted.segments as u64;
+        }
+        self.coverage.retention_ticks += 1;
+    }
+
+    fn purge(&mut self, part: usize) {
+        self.trace(|| format!("purge {part}"));
+        let (reply, answer) = channel();
+        let model = &mut self.parts[part];
+        block_on(self.pumps[model.shard].apply(PartitionOp::Purge {
+            key: model.key,
+            reply,
+        }));
+        match answer.try_recv() {
+            Ok(Ok(())) => model.purge(),
+            other => self.fail(format!("purge: unexpected {other:?}")),
+        }
+        self.coverage.purges += 1;
+    }
+
+    fn delete_segments(&mut self, part: usize) {
+        let count = self.rng.range(0, 3) as u32;
+        let (reply, answer) = channel();
+        let model = &mut self.parts[part];
+        block_on(self.pumps[model.shard].apply(PartitionOp::DeleteSegments {
+            key: model.key,
+            count,
+            reply,
+        }));
+        let expected = model.delete_oldest(count as usize);
+        match answer.try_recv() {
+            Ok(Ok(got)) => assert_eq!(got, expected, "seed {}: delete segments", self.seed),
+            other => self.fail(format!("delete segments: unexpected {other:?}")),
+        }
+        self.coverage.segments_deleted += expected.segments as u64;
+    }
+
+    fn report(&mut self, shard: usize) -> Vec<PartitionReport> {
+        let (reply, answer) = channel();
+        block_on(self.pumps[shard].apply(PartitionOp::Report { reply }));
+        match answer.try_recv() {
+            Ok(Ok(reports)) => reports,
+            other => self.fail(format!("report: unexpected {other:?}")),
+        }
+    }
+
+    // ----- commit --------------------------------------------------------
+
+    /// The fsyncs the commit of `shard` will do, in order: logs by key, then
+    /// consumer offsets by key. `true` marks a log.
+    fn planned_syncs(&self, shard: usize) -> Vec<(usize, bool)> {
+        let mut order: Vec<usize> = (0..self.parts.len())
+            .filter(|part| self.parts[*part].shard == shard)
+            .collect();
+        order.sort_by_key(|part| self.parts[*part].key);
+        let mut syncs = Vec::new();
+        for part in &order {
+            let model = &self.parts[*part];
+            if model.log_sync_requested && model.unsynced_bytes > 0 {
+                syncs.push((*part, true));
+            }
+        }
+        for part in &order {
+            let model = &self.parts[*part];
+            if model.offsets_sync_requested && !model.offsets_unsynced.is_empty() {
+                syncs.push((*part, false));
+            }
+        }
+        syncs
+    }
+
+    /// Commit every pump; `fail_shard` gets a failed fsync (its first one).
+    /// Returns true when a pump turned fatal.
+    fn commit(&mut self, fail_shard: Option<usize>) -> bool {
+        let mut failed_parts = Vec::new();
+        for shard in 0..self.pumps.len() {
+            let syncs = self.planned_syncs(shard);
+            let failing = fail_shard == Some(shard) && !syncs.is_empty();
+            if failing {
+                self.io.fail_next_fsync();
+                failed_parts.push(syncs[0].0);
+                self.coverage.failed_fsyncs += 1;
+            }
+            let fsyncs_before = self.io.stats().fsyncs;
+            block_on(self.pumps[shard].commit());
+            let fsyncs = self.io.stats().fsyncs - fsyncs_before;
+            for (number, (part, log)) in syncs.iter().enumerate() {
+                if failing && number == 0 {
+                    continue;
+                }
+                if *log {
+                    self.parts[*part].sync_log();
+                } else {
+                    self.parts[*part].sync_offsets();
+                }
+            }
+            for model in self.parts.iter_mut().filter(|model| model.shard == shard) {
+                model.log_sync_requested = false;
+                model.offsets_sync_requested = false;
+            }
+            let logs = syncs.iter().filter(|(_, log)| *log).count() as u64;
+            let expected_fsyncs = if failing && syncs[0].1 {
+                // The log fsync failed, so its index was not synced.
+                2 * logs - 1 + (syncs.len() as u64 - logs)
+            } else {
+                2 * logs + (syncs.len() as u64 - logs)
+            };
+            assert_eq!(
+                fsyncs, expected_fsyncs,
+                "seed {}: shard {shard} commit did {fsyncs} fsyncs, planned {syncs:?}",
+                self.seed
+            );
+            assert_eq!(
+                self.pumps[shard].fatal().is_some(),
+                failing,
+                "seed {}: fatal after commit",
+                self.seed
+            );
+        }
+        for waiting in std::mem::take(&mut self.waiting) {
+            let part = match &waiting {
+                Waiting::Append { part, .. }
+                | Waiting::Poll { part, .. }
+                | Waiting::Offset { part, .. } => *part,
+            };
+            let failed = failed_parts.contains(&part);
+            let key = self.parts[part].key;
+            match waiting {
+                Waiting::Append {
+                    epoch, ack, answer, ..
+                } => match answer.try_recv() {
+                    Ok(Err(error)) if failed => assert!(is_poisoned(&error), "{error}"),
+                    Ok(Ok(got)) if !failed => {
+                        assert_eq!(got, ack, "seed {}: persisted ack", self.seed);
+                        self.coverage.appends_acked += 1;
+                        let model = &mut self.parts[part];
+                        if model.epoch == epoch {
+                            assert!(
+                                model.durable_next_offset > ack.last_offset,
+                                "seed {}: {key} acknowledged offset {} before it was durable ({})",
+                                self.seed,
+                                ack.last_offset,
+                                model.durable_next_offset
+                            );
+                            model.acked_next_offset =
+                                model.acked_next_offset.max(ack.last_offset + 1);
+                        }
+                    }
+                    other => self.fail(format!("parked append to {key}: {other:?}")),
+                },
+                Waiting::Poll {
+                    expected, answer, ..
+                } => match answer.try_recv() {
+                    Ok(Err(error)) if failed => assert!(is_poisoned(&error), "{error}"),
+                    Ok(Ok(result)) if !failed => {
+                        self.check_poll(part, &result, &expected);
+                        self.check_offsets_durable(part);
+                    }
+                    other => self.fail(format!("parked poll of {key}: {other:?}")),
+                },
+                Waiting::Offset { answer, .. } => match answer.try_recv() {
+                    Ok(Err(error)) if failed => assert!(is_poisoned(&error), "{error}"),
+                    Ok(Ok(())) if !failed => self.check_offsets_durable(part),
+                    other => self.fail(format!("parked offset change of {key}: {other:?}")),
+                },
+            }
+        }
+        !failed_parts.is_empty()
+    }
+
+    /// An acknowledged `persisted` offset change is durable.
+    fn check_offsets_durable(&self, part: usize) {
+        let model = &self.parts[part];
+        assert!(
+            model.offsets_unsynced.is_empty(),
+            "seed {}: {} acknowledged an offset change that is not durable",
+            self.seed,
+            model.key
+        );
+    }
+
+    // ----- restart -------------------------------------------------------
+
+    /// The daemon stops (a process exit, or power loss when `power_loss`)
+    /// and starts again: new pumps, every partition re-opened.
+    fn restart(&mut self, power_loss: bool) {
+        self.trace(|| format!("restart, power loss {power_loss}"));
+        assert!(self.waiting.is_empty());
+        self.pumps.clear();
+        self.io.set_capacity(None);
+        self.disk_full = false;
+        self.coverage.restarts += 1;
+        if power_loss {
+            let torn = self.rng.chance(1, 2);
+            self.io.set_torn_writes(torn);
+            let torn_before = self.io.stats().torn_files;
+            self.io.crash();
+            self.coverage.torn_files += self.io.stats().torn_files - torn_before;
+            self.coverage.power_losses += 1;
+        }
+        for _ in 0..self.shards {
+            self.pumps.push(self.new_pump());
+        }
+        self.open_all();
+        let mut reports = BTreeMap::new();
+        for shard in 0..self.pumps.len() {
+            for report in self.report(shard) {
+                reports.insert(report.key, report);
+            }
+        }
+        for part in 0..self.parts.len() {
+            let report = &reports[&self.parts[part].key];
+            self.recover_model(part, report, power_loss);
+        }
+        self.check_reports();
+        for part in 0..self.parts.len() {
+            self.read_everything(part);
+        }
+    }
+
+    fn recover_model(&mut self, part: usize, report: &PartitionReport, power_loss: bool) {
+        let seed = self.seed;
+        let model = &mut self.parts[part];
+        let key = model.key;
+        let recovered = report.stats.next_offset;
+        let written = model.next_offset();
+        if !power_loss {
+            assert_eq!(
+                recovered, written,
+                "seed {seed}: {key} lost written data in a process restart"
+            );
+        }
+        assert!(
+            recovered >= model.durable_next_offset,
+            "seed {seed}: {key} lost durable data: recovered to {recovered}, durable was {}",
+            model.durable_next_offset
+        );
+        assert!(
+            recovered >= model.acked_next_offset,
+            "seed {seed}: {key} lost an acknowledged persisted message: recovered to {recovered}, acknowledged up to {}",
+            model.acked_next_offset
+        );
+        assert!(recovered <= written, "seed {seed}: {key} invented offsets");
+        assert!(
+            model.is_batch_boundary(recovered),
+            "seed {seed}: {key} recovered to {recovered}, not a batch boundary"
+        );
+        if recovered < written {
+            self.coverage.tail_lost_on_power_loss += 1;
+        }
+        for segment in &mut model.segments {
+            segment
+                .batches
+                .retain(|batch| batch.base_offset + batch.messages <= recovered);
+        }
+        assert!(
+            model
+                .segments
+                .iter()
+                .all(|segment| segment.start_offset <= recovered)
+        );
+        let keep = (recovered - model.first_offset()) as usize;
+        model.messages.truncate(keep);
+        model.durable_next_offset = recovered;
+        model.acked_next_offset = model.acked_next_offset.min(recovered);
+        model.unsynced_messages = 0;
+        model.unsynced_bytes = 0;
+        model.log_sync_requested = false;
+        model.offsets_sync_requested = false;
+
+        let recovered_offsets: BTreeMap<ConsumerKey, u64> =
+            report.consumer_offsets.iter().copied().collect();
+        // Open clamps offsets that point past the recovered log.
+        let clamp = |offsets: &BTreeMap<ConsumerKey, u64>| -> BTreeMap<ConsumerKey, u64> {
+            offsets
+                .iter()
+                .filter_map(|(consumer, offset)| {
+                    recovered
+                        .checked_sub(1)
+                        .map(|highest| (*consumer, (*offset).min(highest)))
+                })
+                .collect()
+        };
+        let mut candidate = model.offsets_durable.clone();
+        let mut matched = clamp(&candidate) == recovered_offsets;
+        if power_loss {
+            for (consumer, change) in &model.offsets_unsynced {
+                if matched {
+                    break;
+                }
+                match change {
+                    Some(offset) => candidate.insert(*consumer, *offset),
+                    None => candidate.remove(consumer),
+                };
+                matched = clamp(&candidate) == recovered_offsets;
+            }
+        } else {
+            matched = recovered_offsets == model.offsets;
+        }
+        assert!(
+            matched,
+            "seed {seed}: {key} consumer offsets after restart {recovered_offsets:?}; durable {:?}, unsynced {:?}, current {:?}",
+            model.offsets_durable, model.offsets_unsynced, model.offsets
+        );
+        // After open everything readable is durable.
+        model.offsets = recovered_offsets.clone();
+        model.offsets_durable = recovered_offsets;
+        model.offsets_unsynced.clear();
+    }
+
+    /// Polls every visible message of a partition and compares.
+    fn read_everything(&mut self, part: usize) {
+        let model = &self.parts[part];
+        let request = PollRequest {
+            consumer: None,
+            strategy: PollingStrategy::First,
+            count: u32::MAX,
+            auto_commit: false,
+        };
+        let expected = self.expected_poll(part, &request);
+        let (reply, answer) = channel();
+        block_on(self.pumps[model.shard].apply(PartitionOp::Poll {
+            key: model.key,
+            request,
+            reply,
+        }));
+        match answer.try_recv() {
+            Ok(Ok(result)) => self.check_poll(part, &result, &expected),
+            other => self.fail(format!("full read: unexpected {other:?}")),
+        }
+    }
+
+    /// Every partition's report equals the model.
+    fn check_reports(&mut self) {
+        for shard in 0..self.pumps.len() {
+            let reports = self.report(shard);
+            let owned = self
+                .parts
+                .iter()
+                .filter(|model| model.shard == shard)
+                .count();
+            assert_eq!(reports.len(), owned, "seed {}", self.seed);
+            for report in reports {
+                let model = self
+                    .parts
+                    .iter()
+                    .find(|model| model.key == report.key)
+                    .expect("reported partition is modelled");
+                let key = model.key;
+                let stats = &report.stats;
+                let context = format!("seed {}: {key}: {report:?}", self.seed);
+                assert_eq!(stats.next_offset, model.next_offset(), "{context}");
+                assert_eq!(stats.first_offset, model.first_offset(), "{context}");
+                assert_eq!(stats.segments, model.segments.len(), "{context}");
+                assert_eq!(
+                    stats.messages,
+                    model.next_offset() - model.first_offset(),
+                    "{context}"
+                );
+                assert_eq!(stats.messages, model.messages.len() as u64, "{context}");
+                let bytes: u64 = model.segments.iter().map(SegmentModel::size_bytes).sum();
+                assert_eq!(stats.bytes, bytes, "{context}");
+                assert_eq!(
+                    report.current_offset,
+                    model.next_offset().saturating_sub(1),
+                    "{context}"
+                );
+                let sealed: Vec<(u64, u64)> = model.segments[..model.segments.len() - 1]
+                    .iter()
+                    .map(|segment| (segment.size_bytes(), segment.last_timestamp()))
+                    .collect();
+                assert_eq!(report.sealed_segments, sealed, "{context}");
+                let offsets: Vec<(ConsumerKey, u64)> =
+                    model.offsets.iter().map(|(k, v)| (*k, *v)).collect();
+                assert_eq!(report.consumer_offsets, offsets, "{context}");
+                if model.persisted() {
+                    assert!(model.acked_next_offset <= model.durable_next_offset);
+                }
+                // A stored offset never points past the log, or `Next`
+                // would skip the messages appended there later.
+                for (consumer, offset) in &report.consumer_offsets {
+                    assert!(
+                        *offset < model.next_offset(),
+                        "{context}: {consumer:?} stored {offset} past the log"
+                    );
+                }
+            }
+        }
+        self.coverage.reports += 1;
+    }
+
+    // ----- the workload --------------------------------------------------
+
+    fn random_op(&mut self) {
+        self.clock.advance(self.rng.range(0, 3_000));
+        let part = self.rng.below(self.parts.len() as u64) as usize;
+        let shard = self.parts[part].shard;
+        match self.rng.below(100) {
+            0..35 => self.append(part),
+            35..55 => self.poll(part),
+            55..60 => self.get_offset(part),
+            60..68 => self.change_offset(part, false),
+            68..71 => self.change_offset(part, true),
+            71..76 => self.flush(part),
+            76..84 => self.flush_tick(shard),
+            84..90 => self.retention_tick(shard),
+            90..92 => self.purge(part),
+            92..96 => self.delete_segments(part),
+            _ => {
+                self.report(shard);
+            }
+        }
+        self.trace(|| {
+            format!(
+                "after op on part {part}: {:?}",
+                self.parts
+                    .iter()
+                    .map(|m| (
+                        m.key.partition,
+                        m.first_offset(),
+                        m.durable_next_offset,
+                        m.next_offset(),
+                        &m.offsets,
+                        &m.offsets_durable,
+                        m.offsets_unsynced.len()
+                    ))
+                    .collect::<Vec<_>>()
+            )
+        });
+        self.check_reports();
+    }
+
+    /// One round: some ops, then every pump commits.
+    fn round(&mut self) {
+        self.coverage.rounds += 1;
+        let ops = if self.rng.chance(1, 4) {
+            self.rng.range(5, 25)
+        } else {
+            self.rng.range(1, 5)
+        };
+        for _ in 0..ops {
+            self.random_op();
+        }
+        let fail_shard = self
+            .rng
+            .chance(1, 40)
+            .then(|| self.rng.below(self.pumps.len() as u64) as usize);
+        if self.commit(fail_shard) {
+            self.after_fatal();
+        } else {
+            self.check_reports();
+        }
+    }
+
+    /// A pump turned fatal: it refuses everything; the daemon restarts.
+    fn after_fatal(&mut self) {
+        let shard = (0..self.pumps.len())
+            .find(|shard| self.pumps[*shard].fatal().is_some())
+            .expect("a fatal pump");
+        if let Some(part) = (0..self.parts.len()).find(|part| self.parts[*part].shard == shard) {
+            let (reply, answer) = channel();
+            let key = self.parts[part].key;
+            let batch = self.random_batch().0;
+            block_on(self.pumps[shard].apply(PartitionOp::Append { key, batch, reply }));
+            match answer.try_recv() {
+                Ok(Err(PumpError::Stopping)) => {}
+                other => self.fail(format!("a fatal pump took an append: {other:?}")),
+            }
+        }
+        let power_loss = self.rng.chance(1, 2);
+        self.restart(power_loss);
+    }
+
+    /// A failed fsync in `Flush`: the flush fails and the pump is fatal.
+    fn failed_flush(&mut self) {
+        self.trace(|| "failed flush".to_string());
+        let Some(part) = (0..self.parts.len()).find(|part| self.parts[*part].unsynced_bytes > 0)
+        else {
+            return;
+        };
+        let (reply, answer) = channel();
+        let model = &self.parts[part];
+        self.io.fail_next_fsync();
+        self.coverage.failed_fsyncs += 1;
+        block_on(self.pumps[model.shard].apply(PartitionOp::Flush {
+            key: model.key,
+            fsync: true,
+            reply,
+        }));
+        match answer.try_recv() {
+            Ok(Err(error)) if is_poisoned(&error) => {}
+            other => self.fail(format!("failed flush: {other:?}")),
+        }
+        assert!(self.pumps[model.shard].fatal().is_some());
+        self.after_fatal();
+    }
+
+    /// A full disk for a few rounds, then space returns.
+    fn disk_full(&mut self) {
+        self.trace(|| "disk full".to_string());
+        let used = self.io.used_bytes();
+        self.io
+            .set_capacity(Some(used + self.rng.range(0, 12 * 1024)));
+        self.disk_full = true;
+        for _ in 0..self.rng.range(2, 8) {
+            self.round();
+            if !self.disk_full {
+                return; // a restart ended the episode
+            }
+        }
+        self.io.set_capacity(None);
+        self.disk_full = false;
+        for part in 0..self.parts.len() {
+            self.append(part);
+        }
+        self.commit(None);
+        self.check_reports();
+    }
+}
+
+/// A failed fsync reaches the client as a poisoned-storage error.
+fn is_poisoned(error: &PumpError) -> bool {
+    matches!(error, PumpError::Storage(StorageError::Poisoned { .. }))
+}
+
+fn run_seed(seed: u64) -> Sim {
+    let mut sim = Sim::new(seed);
+    for _ in 0..ROUNDS_PER_SEED {
+        match sim.rng.below(100) {
+            0..3 => sim.restart(true),
+            3..5 => sim.restart(false),
+            5..7 => sim.disk_full(),
+            7..8 => {
+                if sim.waiting.is_empty() {
+                    sim.failed_flush();
+                }
+            }
+            _ => sim.round(),
+        }
+    }
+    let power_loss = sim.rng.chance(1, 2);
+    sim.restart(power_loss);
+    sim
+}
+
+fn seeds() -> Vec<u64> {
+    if let Ok(seed) = std::env::var("IGGYD_SIM_SEED") {
+        return vec![seed.parse().expect("IGGYD_SIM_SEED is a u64")];
+    }
+    let count = std::env::var("IGGYD_SIM_SEEDS")
+        .ok()
+        .map_or(SEEDS_DEFAULT, |count| {
+            count.parse().expect("IGGYD_SIM_SEEDS is a count")
+        });
+    (0..count).collect()
+}
+
+// Runs the seeded pump workload for every seed against the model; a failure
+// names its seed so that `IGGYD_SIM_SEED=<seed>` reproduces it exactly.
+#[test]
+fn pump_simulation() {
+    let mut coverage = Coverage::default();
+    for seed in seeds() {
+        let outcome = std::panic::catch_unwind(|| run_seed(seed).coverage);
+        match outcome {
+            Ok(seed_coverage) => coverage.add(&seed_coverage),
+            Err(panic) => {
+                eprintln!("pump simulation failed; reproduce with IGGYD_SIM_SEED={seed}");
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+    eprintln!("pump simulation: {coverage:?}");
+    if seeds().len() >= 100 {
+        assert!(coverage.appends_acked > 0);
+        assert!(coverage.appends_refused_no_space > 0);
+        assert!(coverage.polls_auto_commit > 0);
+        assert!(coverage.rotations > 0);
+        assert!(coverage.segments_expired > 0);
+        assert!(coverage.segments_deleted > 0);
+        assert!(coverage.purges > 0);
+        assert!(coverage.power_losses > 0);
+        assert!(coverage.torn_files > 0);
+        assert!(coverage.tail_lost_on_power_loss > 0);
+        assert!(coverage.failed_fsyncs > 0);
+    }
+}
+
+// Same seed, same run: the pump simulation is deterministic.
+#[test]
+fn pump_simulation_is_deterministic() {
+    let first = run_seed(11);
+    let second = run_seed(11);
+    assert_eq!(first.io.stats(), second.io.stats());
+    assert_eq!(first.coverage, second.coverage);
+    for (first, second) in first.parts.iter().zip(&second.parts) {
+        assert_eq!(first.messages, second.messages);
+    }
+}
