@@ -155,6 +155,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         control: None,
     };
     let view = launch.store.publish();
+    heartbeats.publish_view(view.clone());
     let mut store = Some(launch.store);
     let started_at_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -264,6 +265,8 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         started: launch.started,
         data_dir: launch.data_dir.clone(),
         log_dir: launch.log_dir.clone(),
+        durability_default: launch.default_durability,
+        log: Some(launch.reload.log.clone()),
     });
     match ControlServer::start(&launch.admin_socket, Arc::new(source)) {
         Ok(server) => {
@@ -292,6 +295,9 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
 
     let mut status = StatusLine::new(headline, launch.data_dir.clone(), launch.default_durability);
     let mut watchdog = Watchdog::from_env(&heartbeats);
+    if let Some(watchdog) = &watchdog {
+        heartbeats.publish_watchdog(watchdog.interval.as_millis() as u64, None);
+    }
     let mut reload = launch.reload;
     loop {
         // Wake exactly when the next watchdog ping is due, so the cadence is
@@ -337,6 +343,10 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         }
         if let Some(watchdog) = watchdog.as_mut() {
             watchdog.tick(&heartbeats, &running.pus, &mut status);
+            heartbeats.publish_watchdog(
+                watchdog.interval.as_millis() as u64,
+                watchdog.reported.first().copied(),
+            );
         }
         status.tick(&heartbeats, &mesh);
     }

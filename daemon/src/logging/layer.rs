@@ -97,6 +97,9 @@ where
             }
         }
         let metadata = event.metadata();
+        if *metadata.level() <= tracing::Level::WARN {
+            remember(*metadata.level(), &text);
+        }
         let record = Record {
             time: SystemTime::now(),
             level: *metadata.level(),
@@ -116,4 +119,53 @@ where
             }
         }
     }
+}
+
+/// A recent warning or error, for the console's events pane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecentEvent {
+    /// Unix time in milliseconds.
+    pub at_ms: u64,
+    pub level: tracing::Level,
+    pub text: String,
+}
+
+/// Warnings and errors kept for the admin socket, newest last.
+pub const RECENT_EVENTS_MAX: usize = 200;
+/// Longest event text kept (a bounded buffer in bytes, too).
+const RECENT_EVENT_TEXT_MAX: usize = 512;
+
+static RECENT: std::sync::Mutex<std::collections::VecDeque<RecentEvent>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+
+fn remember(level: tracing::Level, text: &str) {
+    let mut cut = text.len().min(RECENT_EVENT_TEXT_MAX);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let at_ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64);
+    let event = RecentEvent {
+        at_ms,
+        level,
+        text: text[..cut].to_string(),
+    };
+    let mut recent = RECENT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if recent.len() == RECENT_EVENTS_MAX {
+        recent.pop_front();
+    }
+    recent.push_back(event);
+}
+
+/// The last warnings and errors, oldest first.
+pub fn recent_events() -> Vec<RecentEvent> {
+    RECENT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .cloned()
+        .collect()
 }

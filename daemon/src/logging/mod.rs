@@ -38,6 +38,7 @@ mod files;
 mod format;
 mod journal;
 mod layer;
+pub use layer::{RecentEvent, recent_events};
 mod writer;
 
 pub use files::ACTIVE_NAME;

@@ -112,6 +112,7 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
                 Err(error) => return End::Io(error),
             }
         }
+        let request_started = std::time::Instant::now();
         let outcome = match decode_frame(&frame) {
             Ok(Some((decoded, _))) => match decoded.command() {
                 Ok(command) => handler::handle(context, session, &decoded.header, command).await,
@@ -132,6 +133,7 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
                 if let Err(error) = result {
                     return End::Io(error);
                 }
+                context.record_request(request_started.elapsed());
             }
             Outcome::Close(reason) => return End::Protocol(reason),
         }

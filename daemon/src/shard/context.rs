@@ -58,6 +58,8 @@ pub struct ShardContext {
     stop_receiver: flume::Receiver<()>,
     /// True until the listener is shut down (after the final sweep).
     accepting: Cell<bool>,
+    /// µs from a request's last byte read to its reply written.
+    request_latency: RefCell<hdrhistogram::Histogram<u64>>,
 }
 
 pub struct ContextSettings {
@@ -95,7 +97,25 @@ impl ShardContext {
             stop_sender: RefCell::new(Some(stop_sender)),
             stop_receiver,
             accepting: Cell::new(true),
+            request_latency: RefCell::new(
+                hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2)
+                    .expect("static histogram bounds are valid"),
+            ),
         }
+    }
+
+    pub fn record_request(&self, took: Duration) {
+        self.request_latency
+            .borrow_mut()
+            .saturating_record(took.as_micros().max(1) as u64);
+    }
+
+    /// Percentiles since the last call; the histogram restarts.
+    pub fn take_request_latency(&self) -> crate::shard::heartbeat::Latency {
+        let mut histogram = self.request_latency.borrow_mut();
+        let latency = crate::shard::heartbeat::Latency::of(&histogram);
+        histogram.reset();
+        latency
     }
 
     /// Called by the acceptor once the listener is shut down.

@@ -8,10 +8,55 @@
 //! heartbeat message from its own inbox, so a counter that stops moving means
 //! that shard's pump is wedged (not merely its timer). The other gauges are
 //! monotone counters (messages, bytes, fsyncs) or levels (connections,
-//! partitions) the shard publishes after each commit round.
+//! partitions) the shard publishes after each commit round. Once a second a
+//! shard also publishes a `ShardReport` (its partitions' numbers and latency
+//! percentiles) by swapping an `Arc` behind a mutex held for a pointer copy,
+//! and shard 0 publishes the current metadata view the same way. Shards
+//! never read each other's slots; only observers (supervisor, admin socket)
+//! do.
 
-use std::sync::Arc;
+use crate::metadata::MetadataView;
+use crate::shard::pump::PartitionReport;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+/// Latency percentiles in µs over one publish window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+impl Latency {
+    pub fn of(histogram: &hdrhistogram::Histogram<u64>) -> Latency {
+        if histogram.is_empty() {
+            return Latency::default();
+        }
+        Latency {
+            p50: histogram.value_at_quantile(0.50),
+            p90: histogram.value_at_quantile(0.90),
+            p99: histogram.value_at_quantile(0.99),
+            p999: histogram.value_at_quantile(0.999),
+            max: histogram.max(),
+        }
+    }
+}
+
+/// What a shard publishes about once a second besides its counters.
+#[derive(Debug, Clone, Default)]
+pub struct ShardReport {
+    pub partitions: Vec<PartitionReport>,
+    /// Request latency on this shard's connections (frame read -> reply written).
+    pub request: Latency,
+    /// Time partition ops waited in this shard's inbox.
+    pub queue_wait: Latency,
+    pub fsync: Latency,
+    pub published_at: Option<Instant>,
+}
 
 /// A copy of one shard's published gauges.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,11 +80,17 @@ struct Slot {
     fsyncs: AtomicU64,
     connections: AtomicU64,
     partitions: AtomicU64,
+    report: Mutex<Arc<ShardReport>>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Heartbeats {
     slots: Arc<[Slot]>,
+    view: Arc<Mutex<Option<Arc<MetadataView>>>>,
+    /// The supervisor's watchdog: interval in ms (0 = disabled) and the
+    /// first wedged shard (`u64::MAX` = none).
+    watchdog_interval_ms: Arc<AtomicU64>,
+    watchdog_stalled: Arc<AtomicU64>,
 }
 
 impl Heartbeats {
@@ -47,6 +98,9 @@ impl Heartbeats {
         assert!(shards > 0);
         Heartbeats {
             slots: (0..shards).map(|_| Slot::default()).collect(),
+            view: Arc::new(Mutex::new(None)),
+            watchdog_interval_ms: Arc::new(AtomicU64::new(0)),
+            watchdog_stalled: Arc::new(AtomicU64::new(u64::MAX)),
         }
     }
 
@@ -101,6 +155,60 @@ impl Heartbeats {
             connections: slot.connections.load(Ordering::Relaxed),
             partitions: slot.partitions.load(Ordering::Relaxed),
         }
+    }
+
+    /// Called by shard `shard` only: swap in its latest report.
+    pub fn publish_report(&self, shard: usize, report: ShardReport) {
+        let mut slot = self.slots[shard]
+            .report
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *slot = Arc::new(report);
+    }
+
+    pub fn report(&self, shard: usize) -> Arc<ShardReport> {
+        self.slots[shard]
+            .report
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Called by the metadata writer (shard 0) and at start.
+    pub fn publish_view(&self, view: Arc<MetadataView>) {
+        let mut slot = self.view.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot
+            .as_ref()
+            .is_none_or(|current| current.is_superseded_by(&view))
+        {
+            *slot = Some(view);
+        }
+    }
+
+    pub fn view(&self) -> Option<Arc<MetadataView>> {
+        self.view
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Written by the supervisor's watchdog only.
+    pub fn publish_watchdog(&self, interval_ms: u64, stalled: Option<usize>) {
+        self.watchdog_interval_ms
+            .store(interval_ms, Ordering::Relaxed);
+        self.watchdog_stalled.store(
+            stalled.map_or(u64::MAX, |shard| shard as u64),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// `(interval_ms, stalled shard)`; interval 0 = the watchdog is off.
+    pub fn watchdog(&self) -> (u64, Option<usize>) {
+        let stalled = self.watchdog_stalled.load(Ordering::Relaxed);
+        (
+            self.watchdog_interval_ms.load(Ordering::Relaxed),
+            (stalled != u64::MAX).then_some(stalled as usize),
+        )
     }
 
     /// Sum of every shard's gauges.

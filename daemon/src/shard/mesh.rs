@@ -55,8 +55,9 @@ pub enum ShardMessage {
     Heartbeat,
     /// A newer metadata view published by shard 0.
     View(Arc<MetadataView>),
-    /// An operation on one of the shard's partitions, for its pump.
-    Partition(super::pump::PartitionOp),
+    /// An operation on one of the shard's partitions, for its pump, with
+    /// when it was enqueued (the pump's queue-wait histogram).
+    Partition(super::pump::PartitionOp, std::time::Instant),
     /// First phase of a graceful stop: stop accepting, let connections
     /// finish their current request; the pump keeps running (other shards'
     /// in-flight requests may still need it). Answered with

@@ -306,8 +306,8 @@ async fn tick_every(mesh: Mesh, shard: ShardId, interval: Duration, tick: Tick) 
         monoio::time::sleep(interval).await;
         let message = match tick {
             Tick::Heartbeat => ShardMessage::Heartbeat,
-            Tick::Flush => ShardMessage::Partition(PartitionOp::FlushTick),
-            Tick::Retention => ShardMessage::Partition(PartitionOp::RetentionTick),
+            Tick::Flush => ShardMessage::Partition(PartitionOp::FlushTick, Instant::now()),
+            Tick::Retention => ShardMessage::Partition(PartitionOp::RetentionTick, Instant::now()),
         };
         if mesh.send(shard, message).await.is_err() {
             return;
@@ -335,7 +335,15 @@ impl ShardLoop {
                 // The requester may have given up; that is its business.
                 let _ = envelope.reply.send(response);
             }
-            ShardMessage::Partition(op) => self.pump.apply(op).await,
+            ShardMessage::Partition(op, enqueued_at) => {
+                self.pump.record_queue_wait(enqueued_at.elapsed());
+                let flush_tick = matches!(op, PartitionOp::FlushTick);
+                self.pump.apply(op).await;
+                // Once a second (the flush tick), publish the shard report.
+                if flush_tick {
+                    self.publish_report();
+                }
+            }
             ShardMessage::StopAccepting => {
                 self.begin_stopping();
                 let context = self.context.clone();
@@ -373,6 +381,20 @@ impl ShardLoop {
         self.context.begin_stopping();
     }
 
+    /// Publish the once-a-second report: partition numbers and latency
+    /// percentiles over the last window (the histograms restart).
+    fn publish_report(&mut self) {
+        let (queue_wait, fsync) = self.pump.take_latencies();
+        let report = heartbeat::ShardReport {
+            partitions: self.pump.report(),
+            request: self.context.take_request_latency(),
+            queue_wait,
+            fsync,
+            published_at: Some(Instant::now()),
+        };
+        self.heartbeats.publish_report(self.context.shard, report);
+    }
+
     /// Publish this shard's gauges for the supervisor and the console.
     fn publish(&self) {
         let counters = self.pump.counters;
@@ -407,6 +429,7 @@ impl ShardLoop {
             Ok(applied) => {
                 let view = store.publish();
                 self.context.install_view(view.clone());
+                self.heartbeats.publish_view(view.clone());
                 for shard in 0..self.context.shards {
                     if shard == self.context.shard {
                         continue;

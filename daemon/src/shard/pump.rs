@@ -134,6 +134,11 @@ pub enum PartitionOp {
     Report {
         reply: Reply<Vec<PartitionReport>>,
     },
+    /// Make everything written on this shard durable now; answers how many
+    /// files were fsynced (the console's `flush` action).
+    SyncAll {
+        reply: Reply<u64>,
+    },
     /// Periodic: fsync partitions with unsynced data (the interval part of
     /// the `replicated` flush policy).
     FlushTick,
@@ -234,6 +239,15 @@ pub struct Pump<I: StorageIo + Clone> {
     pending: Vec<Pending>,
     pub counters: PumpCounters,
     fatal: Option<FatalError>,
+    /// µs an op waited in the inbox; µs per fsync. Reset at each report.
+    queue_wait: hdrhistogram::Histogram<u64>,
+    fsync: hdrhistogram::Histogram<u64>,
+}
+
+fn latency_histogram() -> hdrhistogram::Histogram<u64> {
+    // 1 µs .. 1 h at 2 significant digits: a few KiB, no allocation later.
+    hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2)
+        .expect("static histogram bounds are valid")
 }
 
 impl<I: StorageIo + Clone> std::fmt::Debug for Pump<I> {
@@ -263,7 +277,31 @@ impl<I: StorageIo + Clone> Pump<I> {
             pending: Vec::new(),
             counters: PumpCounters::default(),
             fatal: None,
+            queue_wait: latency_histogram(),
+            fsync: latency_histogram(),
         }
+    }
+
+    pub fn record_queue_wait(&mut self, waited: std::time::Duration) {
+        self.queue_wait
+            .saturating_record(waited.as_micros().max(1) as u64);
+    }
+
+    /// Percentiles of the queue-wait and fsync histograms since the last
+    /// call; both restart.
+    pub fn take_latencies(
+        &mut self,
+    ) -> (
+        crate::shard::heartbeat::Latency,
+        crate::shard::heartbeat::Latency,
+    ) {
+        let latencies = (
+            crate::shard::heartbeat::Latency::of(&self.queue_wait),
+            crate::shard::heartbeat::Latency::of(&self.fsync),
+        );
+        self.queue_wait.reset();
+        self.fsync.reset();
+        latencies
     }
 
     pub fn partitions(&self) -> usize {
@@ -455,6 +493,17 @@ impl<I: StorageIo + Clone> Pump<I> {
                 send(reply, result);
             }
             PartitionOp::Report { reply } => send(reply, Ok(self.report())),
+            PartitionOp::SyncAll { reply } => {
+                let before = self.counters.fsyncs;
+                self.drain().await;
+                let result = match &self.fatal {
+                    Some(fatal) => Err(PumpError::Storage(StorageError::Poisoned {
+                        reason: fatal.to_string(),
+                    })),
+                    None => Ok(self.counters.fsyncs - before),
+                };
+                send(reply, result);
+            }
             PartitionOp::FlushTick => {
                 let dirty: Vec<PartitionKey> = self
                     .partitions
@@ -638,7 +687,7 @@ impl<I: StorageIo + Clone> Pump<I> {
         Ok(())
     }
 
-    fn report(&self) -> Vec<PartitionReport> {
+    pub fn report(&self) -> Vec<PartitionReport> {
         self.partitions
             .values()
             .map(|partition| PartitionReport {
@@ -707,7 +756,11 @@ impl<I: StorageIo + Clone> Pump<I> {
                 continue;
             }
             self.counters.fsyncs += 1;
-            if let Err(error) = partition.log.sync().await {
+            let started = std::time::Instant::now();
+            let synced = partition.log.sync().await;
+            self.fsync
+                .saturating_record(started.elapsed().as_micros().max(1) as u64);
+            if let Err(error) = synced {
                 failed.insert(key, error.to_string());
             }
         }
@@ -807,6 +860,7 @@ fn reply_stopping(op: PartitionOp) {
         PartitionOp::GetOffset { reply, .. } => send(reply, Err(PumpError::Stopping)),
         PartitionOp::DeleteSegments { reply, .. } => send(reply, Err(PumpError::Stopping)),
         PartitionOp::Report { reply } => send(reply, Err(PumpError::Stopping)),
+        PartitionOp::SyncAll { reply } => send(reply, Err(PumpError::Stopping)),
         PartitionOp::FlushTick | PartitionOp::RetentionTick => {}
     }
 }

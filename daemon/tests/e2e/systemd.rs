@@ -212,3 +212,35 @@ fn restart_refuses_cleanly_and_never_resets_a_client() {
         "{attempts:?} (stop times {rounds:?})"
     );
 }
+
+/// Proves the watchdog is gated on every shard: freezing one shard's loop
+/// through the admin socket's fault switch stops the `WATCHDOG=1` pings and
+/// puts the wedged shard and its PU in `STATUS=`.
+#[test]
+fn a_frozen_shard_stops_the_watchdog_pings() {
+    use std::io::BufRead;
+    let mut daemon = TestDaemon::builder().env("WATCHDOG_USEC", "600000").spawn();
+    daemon.allow_log("made no progress");
+    daemon.allow_log("freeze");
+    daemon.wait_notification("WATCHDOG=1", Duration::from_secs(5));
+    let socket = daemon.data_dir().join("iggyd.sock");
+    let mut admin = std::os::unix::net::UnixStream::connect(&socket).expect("admin socket");
+    admin
+        .write_all(b"{\"v\":1,\"op\":\"fault\",\"fault\":\"freeze_shard\",\"shard\":0}\n")
+        .unwrap();
+    let mut answer = String::new();
+    std::io::BufReader::new(&admin)
+        .read_line(&mut answer)
+        .unwrap();
+    assert!(answer.contains("\"ok\":true"), "{answer}");
+    let alarm = daemon.wait_notification("made no progress", Duration::from_secs(5));
+    assert!(alarm.contains("shard 0 (PU"), "{alarm}");
+    // Once the alarm is raised, no ping follows.
+    let quiet_until = Instant::now() + Duration::from_millis(1500);
+    while let Some(left) = quiet_until.checked_duration_since(Instant::now()) {
+        match daemon.next_notification(left) {
+            Some(message) => assert!(!message.contains("WATCHDOG=1"), "{message}"),
+            None => break,
+        }
+    }
+}

@@ -352,7 +352,10 @@ pub(crate) async fn partition_op<T>(
     let (reply, answer) = flume::bounded(1);
     context
         .mesh
-        .send(owner, ShardMessage::Partition(make(reply)))
+        .send(
+            owner,
+            ShardMessage::Partition(make(reply), std::time::Instant::now()),
+        )
         .await
         .map_err(|_| PumpError::Stopping)?;
     answer.recv_async().await.map_err(|_| PumpError::Stopping)?
