@@ -31,3 +31,19 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 log "cargo nextest"
 cargo nextest run --workspace --locked --profile ci
+
+# Packaging and the unit files: systemd-analyze verify + exposure score,
+# the Nix files as far as an offline machine can check them, the RPM built
+# from vendored crates (file list, modes, rpmlint), and the packaged daemon
+# under a real systemd in a container.
+log "systemd units"
+./scripts/check-units.sh
+
+log "nix (offline)"
+./scripts/check-nix.sh
+
+log "rpm"
+./packaging/rpm/check.sh
+
+log "real systemd (nspawn)"
+./scripts/nspawn-e2e.sh
