@@ -3,7 +3,10 @@
 //! readiness from a `NOTIFY_SOCKET` the test owns) and talks to it like an
 //! operator or a client would.
 
+mod bad_input;
+mod golden;
 mod harness;
 mod lifecycle;
 mod logging;
 mod plan;
+mod wire_client;
