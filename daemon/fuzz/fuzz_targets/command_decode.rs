@@ -1,7 +1,9 @@
 //! Fuzz target `command_decode`: every command code and operation byte
 //! against an arbitrary body. The first input bytes choose the header (an
 //! operation byte, a command code for NonReplicated, the request and session
-//! numbers); the rest is the body given to `Command::decode`.
+//! numbers); the rest is the body given to `Command::decode`. An input that
+//! starts with a whole request header (command byte 5 at offset 60, as in
+//! the golden SDK frames used as seeds) keeps that header instead.
 //!
 //! Properties: nothing panics; an accepted command reports the operation it
 //! travelled with; a decoder that accepts a body must describe it fully, so
@@ -13,6 +15,7 @@
 #![no_main]
 
 use iggyd::protocol::codes::{CommandCode, Operation};
+use iggyd::protocol::limits::HEADER_SIZE;
 use iggyd::protocol::request_encode::encode_body;
 use iggyd::protocol::{Command, RequestHeader};
 use libfuzzer_sys::fuzz_target;
@@ -44,10 +47,17 @@ fn header(prefix: [u8; 4], body_len: usize) -> RequestHeader {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((prefix, body)) = data.split_first_chunk::<4>() else {
-        return;
+    let (header, body) = match data.split_first_chunk::<HEADER_SIZE>() {
+        Some((frame_header, body)) if frame_header[60] == 5 => {
+            (RequestHeader::decode(frame_header), body)
+        }
+        _ => {
+            let Some((prefix, body)) = data.split_first_chunk::<4>() else {
+                return;
+            };
+            (header(*prefix, body.len()), body)
+        }
     };
-    let header = header(*prefix, body.len());
     match Command::decode(&header, body) {
         Ok(command) => {
             assert_eq!(command.operation() as u8, header.operation);
