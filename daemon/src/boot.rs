@@ -209,6 +209,7 @@ fn run(
     );
     let _data_dir_lock = preflight::prepare_data_dir(&config.data_dir)?;
     let driver = preflight::choose_driver(config.sharding.require_io_uring)?;
+    preflight::raise_nofile_limit();
     let (address, listeners) =
         listener::bind_all(config.tcp.address, shards).map_err(|source| BootError::Listen {
             address: config.tcp.address.to_string(),

@@ -2,7 +2,9 @@
 //! fails with one readable paragraph and an exit code instead of a panic or an
 //! OOM inside a shard: the memory budget against what the machine and the
 //! cgroup can give, the data directory (writable, not used by another
-//! daemon), and the I/O driver. Nothing here starts threads or binds ports.
+//! daemon), and the I/O driver. Also raises the soft open-files limit, since
+//! every client connection is a descriptor. Nothing here starts threads or
+//! binds ports.
 
 use crate::cgroup::CgroupLimits;
 use crate::limits;
@@ -226,6 +228,63 @@ pub fn choose_driver(require_io_uring: bool) -> Result<Driver, PreflightError> {
     Ok(Driver::Epoll)
 }
 
+/// The open-files limit after [`raise_nofile_limit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NofileLimit {
+    pub soft_before: u64,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// The soft limit to ask for: the hard limit, except that an unlimited hard
+/// limit is capped at the kernel's `fs.nr_open` (the largest value
+/// setrlimit accepts for RLIMIT_NOFILE).
+pub fn nofile_target(hard: u64, nr_open: Option<u64>) -> u64 {
+    if hard == nix::sys::resource::RLIM_INFINITY {
+        nr_open.unwrap_or(1 << 20)
+    } else {
+        hard
+    }
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard limit. Each client connection
+/// holds a descriptor, and shells often start processes with a soft limit
+/// of 1,024 (systemd's default soft limit is 1,024 too unless
+/// `LimitNOFILE=` says otherwise), far below what a server needs; the hard
+/// limit is what the administrator allows. Never fails start-up: a refusal
+/// is logged and the daemon runs with the limit it has.
+pub fn raise_nofile_limit() -> Option<NofileLimit> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft_before, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok(limits) => limits,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read RLIMIT_NOFILE");
+            return None;
+        }
+    };
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|text| text.trim().parse().ok());
+    let target = nofile_target(hard, nr_open);
+    let soft = if soft_before >= target {
+        soft_before
+    } else {
+        match setrlimit(Resource::RLIMIT_NOFILE, target, hard) {
+            Ok(()) => target,
+            Err(error) => {
+                tracing::warn!(%error, soft_before, target, "cannot raise the soft RLIMIT_NOFILE");
+                soft_before
+            }
+        }
+    };
+    tracing::info!(soft_before, soft, hard, "open files limit");
+    Some(NofileLimit {
+        soft_before,
+        soft,
+        hard,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,5 +360,21 @@ mod tests {
         );
         drop(lock);
         prepare_data_dir(&data_dir).unwrap();
+    }
+
+    // An unlimited hard NOFILE limit is capped at fs.nr_open; a finite one
+    // is taken as is. raise_nofile_limit leaves soft == hard (or reports
+    // why not) and never lowers the limit.
+    #[test]
+    fn nofile_limit_is_raised_to_the_hard_limit() {
+        use nix::sys::resource::RLIM_INFINITY;
+        assert_eq!(nofile_target(RLIM_INFINITY, Some(1_048_576)), 1_048_576);
+        assert_eq!(nofile_target(RLIM_INFINITY, None), 1 << 20);
+        assert_eq!(nofile_target(20_000, Some(1_048_576)), 20_000);
+        let limit = raise_nofile_limit().expect("getrlimit works");
+        assert!(limit.soft >= limit.soft_before);
+        if limit.hard != RLIM_INFINITY {
+            assert_eq!(limit.soft, limit.hard);
+        }
     }
 }

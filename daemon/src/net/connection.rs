@@ -5,8 +5,9 @@
 //! construction.
 //!
 //! Bounded: a frame is at most 64 MiB (checked before anything is
-//! allocated), one frame buffer per connection at a time, and a connection
-//! that stalls only ever stalls its own task. A frame the codec cannot trust
+//! allocated), one frame buffer per connection at a time, grown only as
+//! body bytes arrive, and a connection that stalls only ever stalls its own
+//! task. A frame the codec cannot trust
 //! closes the connection; everything else gets the reply the protocol
 //! reference prescribes.
 
@@ -22,6 +23,10 @@ use monoio::io::{AsyncReadRentExt, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use std::net::SocketAddr;
 use std::rc::Rc;
+
+/// The first body read reserves at most this much; later reads at most
+/// double the buffer.
+const BODY_CHUNK_MIN_BYTES: usize = 64 * 1024;
 
 /// Why a connection ended (for the debug log).
 enum End {
@@ -99,10 +104,19 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
             Ok(total) => total,
             Err(error) => return End::Protocol(error.to_string()),
         };
-        let mut frame = Vec::with_capacity(total);
+        // The body is read in chunks that at most double the buffer, so the
+        // memory a connection holds follows the bytes its client actually
+        // sent, not the size it announced (64 MiB on the word of an
+        // unauthenticated client would otherwise be reserved up front).
+        let mut frame = Vec::with_capacity(total.min(HEADER_SIZE + BODY_CHUNK_MIN_BYTES));
         frame.extend_from_slice(&header);
-        if total > HEADER_SIZE {
-            let (result, body) = stream.read_exact(frame.slice_mut(HEADER_SIZE..total)).await;
+        while frame.len() < total {
+            let start = frame.len();
+            let chunk = (total - start).min(start.max(BODY_CHUNK_MIN_BYTES));
+            frame.reserve_exact(chunk);
+            let (result, body) = stream
+                .read_exact(frame.slice_mut(start..start + chunk))
+                .await;
             frame = body.into_inner();
             match result {
                 Ok(_) => {}
@@ -111,6 +125,7 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
                 }
                 Err(error) => return End::Io(error),
             }
+            assert!(frame.len() == start + chunk);
         }
         let request_started = std::time::Instant::now();
         let outcome = match decode_frame(&frame) {

@@ -24,8 +24,8 @@ pub mod primitives;
 pub mod reader;
 pub mod reply;
 
-#[cfg(test)]
-mod request_encode;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod request_encode;
 
 pub use codes::{CommandCode, EvictionReason, Operation, Status, is_result_framed};
 pub use command::Command;

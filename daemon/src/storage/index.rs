@@ -64,7 +64,9 @@ impl IndexEntry {
     }
 
     /// Decodes one entry; `None` when the slice is short, the checksum does
-    /// not match, or the message count is zero.
+    /// not match, the message count is zero, or the entry's end offset or
+    /// end position does not fit in a u64 (so [`Self::next_offset`] and
+    /// [`Self::end_position`] never overflow on a decoded entry).
     pub fn decode(bytes: &[u8], segment_start: u64) -> Option<IndexEntry> {
         let bytes = bytes.get(..INDEX_ENTRY_SIZE)?;
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
@@ -76,13 +78,18 @@ impl IndexEntry {
         if message_count == 0 {
             return None;
         }
-        Some(IndexEntry {
+        let entry = IndexEntry {
             base_offset: segment_start.checked_add(u64::from(u32_at(0)))?,
             message_count,
             position: u64_at(8),
             length: u32_at(16),
             timestamp: u64_at(20),
-        })
+        };
+        entry
+            .base_offset
+            .checked_add(u64::from(entry.message_count))?;
+        entry.position.checked_add(u64::from(entry.length))?;
+        Some(entry)
     }
 
     /// True when `next` directly follows `self` in the same segment.

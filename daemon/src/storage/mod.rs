@@ -153,6 +153,13 @@ pub enum StorageError {
     InvalidBatch(#[source] BatchError),
     #[error("batch of {found} bytes exceeds the {max}-byte limit")]
     BatchTooLarge { found: u64, max: u64 },
+    #[error(
+        "offsets exhausted: a batch of {message_count} messages at offset {next_offset} would run past the largest offset"
+    )]
+    OffsetsExhausted {
+        next_offset: u64,
+        message_count: u32,
+    },
     #[error("corrupt batch in {path} at byte {position} (expected offset {offset}): {source}")]
     CorruptBatch {
         path: PathBuf,

@@ -364,6 +364,18 @@ impl<I: StorageIo> PartitionLog<I> {
         let summary = batch::validate(&batch).map_err(StorageError::InvalidBatch)?;
         let message_count = summary.header.message_count;
         let batch_len = batch.len() as u64;
+        // Only reachable from a partition recovered near u64::MAX (a hostile
+        // or damaged segment name), but offsets must never wrap.
+        if self
+            .next_offset
+            .checked_add(u64::from(message_count))
+            .is_none()
+        {
+            return Err(StorageError::OffsetsExhausted {
+                next_offset: self.next_offset,
+                message_count,
+            });
+        }
         if self.needs_rotation(batch_len, message_count) {
             self.rotate().await?;
         }

@@ -212,6 +212,15 @@ async fn check_batch_at<I: StorageIo>(
             Some(length),
         );
     }
+    let message_count = summary.header.message_count;
+    if offset.checked_add(u64::from(message_count)).is_none() {
+        return stop(
+            format!(
+                "batch of {message_count} messages at offset {offset} runs past the largest offset"
+            ),
+            Some(length),
+        );
+    }
     Ok(Ok(IndexEntry {
         base_offset: offset,
         message_count: summary.header.message_count,
@@ -334,7 +343,8 @@ async fn valid_batch_at<I: StorageIo>(
     position: u64,
     file_len: u64,
 ) -> Result<Option<BatchHeader>, StorageError> {
-    if position + BATCH_HEADER_SIZE as u64 > file_len {
+    // `position` may come from an index entry: only its end is known to fit.
+    if position.saturating_add(BATCH_HEADER_SIZE as u64) > file_len {
         return Ok(None);
     }
     let header_bytes = reader
@@ -344,7 +354,9 @@ async fn valid_batch_at<I: StorageIo>(
         return Ok(None);
     };
     let length = header.batch_length;
-    if length > BATCH_BYTES_MAX || length < BATCH_HEADER_SIZE as u64 || position + length > file_len
+    if length > BATCH_BYTES_MAX
+        || length < BATCH_HEADER_SIZE as u64
+        || position.saturating_add(length) > file_len
     {
         return Ok(None);
     }
@@ -661,5 +673,113 @@ fn map_create_error(path: &Path, source: std::io::Error) -> StorageError {
         }
     } else {
         StorageError::io("create", path, source)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::batch::{MessageSpec, encode_producer_batch, stamp};
+    use crate::storage::partition_log::{PartitionConfig, PartitionLog, PartitionState};
+    use crate::storage::sim::{SimClock, SimIo, block_on};
+
+    fn stamped_batch(base_offset: u64, messages: u32) -> Vec<u8> {
+        let specs: Vec<MessageSpec> = (0..messages)
+            .map(|index| MessageSpec {
+                id: u128::from(index) + 1,
+                timestamp_delta: index,
+                payload: vec![7; 10],
+                user_headers: Vec::new(),
+            })
+            .collect();
+        let mut batch = encode_producer_batch(1, &specs);
+        stamp(&mut batch, 0, base_offset, 5).unwrap();
+        batch
+    }
+
+    fn open(io: &SimIo, dir: &Path) -> Result<PartitionLog<SimIo>, StorageError> {
+        block_on(PartitionLog::open(
+            io.clone(),
+            dir,
+            PartitionConfig::new(0, 1 << 20),
+            Rc::new(SimClock::new(10)),
+        ))
+    }
+
+    // Regression (fuzz target `segment_recovery`): a stamped batch with
+    // valid checksums whose offsets run past u64::MAX, in a segment named
+    // near u64::MAX, overflowed `next_offset` during the tail scan (a panic
+    // in debug builds, a wrapped offset in release). With or without its
+    // (checksummed) index entry it is now an untrusted torn tail: cut, and
+    // the partition opens at the batch's base offset. An append that would
+    // run past the largest offset is refused with a typed error.
+    #[test]
+    fn batch_running_past_the_largest_offset_is_cut() {
+        let start = u64::MAX - 1;
+        for with_index in [false, true] {
+            let io = SimIo::new(1);
+            let dir = PathBuf::from("/p");
+            block_on(io.create_dir_all(&dir)).unwrap();
+            let batch = stamped_batch(start, 4);
+            let entry = IndexEntry {
+                base_offset: start,
+                message_count: 4,
+                position: 0,
+                length: batch.len() as u32,
+                timestamp: 5,
+            };
+            io.set_contents(&log_path(&dir, start), batch);
+            if with_index {
+                io.set_contents(&index_path(&dir, start), entry.encode(start).to_vec());
+            }
+            let mut log = open(&io, &dir).unwrap();
+            assert_eq!(log.next_offset(), start, "with index: {with_index}");
+            assert_eq!(log.state(), PartitionState::Open);
+            let torn = log.recovery_report().torn_tail.clone().expect("torn tail");
+            assert_eq!(torn.first_dropped_offset, start);
+            let error = block_on(log.append(encode_producer_batch(
+                1,
+                &[
+                    MessageSpec {
+                        id: 1,
+                        timestamp_delta: 0,
+                        payload: vec![1],
+                        user_headers: Vec::new(),
+                    },
+                    MessageSpec {
+                        id: 2,
+                        timestamp_delta: 0,
+                        payload: vec![2],
+                        user_headers: Vec::new(),
+                    },
+                ],
+            )))
+            .unwrap_err();
+            assert!(
+                matches!(error, StorageError::OffsetsExhausted { .. }),
+                "{error}"
+            );
+        }
+    }
+
+    // Regression: an index entry (valid XXH32) whose position points near
+    // u64::MAX is rejected on decode instead of overflowing
+    // `position + 256` while looking for valid data after damage.
+    #[test]
+    fn index_entry_with_overflowing_fields_does_not_decode() {
+        let mut bytes = [0u8; INDEX_ENTRY_SIZE];
+        bytes[4..8].copy_from_slice(&1u32.to_le_bytes());
+        bytes[8..16].copy_from_slice(&(u64::MAX - 10).to_le_bytes());
+        bytes[16..20].copy_from_slice(&300u32.to_le_bytes());
+        let checksum = xxhash_rust::xxh32::xxh32(&bytes[0..28], 0);
+        bytes[28..32].copy_from_slice(&checksum.to_le_bytes());
+        assert_eq!(IndexEntry::decode(&bytes, 0), None);
+        bytes[8..16].copy_from_slice(&0u64.to_le_bytes());
+        let checksum = xxhash_rust::xxh32::xxh32(&bytes[0..28], 0);
+        bytes[28..32].copy_from_slice(&checksum.to_le_bytes());
+        assert!(IndexEntry::decode(&bytes, 0).is_some());
+        assert_eq!(IndexEntry::decode(&bytes, u64::MAX), None);
     }
 }

@@ -4,9 +4,12 @@
 //! operator or a client would.
 
 mod disk_full;
+mod bad_input;
+mod golden;
 mod harness;
 mod control;
 mod lifecycle;
 mod logging;
 mod plan;
 mod systemd;
+mod wire_client;

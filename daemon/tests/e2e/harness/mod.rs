@@ -74,6 +74,7 @@ pub struct Builder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     dir: Option<tempfile::TempDir>,
+    nofile_soft_limit: Option<u64>,
 }
 
 impl Builder {
@@ -88,6 +89,12 @@ impl Builder {
     /// Listen on a given address instead of a free port (restart tests).
     pub fn listen(mut self, address: &str) -> Self {
         self.listen = address.to_string();
+        self
+    }
+    /// Start iggyd with this soft RLIMIT_NOFILE (the hard limit is kept),
+    /// as a shell with a low `ulimit -n` would.
+    pub fn nofile_soft_limit(mut self, soft: u64) -> Self {
+        self.nofile_soft_limit = Some(soft);
         self
     }
     /// Reuse a data directory (restart tests).
@@ -121,6 +128,19 @@ impl Builder {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log fd"))
             .stderr(log);
+        if let Some(soft) = self.nofile_soft_limit {
+            use nix::sys::resource::{Resource, getrlimit, setrlimit};
+            use std::os::unix::process::CommandExt;
+            let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+            let soft = soft.min(hard);
+            // SAFETY: the closure runs in the forked child before exec and
+            // only calls setrlimit(2), which is async-signal-safe.
+            unsafe {
+                command.pre_exec(move || {
+                    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).map_err(std::io::Error::from)
+                });
+            }
+        }
         let command_line = format!("{command:?}");
         let spawned_at = Instant::now();
         let child = command.spawn().expect("spawn iggyd");
@@ -148,6 +168,7 @@ impl TestDaemon {
             args: Vec::new(),
             env: Vec::new(),
             dir: None,
+            nofile_soft_limit: None,
         }
     }
 
