@@ -216,6 +216,7 @@ fn run(config: Config, cgroup_dir: Option<&Path>, started: Instant) -> Result<()
         started,
         store,
         default_durability: Durability::Persisted,
+        retention_check_interval: config.retention.check_interval,
     })
 }
 

@@ -41,6 +41,8 @@ pub struct Launch {
     /// The recovered metadata store; it moves to shard 0, its only writer.
     pub store: MetadataStore<StdIo>,
     pub default_durability: Durability,
+    /// How often each shard runs its retention check.
+    pub retention_check_interval: Duration,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -131,6 +133,7 @@ pub fn run(launch: Launch) -> Result<(), BootError> {
             },
             default_durability: launch.default_durability,
             stale_after: limits::STALE_CLIENT_AFTER,
+            retention_check_interval: launch.retention_check_interval,
             started: launch.started,
             started_at_us,
             id: planned.shard,

@@ -81,6 +81,8 @@ pub struct ShardSpec {
     pub store: Option<MetadataStore<StdIo>>,
     pub default_durability: crate::metadata::Durability,
     pub stale_after: Duration,
+    /// `retention.check_interval`: how often `RetentionTick` is queued.
+    pub retention_check_interval: Duration,
     pub started: Instant,
     pub started_at_us: u64,
 }
@@ -154,7 +156,7 @@ fn owned_partitions(
     let mut owned = Vec::new();
     for stream in view.streams() {
         for topic in stream.topics.values() {
-            let settings = PartitionSettings::from_topic(&topic.options);
+            let settings = PartitionSettings::from_topic(topic);
             for partition in &topic.partitions {
                 if context.owner(partition.owner_shard) == context.shard {
                     let key = PartitionKey {
@@ -232,7 +234,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
     let timers = [
         (limits::HEARTBEAT_INTERVAL, Tick::Heartbeat),
         (limits::FLUSH_INTERVAL, Tick::Flush),
-        (limits::RETENTION_CHECK_INTERVAL, Tick::Retention),
+        (spec.retention_check_interval, Tick::Retention),
     ]
     .map(|(interval, tick)| monoio::spawn(tick_every(mesh.clone(), id, interval, tick)));
 
@@ -404,6 +406,7 @@ mod tests {
                 store: None,
                 default_durability: crate::metadata::Durability::Persisted,
                 stale_after: limits::STALE_CLIENT_AFTER,
+                retention_check_interval: limits::RETENTION_CHECK_INTERVAL,
                 started: Instant::now(),
                 started_at_us: 0,
             };
