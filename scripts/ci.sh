@@ -9,9 +9,10 @@ log() { printf '\n== %s\n' "$*"; }
 # libhwloc-dev + libudev-dev + pkg-config: hwlocality links the system hwloc
 # (2.9), which links libudev.
 # hwloc: lstopo for diagnostics. util-linux: taskset. tmux: console tests.
+# python3-venv: the apache-iggy compat suite's virtualenv.
 if command -v apt-get >/dev/null 2>&1; then
   log "system packages"
-  ./scripts/setup-debian.sh hwloc util-linux tmux
+  ./scripts/setup-debian.sh hwloc util-linux tmux python3 python3-venv
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then
@@ -28,5 +29,11 @@ cargo fmt --all --check
 log "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# Includes compat/ (iggyd-compat): the official Rust SDK (iggy 0.11.0)
+# scenario and kill -9 suites against target/debug/iggyd, which nextest
+# builds with the rest of the workspace before running any test.
 log "cargo nextest"
 cargo nextest run --workspace --locked --profile ci
+
+log "python compat (apache-iggy 0.9.0)"
+./scripts/python-compat.sh
