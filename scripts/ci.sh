@@ -9,10 +9,11 @@ log() { printf '\n== %s\n' "$*"; }
 # libhwloc-dev + libudev-dev + pkg-config: hwlocality links the system hwloc
 # (2.9), which links libudev.
 # hwloc: lstopo for diagnostics. util-linux: taskset, setpriv. tmux: console
-# tests. python3: the admin-socket permission test runs a client as another uid.
+# tests. python3: the admin-socket permission test runs a client as another
+# uid; python3-venv: the apache-iggy compat suite's virtualenv.
 if command -v apt-get >/dev/null 2>&1; then
   log "system packages"
-  ./scripts/setup-debian.sh hwloc util-linux tmux python3
+  ./scripts/setup-debian.sh hwloc util-linux tmux python3 python3-venv
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then
@@ -29,8 +30,14 @@ cargo fmt --all --check
 log "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# Includes compat/ (iggyd-compat): the official Rust SDK (iggy 0.11.0)
+# scenario and kill -9 suites against target/debug/iggyd, which nextest
+# builds with the rest of the workspace before running any test.
 log "cargo nextest"
 cargo nextest run --workspace --locked --profile ci
+
+log "python compat (apache-iggy 0.9.0)"
+./scripts/python-compat.sh
 
 # Packaging and the unit files: systemd-analyze verify + exposure score,
 # the Nix files as far as an offline machine can check them, the RPM built

@@ -236,6 +236,7 @@ fn run(
         },
         admin_socket: config.admin.socket.clone(),
         log_dir: config.logging.dir.clone(),
+        retention_check_interval: config.retention.check_interval,
     })
 }
 

@@ -41,7 +41,9 @@ pub const PUMP_OPS_PER_COMMIT: usize = 1024;
 /// least this often.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How often each pump checks its partitions for expired segments.
+/// How often each pump checks its partitions for expired segments and
+/// `max_topic_size` by default (`retention.check_interval` overrides it; the
+/// config default must match).
 pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A consumer-group member that sends no request for this long is stale:

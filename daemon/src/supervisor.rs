@@ -78,6 +78,8 @@ pub struct Launch {
     /// `admin.socket`, and the directories the admin snapshot reports on.
     pub admin_socket: PathBuf,
     pub log_dir: PathBuf,
+    /// How often each shard runs its retention check.
+    pub retention_check_interval: Duration,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -164,6 +166,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
     let listeners = std::mem::take(&mut launch.listeners);
     for ((planned, listener), inbox) in launch.plan.shards.iter().zip(listeners).zip(inboxes) {
         let spec = ShardSpec {
+            retention_check_interval: launch.retention_check_interval,
             id: planned.shard,
             pu: planned.pu,
             pin: launch.plan.is_this_system(),

@@ -101,6 +101,13 @@ pub struct ShutdownConfig {
     pub drain_timeout: Duration,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RetentionConfig {
+    /// How often each shard deletes expired segments and enforces
+    /// `max_topic_size` (`retention.check_interval`, 100 ms to 1 h).
+    pub check_interval: Duration,
+}
+
 /// The validated, immutable configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Config {
@@ -112,6 +119,7 @@ pub struct Config {
     pub root: RootConfig,
     pub logging: LoggingConfig,
     pub shutdown: ShutdownConfig,
+    pub retention: RetentionConfig,
 }
 
 /// Where configuration comes from, besides the built-in defaults.
@@ -298,6 +306,10 @@ impl Config {
                 "shutdown",
                 vec![("drain_timeout", duration(self.shutdown.drain_timeout))],
             ),
+            (
+                "retention",
+                vec![("check_interval", duration(self.retention.check_interval))],
+            ),
         ];
         let mut document = String::new();
         for (name, entries) in sections {
@@ -394,6 +406,14 @@ impl Reader<'_> {
                 "a duration from 1 s to 300 s, like \"30 s\"",
             ));
         }
+        let (interval_value, check_interval) = self.duration("retention.check_interval")?;
+        if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&check_interval) {
+            return Err(self.fail(
+                "retention.check_interval",
+                interval_value,
+                "a duration from 100 ms to 1 h, like \"10 s\"",
+            ));
+        }
         Ok(Config {
             tcp: TcpConfig {
                 address: self.address("tcp.address")?,
@@ -414,6 +434,7 @@ impl Reader<'_> {
             },
             logging,
             shutdown: ShutdownConfig { drain_timeout },
+            retention: RetentionConfig { check_interval },
             data_dir,
         })
     }
@@ -720,6 +741,7 @@ mod tests {
             Duration::from_secs(60)
         );
         assert_eq!(config.shutdown.drain_timeout, Duration::from_secs(30));
+        assert_eq!(config.retention.check_interval, Duration::from_secs(10));
     }
 
     /// Each layer beats the one below: defaults < file < env < flags, and
@@ -1081,6 +1103,14 @@ mod tests {
                 "[shutdown]\ndrain_timeout = \"301 s\"",
                 "shutdown.drain_timeout",
             ),
+            (
+                "[retention]\ncheck_interval = \"50 ms\"",
+                "retention.check_interval",
+            ),
+            (
+                "[retention]\ncheck_interval = \"2 h\"",
+                "retention.check_interval",
+            ),
             ("tcp = \"127.0.0.1:1\"", "tcp"),
         ];
         for (toml, key) in cases {
@@ -1138,7 +1168,7 @@ mod tests {
             err.to_string(),
             "config key `tcp_address` from environment variable `IGGYD_TCP_ADDRESS` is not \
              known; did you mean `IGGYD_TCP__ADDRESS`? the top-level keys are data_dir, tcp, \
-             admin, sharding, memory, root, logging, shutdown"
+             admin, sharding, memory, root, logging, shutdown, retention"
         );
     }
 

@@ -87,6 +87,8 @@ pub struct ShardSpec {
     pub store: Option<MetadataStore<StdIo>>,
     pub default_durability: crate::metadata::Durability,
     pub stale_after: Duration,
+    /// `retention.check_interval`: how often `RetentionTick` is queued.
+    pub retention_check_interval: Duration,
     pub started: Instant,
     pub started_at_us: u64,
 }
@@ -163,7 +165,7 @@ fn owned_partitions(
     let mut owned = Vec::new();
     for stream in view.streams() {
         for topic in stream.topics.values() {
-            let settings = PartitionSettings::from_topic(&topic.options);
+            let settings = PartitionSettings::from_topic(topic);
             for partition in &topic.partitions {
                 if context.owner(partition.owner_shard) == context.shard {
                     let key = PartitionKey {
@@ -244,7 +246,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
     let timers = [
         (limits::HEARTBEAT_INTERVAL, Tick::Heartbeat),
         (limits::FLUSH_INTERVAL, Tick::Flush),
-        (limits::RETENTION_CHECK_INTERVAL, Tick::Retention),
+        (spec.retention_check_interval, Tick::Retention),
     ]
     .map(|(interval, tick)| monoio::spawn(tick_every(mesh.clone(), id, interval, tick)));
 
@@ -330,7 +332,9 @@ impl ShardLoop {
                         heartbeat: self.heartbeats.read(id),
                     },
                     Request::Clients => Response::Clients(self.context.clients()),
-                    Request::Metadata(command) => Response::Metadata(self.apply_metadata(*command)),
+                    Request::Metadata(command) => {
+                        Response::Metadata(self.apply_metadata(*command).await)
+                    }
                 };
                 // The requester may have given up; that is its business.
                 let _ = envelope.reply.send(response);
@@ -412,9 +416,11 @@ impl ShardLoop {
         );
     }
 
-    /// Shard 0: apply, journal, publish, and send the new view to every
-    /// other shard. Rejections come back as wire status codes.
-    fn apply_metadata(
+    /// Shard 0: apply, journal, publish, and enqueue the new view to every
+    /// other shard before answering (so a requester that then pings a shard
+    /// knows that shard has installed it: inboxes are FIFO). Rejections come
+    /// back as wire status codes.
+    async fn apply_metadata(
         &mut self,
         command: crate::metadata::MetadataCommand,
     ) -> Result<(crate::metadata::Applied, Arc<MetadataView>), u32> {
@@ -434,12 +440,9 @@ impl ShardLoop {
                     if shard == self.context.shard {
                         continue;
                     }
-                    // Sent from a task so a full inbox never stalls this loop.
-                    let mesh = self.context.mesh.clone();
-                    let view = view.clone();
-                    monoio::spawn(async move {
-                        let _ = mesh.send(shard, ShardMessage::View(view)).await;
-                    });
+                    // No deadlock: another shard's loop never waits on this
+                    // one, so a full inbox drains while we wait.
+                    let _ = self.context.mesh.send(shard, ShardMessage::View(view.clone())).await;
                 }
                 Ok((applied, view))
             }
@@ -490,6 +493,7 @@ mod tests {
                 store: None,
                 default_durability: crate::metadata::Durability::Persisted,
                 stale_after: limits::STALE_CLIENT_AFTER,
+                retention_check_interval: limits::RETENTION_CHECK_INTERVAL,
                 started: Instant::now(),
                 started_at_us: 0,
             };

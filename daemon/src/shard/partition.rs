@@ -49,11 +49,26 @@ pub struct PartitionSettings {
     pub size_required_to_save_bytes: u64,
     /// Sealed segments whose newest message is older than this are deleted.
     pub message_expiry_us: Option<u64>,
+    /// This partition's share of the topic's `max_topic_size`: the oldest
+    /// sealed segments are deleted while the partition holds more than 90 %
+    /// of it. `None` = unlimited.
+    pub max_size_bytes: Option<u64>,
 }
 
 impl PartitionSettings {
-    /// What the owner shard needs from a topic's options.
-    pub fn from_topic(options: &crate::metadata::TopicOptions) -> PartitionSettings {
+    /// What the owner shard needs from a topic: its options, and its
+    /// partition count for the size share.
+    ///
+    /// `max_topic_size` is split evenly: each partition may hold
+    /// `max_topic_size / partitions` bytes (Apache's rule too). Each owner can
+    /// then enforce the cap alone, with no cross-shard coordination; the
+    /// price is that a skewed topic (one hot partition) is trimmed before the
+    /// topic as a whole reaches the cap. The shares change with the partition
+    /// count, so creating or deleting partitions refreshes every partition's
+    /// settings.
+    pub fn from_topic(topic: &crate::metadata::Topic) -> PartitionSettings {
+        let options = &topic.options;
+        let partitions = u64::from(topic.partitions_count()).max(1);
         PartitionSettings {
             durability: options.durability,
             offset_durability: options.consumer_offset_durability,
@@ -61,6 +76,9 @@ impl PartitionSettings {
             messages_required_to_save: u64::from(options.messages_required_to_save),
             size_required_to_save_bytes: options.size_of_messages_required_to_save_bytes,
             message_expiry_us: options.message_expiry_us,
+            max_size_bytes: options
+                .max_topic_size_bytes
+                .map(|max_topic_size| max_topic_size / partitions),
         }
     }
 }
@@ -74,6 +92,7 @@ impl Default for PartitionSettings {
             messages_required_to_save: 1024,
             size_required_to_save_bytes: 1024 * 1024,
             message_expiry_us: None,
+            max_size_bytes: None,
         }
     }
 }

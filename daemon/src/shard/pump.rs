@@ -142,7 +142,8 @@ pub enum PartitionOp {
     /// Periodic: fsync partitions with unsynced data (the interval part of
     /// the `replicated` flush policy).
     FlushTick,
-    /// Periodic: delete expired sealed segments.
+    /// Periodic: delete expired sealed segments, and the oldest sealed
+    /// segments of partitions over their `max_topic_size` share.
     RetentionTick,
 }
 
@@ -518,7 +519,7 @@ impl<I: StorageIo + Clone> Pump<I> {
                     self.offsets_sync.insert(key);
                 }
             }
-            PartitionOp::RetentionTick => self.expire().await,
+            PartitionOp::RetentionTick => self.retain().await,
         }
     }
 
@@ -705,32 +706,55 @@ impl<I: StorageIo + Clone> Pump<I> {
             .collect()
     }
 
-    /// Delete sealed segments whose newest message is older than the topic's
-    /// expiry. The active segment is never deleted.
-    async fn expire(&mut self) {
+    /// Retention, once per `retention.check_interval`: delete the sealed
+    /// segments whose newest message is older than the topic's expiry, then,
+    /// while a partition holds more than 90 % of its `max_topic_size` share
+    /// (`PartitionSettings::max_size_bytes`), its oldest sealed segments.
+    /// The active segment is never deleted, so a partition can stay above
+    /// its share by up to one segment.
+    async fn retain(&mut self) {
         let now = self.clock.now_micros();
         let mut failures = Vec::new();
         for partition in self.partitions.values_mut() {
-            let Some(expiry) = partition.settings.message_expiry_us else {
-                continue;
+            let sealed = partition.log.sealed_segments();
+            let expired = match partition.settings.message_expiry_us {
+                Some(expiry) => {
+                    let cutoff = now.saturating_sub(expiry);
+                    sealed
+                        .iter()
+                        .take_while(|segment| segment.last_timestamp < cutoff)
+                        .count()
+                }
+                None => 0,
             };
-            let cutoff = now.saturating_sub(expiry);
-            let expired = partition
-                .log
-                .sealed_segments()
-                .iter()
-                .take_while(|segment| segment.last_timestamp < cutoff)
-                .count();
-            if expired == 0 {
+            let oversize = match partition.settings.max_size_bytes {
+                Some(share) => {
+                    let target = share / 10 * 9;
+                    let mut bytes = partition.log.stats().bytes;
+                    sealed
+                        .iter()
+                        .take_while(|segment| {
+                            let over = bytes > target;
+                            bytes = bytes.saturating_sub(segment.size_bytes);
+                            over
+                        })
+                        .count()
+                }
+                None => 0,
+            };
+            let count = expired.max(oversize);
+            if count == 0 {
                 continue;
             }
-            match partition.log.delete_oldest_segments(expired).await {
+            match partition.log.delete_oldest_segments(count).await {
                 Ok(deleted) => tracing::info!(
                     partition = %partition.key,
                     segments = deleted.segments,
                     messages = deleted.messages,
                     bytes = deleted.bytes,
-                    "retention: deleted expired segments"
+                    expired,
+                    oversize,
+                    "retention: deleted the oldest segments"
                 ),
                 Err(error) => failures.push((partition.key, PumpError::from(error))),
             }
@@ -1207,6 +1231,62 @@ mod tests {
             poll(&mut pump, PollingStrategy::Next, false).message_count,
             3
         );
+    }
+
+    // Proves size retention: a partition over 90 % of its `max_topic_size`
+    // share loses its oldest sealed segments until it is under, the active
+    // segment stays even when it alone is over, and the newest data stays
+    // readable.
+    #[test]
+    fn retention_trims_the_oldest_sealed_segments_to_the_size_share() {
+        let io = SimIo::new(6);
+        let mut pump = Pump::new(
+            io.clone(),
+            Rc::new(SimClock::new(1_000_000)),
+            PathBuf::from("/data"),
+        );
+        // One 10-message batch is about 1.7 KiB; 4 KiB segments hold 2-3.
+        let settings = PartitionSettings {
+            durability: Durability::Replicated,
+            segment_size_bytes: 4096,
+            max_size_bytes: Some(10_000),
+            ..PartitionSettings::default()
+        };
+        block_on(pump.open(KEY, settings)).unwrap();
+        for _ in 0..30 {
+            let (reply, answer) = channel();
+            block_on(pump.apply(PartitionOp::Append {
+                key: KEY,
+                batch: batch(10),
+                reply,
+            }));
+            answer.try_recv().unwrap().unwrap();
+        }
+        let before = pump.partitions[&KEY].log.stats();
+        assert!(before.bytes > 40_000, "{before:?}");
+        assert!(before.segments > 10, "{before:?}");
+
+        block_on(pump.apply(PartitionOp::RetentionTick));
+        let after = pump.partitions[&KEY].log.stats();
+        assert!(
+            after.bytes <= 9_000,
+            "trimmed to 90 % of the share: {after:?}"
+        );
+        assert!(after.first_offset > 0);
+        assert_eq!(after.next_offset, 300, "the newest messages stay");
+        let newest = poll(&mut pump, PollingStrategy::Last, false);
+        assert_eq!(newest.message_count, 100.min(after.messages as u32));
+
+        // A share smaller than the active segment: only sealed ones go.
+        pump.partitions
+            .get_mut(&KEY)
+            .unwrap()
+            .settings
+            .max_size_bytes = Some(1);
+        block_on(pump.apply(PartitionOp::RetentionTick));
+        let last = pump.partitions[&KEY].log.stats();
+        assert_eq!(last.segments, 1, "{last:?}");
+        assert_eq!(last.next_offset, 300);
     }
 
     // Proves a failed fsync fails every acknowledgement waiting on it and

@@ -383,6 +383,9 @@ impl Sim {
                 messages_required_to_save: rng.range(1, 60),
                 size_required_to_save_bytes: rng.range(512, 24 * 1024),
                 message_expiry_us: rng.chance(1, 2).then(|| rng.range(1_000_000, 10_000_000)),
+                // Size retention has its own pump test; the model here
+                // tracks expiry only.
+                max_size_bytes: None,
             };
             parts.push(PartitionModel {
                 key: PartitionKey {

@@ -336,6 +336,15 @@ pub(crate) async fn apply(
     match response {
         Response::Metadata(Ok((applied, view))) => {
             context.install_view(view.clone());
+            // Shard 0 enqueued the view to every shard before answering; a
+            // round trip through each other shard's inbox (FIFO) proves they
+            // installed it, so the change is visible on every connection
+            // once the client hears of it.
+            for shard in 1..context.shards {
+                if shard != context.shard {
+                    let _ = context.mesh.request(context.shard, shard, Request::Ping).await;
+                }
+            }
             Ok((applied, view))
         }
         Response::Metadata(Err(status)) => Err(HandlerError::Status(status)),

@@ -278,7 +278,7 @@ async fn open_partitions(
         let Some(topic) = stream.topic_by_id(partition.topic_id) else {
             continue;
         };
-        let settings = PartitionSettings::from_topic(&topic.options);
+        let settings = PartitionSettings::from_topic(topic);
         let key = PartitionKey {
             stream: partition.stream_id,
             topic: partition.topic_id,
@@ -322,7 +322,7 @@ async fn refresh_settings(
     else {
         return Ok(());
     };
-    let settings = PartitionSettings::from_topic(&topic.options);
+    let settings = PartitionSettings::from_topic(topic);
     for partition in &topic.partitions {
         let key = PartitionKey {
             stream: stream_id,
@@ -395,13 +395,22 @@ pub(crate) async fn change(
         } => {
             refresh_settings(context, &view, stream_id, topic_id).await?;
         }
-        Applied::StreamDeleted { removed, .. }
-        | Applied::TopicDeleted { removed, .. }
-        | Applied::PartitionsDeleted { removed, .. } => {
+        Applied::StreamDeleted { removed, .. } | Applied::TopicDeleted { removed, .. } => {
             remove_partitions(context, &removed).await?;
+        }
+        // The partition count decides each partition's `max_topic_size`
+        // share: the survivors and the new ones get the new share.
+        Applied::PartitionsDeleted { removed, .. } => {
+            remove_partitions(context, &removed).await?;
+            if let Some(first) = removed.first() {
+                refresh_settings(context, &view, first.stream_id, first.topic_id).await?;
+            }
         }
         Applied::PartitionsCreated { created, .. } => {
             open_partitions(context, &view, &created).await?;
+            if let Some(first) = created.first() {
+                refresh_settings(context, &view, first.stream_id, first.topic_id).await?;
+            }
         }
         _ => {}
     }

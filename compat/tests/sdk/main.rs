@@ -1,0 +1,17 @@
+//! Scenario suite: the official Rust SDK (`iggy` 0.11.0) against the real
+//! `iggyd` binary. Every test starts its own daemon (temp data directory,
+//! a free loopback port, readiness from a `NOTIFY_SOCKET` the test owns) and
+//! drives it only through the SDK's public API, so a pass means an unchanged
+//! Iggy application works against iggyd for that command family.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod errors;
+mod groups;
+mod messages;
+mod restart;
+mod retention;
+mod streams;
+mod system;
+mod users;
