@@ -1,10 +1,11 @@
-//! Test-only request encoder mirroring the 0.11.0 SDK layouts, plus the
-//! tests that need it: golden bodies from §12 of the reference, an
-//! encode → decode round trip for every `Command` variant, and a seeded
-//! random/mutated-body test asserting the decoder never panics.
+//! Request encoder mirroring the 0.11.0 SDK layouts, plus the tests that
+//! need it: golden bodies from §12 of the reference, an encode → decode
+//! round trip for every `Command` variant, and a seeded random/mutated-body
+//! test asserting the decoder never panics.
 //!
-//! Production code never encodes requests; this exists so that every
-//! decode arm is exercised against an independent statement of the layout.
+//! The daemon never encodes requests; this exists so that every decode arm
+//! is exercised against an independent statement of the layout, and so that
+//! tools playing the client (the `iggyd-bench` load generator) share it.
 
 use super::codes::{CommandCode, Operation};
 use super::command::{Command, GroupRef, OffsetTarget, PasswordLogin, Register, TokenLogin};
@@ -53,7 +54,7 @@ fn register_body(register: &Register<'_>, out: &mut Vec<u8>) {
 }
 
 /// The body a 0.11.0 client sends for `command`.
-pub(crate) fn encode_body(command: &Command<'_>) -> Vec<u8> {
+pub fn encode_body(command: &Command<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     let o = &mut out;
     match command {
@@ -253,7 +254,7 @@ pub(crate) fn encode_body(command: &Command<'_>) -> Vec<u8> {
 /// the code at 196..200 only for NonReplicated, the checksum stamped for
 /// Register/Logout/metadata operations and left 0 for partition and
 /// non-replicated ones (§2.3), request/session 0 for Register.
-pub(crate) fn header_for(code: CommandCode, body: &[u8]) -> RequestHeader {
+pub fn header_for(code: CommandCode, body: &[u8]) -> RequestHeader {
     let operation = code.operation();
     let command_code = if operation == Operation::NonReplicated {
         code as u32
@@ -277,8 +278,31 @@ pub(crate) fn header_for(code: CommandCode, body: &[u8]) -> RequestHeader {
     }
 }
 
+/// The header a logged-in 0.11.0 client sends with `body`: like
+/// [`header_for`], but with the session's `client` id and `session` number
+/// and the per-session `request` counter (§2.3). Register keeps request and
+/// session 0.
+pub fn session_header(
+    code: CommandCode,
+    body: &[u8],
+    client: u128,
+    session: u64,
+    request: u64,
+) -> RequestHeader {
+    let header = header_for(code, body);
+    if code.operation() == Operation::Register {
+        return RequestHeader { client, ..header };
+    }
+    RequestHeader {
+        client,
+        session,
+        request,
+        ..header
+    }
+}
+
 /// Header and body for `command`.
-pub(crate) fn encode_request(command: &Command<'_>) -> (RequestHeader, Vec<u8>) {
+pub fn encode_request(command: &Command<'_>) -> (RequestHeader, Vec<u8>) {
     let body = encode_body(command);
     (header_for(command.code(), &body), body)
 }
