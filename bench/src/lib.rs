@@ -17,3 +17,4 @@ pub mod daemon;
 pub mod load;
 pub mod loopback;
 pub mod report;
+pub mod storage;

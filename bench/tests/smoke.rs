@@ -69,7 +69,14 @@ fn idle_rss_mode_reports_memory() {
         .arg(&iggyd)
         .arg("--spawn-dir")
         .arg(temp.path())
-        .args(["--idle-rss", "--partitions", "20", "--settle-ms", "50", "--json"])
+        .args([
+            "--idle-rss",
+            "--partitions",
+            "20",
+            "--settle-ms",
+            "50",
+            "--json",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -79,5 +86,49 @@ fn idle_rss_mode_reports_memory() {
         String::from_utf8_lossy(&output.stderr)
     );
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    assert!(report["runs"]["idle_rss"]["rss_after_kib"].as_u64().unwrap() > 0);
+    assert!(
+        report["runs"]["idle_rss"]["rss_after_kib"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+// The storage benchmark completes with tiny sizes and reports every row.
+#[test]
+fn storage_bench_with_tiny_sizes() {
+    let temp = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_iggyd-storage-bench"))
+        .arg("--dir")
+        .arg(temp.path())
+        .args(["--message-size", "100", "--messages-per-batch", "100"])
+        .args([
+            "--append-mib",
+            "1",
+            "--recovery-mib",
+            "2",
+            "--recovery-segment-mib",
+            "1",
+        ])
+        .args([
+            "--idle-partitions",
+            "5",
+            "--idle-segments",
+            "2",
+            "--repeat",
+            "1",
+        ])
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "iggyd-storage-bench failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert!(rows.len() >= 9, "{rows:?}");
+    assert!(rows.iter().all(|row| row["value"].as_f64().is_some()));
 }
