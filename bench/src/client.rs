@@ -102,6 +102,14 @@ impl std::str::FromStr for Durability {
     }
 }
 
+/// Topic options that set when a `replicated` topic is fsynced (sent only
+/// when given; the server's defaults apply otherwise).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SaveThresholds {
+    pub messages: Option<u32>,
+    pub bytes: Option<u64>,
+}
+
 /// One logged-in connection.
 pub struct Connection {
     stream: TcpStream,
@@ -278,8 +286,30 @@ impl Connection {
         partitions: u32,
         durability: Durability,
     ) -> Result<u32> {
+        self.create_topic_with(
+            stream,
+            name,
+            partitions,
+            durability,
+            &SaveThresholds::default(),
+        )
+    }
+
+    /// [`Self::create_topic`] with the flush thresholds of a `replicated`
+    /// topic (`messages_required_to_save`, `size_of_messages_required_to_save`)
+    /// where given.
+    pub fn create_topic_with(
+        &mut self,
+        stream: u32,
+        name: &str,
+        partitions: u32,
+        durability: Durability,
+        save: &SaveThresholds,
+    ) -> Result<u32> {
         let value = durability.as_str().as_bytes();
-        let entries = vec![
+        let messages = save.messages.map(u32::to_le_bytes);
+        let bytes = save.bytes.map(u64::to_le_bytes);
+        let mut entries = vec![
             OptionEntry {
                 key: "consumer_offset_durability",
                 kind: ValueKind::String as u8,
@@ -291,6 +321,20 @@ impl Connection {
                 value,
             },
         ];
+        if let Some(messages) = &messages {
+            entries.push(OptionEntry {
+                key: "messages_required_to_save",
+                kind: ValueKind::Uint32 as u8,
+                value: messages,
+            });
+        }
+        if let Some(bytes) = &bytes {
+            entries.push(OptionEntry {
+                key: "size_of_messages_required_to_save",
+                kind: ValueKind::Uint64 as u8,
+                value: bytes,
+            });
+        }
         self.execute(&Command::CreateTopic {
             stream: Identifier::Numeric(stream),
             partitions_count: partitions,

@@ -9,6 +9,7 @@
 //! asked to keep them. It never asserts on time.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
-use crate::client::{Connection, Durability, PollTarget, producer_batch};
+use crate::client::{Connection, Durability, PollTarget, SaveThresholds, producer_batch};
 use crate::loopback;
 use crate::report::{Latency, Row, Target, Throughput, latency_histogram, median, record};
 
@@ -171,11 +172,15 @@ pub struct LoadConfig {
     pub streams: u32,
     pub partitions: u32,
     pub durability: Durability,
+    /// `messages_required_to_save` / `size_of_messages_required_to_save`.
+    pub save: SaveThresholds,
     pub stop: Stop,
     /// Per producer, in payload bytes per second.
     pub rate_limit_bytes_per_s: Option<f64>,
     pub baselines: bool,
     pub keep_data: bool,
+    /// Where the raw TCP→file baseline writes (the daemon's disk).
+    pub raw_file_dir: PathBuf,
 }
 
 /// The outcome of one repetition.
@@ -184,6 +189,7 @@ pub struct LoadRun {
     pub produce: Option<Aggregate>,
     pub consume: Option<Aggregate>,
     pub raw_upload: Option<Aggregate>,
+    pub raw_to_file: Option<Aggregate>,
     pub raw_one_way: Option<Aggregate>,
     pub raw_download: Option<Aggregate>,
 }
@@ -209,7 +215,13 @@ pub fn run_once(config: &LoadConfig) -> Result<LoadRun, String> {
         admin.delete_stream_named(&name).map_err(err)?;
         let stream = admin.create_stream(&name).map_err(err)?;
         let topic = admin
-            .create_topic(stream, "bench", config.partitions, config.durability)
+            .create_topic_with(
+                stream,
+                "bench",
+                config.partitions,
+                config.durability,
+                &config.save,
+            )
             .map_err(err)?;
         let group = if config.consumer_group {
             Some(admin.create_group(stream, topic, "bench").map_err(err)?)
@@ -327,6 +339,7 @@ fn run_phases(
         produce: None,
         consume: None,
         raw_upload: None,
+        raw_to_file: None,
         raw_one_way: None,
         raw_download: None,
     };
@@ -375,7 +388,24 @@ fn run_phases(
                 payload_per_batch,
                 messages_per_batch,
                 stop,
+                None,
             )?);
+            let sink = config
+                .raw_file_dir
+                .join(format!("iggyd-bench-raw-{}", std::process::id()));
+            std::fs::create_dir_all(&sink)
+                .map_err(|error| format!("{}: {error}", sink.display()))?;
+            let to_file = loopback::lockstep(
+                config.producers,
+                &send_frame_bytes,
+                256 + 4 + 20,
+                payload_per_batch,
+                messages_per_batch,
+                stop,
+                Some(&sink),
+            );
+            let _ = std::fs::remove_dir_all(&sink);
+            run.raw_to_file = Some(to_file?);
             run.raw_one_way = Some(loopback::one_way(
                 config.producers,
                 &send_frame_bytes,
@@ -406,6 +436,7 @@ fn run_phases(
                 messages_per_poll * config.message_size as u64,
                 messages_per_poll,
                 Stop::Requests(per_connection),
+                None,
             )?);
         }
     }
@@ -455,6 +486,7 @@ pub fn rows(config: &LoadConfig, runs: &[LoadRun]) -> Vec<Row> {
         let (value, samples) = medians(runs, |run| mb(&run.produce));
         let (upload, _) = medians(runs, |run| mb(&run.raw_upload));
         let (one_way, _) = medians(runs, |run| mb(&run.raw_one_way));
+        let (to_file, _) = medians(runs, |run| mb(&run.raw_to_file));
         let (messages, _) = medians(runs, |run| {
             run.produce
                 .as_ref()
@@ -475,6 +507,13 @@ pub fn rows(config: &LoadConfig, runs: &[LoadRun]) -> Vec<Row> {
             samples,
         };
         rows.push(base.clone());
+        rows.push(Row {
+            name: format!("{label} produce vs TCP→file"),
+            baseline_name: "raw lockstep + file write".into(),
+            baseline: (to_file > 0.0).then_some(to_file),
+            target: Target::None,
+            ..base.clone()
+        });
         rows.push(Row {
             name: format!("{label} produce vs one-way"),
             baseline_name: "raw one-way".into(),
@@ -561,6 +600,7 @@ fn runs_json(runs: &[LoadRun]) -> Value {
                     "produce": aggregate_json(&run.produce),
                     "consume": aggregate_json(&run.consume),
                     "raw_lockstep_upload": aggregate_json(&run.raw_upload),
+                    "raw_lockstep_to_file": aggregate_json(&run.raw_to_file),
                     "raw_one_way": aggregate_json(&run.raw_one_way),
                     "raw_lockstep_download": aggregate_json(&run.raw_download),
                 })
@@ -578,6 +618,7 @@ pub fn describe(runs_json: &Value) -> String {
                 "produce",
                 "consume",
                 "raw_lockstep_upload",
+                "raw_lockstep_to_file",
                 "raw_one_way",
                 "raw_lockstep_download",
             ] {

@@ -9,12 +9,17 @@
 //!   reply it is the baseline for consumers.
 //! * [`one_way`]: each connection streams frames without waiting (a pure
 //!   copy); an upper bound on what loopback TCP can move.
+//! * [`lockstep`] with a `sink` directory: the peer also appends every
+//!   request body to a file of its own (buffered `write`, no fsync) before
+//!   answering: the least any server that stores what it receives must do,
+//!   measured on the same disk as the daemon's data.
 //!
 //! This file owns the peer threads and sockets; timing and stopping are the
 //! shared driver's (`load::drive`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::load::{Aggregate, Stop, Work, drive};
@@ -47,24 +52,44 @@ fn read_frame(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<b
 }
 
 /// A listener whose connections each answer every frame with `reply`
-/// (or nothing, for one-way). Threads end when their client disconnects.
-fn peer(connections: usize, reply: Option<Arc<Vec<u8>>>) -> std::io::Result<SocketAddr> {
+/// (or nothing, for one-way), after appending its body to a file in `sink`
+/// when given. Threads end when their client disconnects.
+fn peer(
+    connections: usize,
+    reply: Option<Arc<Vec<u8>>>,
+    sink: Option<&Path>,
+) -> std::io::Result<SocketAddr> {
+    let sink = sink.map(Path::to_path_buf);
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let address = listener.local_addr()?;
     std::thread::Builder::new()
         .name("loopback-accept".into())
         .spawn(move || {
-            for _ in 0..connections {
+            for connection in 0..connections {
                 let Ok((mut stream, _)) = listener.accept() else {
                     return;
                 };
                 let _ = stream.set_nodelay(true);
                 let reply = reply.clone();
+                let mut file = match &sink {
+                    Some(dir) => {
+                        match std::fs::File::create(dir.join(format!("raw-{connection}.log"))) {
+                            Ok(file) => Some(file),
+                            Err(_) => return,
+                        }
+                    }
+                    None => None,
+                };
                 let _ = std::thread::Builder::new()
                     .name("loopback-peer".into())
                     .spawn(move || {
                         let mut buffer = Vec::with_capacity(2 * 1024 * 1024);
                         while let Ok(true) = read_frame(&mut stream, &mut buffer) {
+                            if let Some(file) = file.as_mut()
+                                && file.write_all(&buffer).is_err()
+                            {
+                                return;
+                            }
                             if let Some(reply) = &reply
                                 && stream.write_all(reply).is_err()
                             {
@@ -80,7 +105,8 @@ fn peer(connections: usize, reply: Option<Arc<Vec<u8>>>) -> std::io::Result<Sock
 /// Request/response lockstep: `connections` clients each send `request` and
 /// read a `reply_len`-byte reply, until `stop`. Each exchange counts
 /// `payload_bytes` and `messages` (the caller's accounting, so ratios to
-/// iggyd compare like with like).
+/// iggyd compare like with like). With `sink`, the peer appends each body
+/// to a file in that directory first (the files are left for the caller).
 pub fn lockstep(
     connections: usize,
     request: &[u8],
@@ -88,8 +114,9 @@ pub fn lockstep(
     payload_bytes: u64,
     messages: u64,
     stop: Stop,
+    sink: Option<&Path>,
 ) -> Result<Aggregate, String> {
-    let address = peer(connections, Some(Arc::new(frame_of_len(reply_len))))
+    let address = peer(connections, Some(Arc::new(frame_of_len(reply_len))), sink)
         .map_err(|error| format!("loopback peer: {error}"))?;
     let mut works = Vec::new();
     for _ in 0..connections {
@@ -122,7 +149,8 @@ pub fn one_way(
     messages: u64,
     stop: Stop,
 ) -> Result<Aggregate, String> {
-    let address = peer(connections, None).map_err(|error| format!("loopback peer: {error}"))?;
+    let address =
+        peer(connections, None, None).map_err(|error| format!("loopback peer: {error}"))?;
     let mut works = Vec::new();
     for _ in 0..connections {
         let mut stream = TcpStream::connect(address).map_err(|error| error.to_string())?;
@@ -150,11 +178,26 @@ mod tests {
     #[test]
     fn lockstep_and_one_way_count_requests() {
         let request = frame_of_len(256 + 1000);
-        let lock = lockstep(2, &request, 280, 1000, 1, Stop::Requests(50)).unwrap();
+        let lock = lockstep(2, &request, 280, 1000, 1, Stop::Requests(50), None).unwrap();
         assert_eq!(lock.requests, 100);
         assert_eq!(lock.throughput.bytes, 100_000);
         assert_eq!(lock.latency.count, 100);
         let stream = one_way(1, &request, 1000, 1, Stop::Requests(20)).unwrap();
         assert_eq!(stream.throughput.messages, 20);
+        let dir = tempfile::tempdir().unwrap();
+        let stored = lockstep(
+            1,
+            &request,
+            280,
+            1000,
+            1,
+            Stop::Requests(10),
+            Some(dir.path()),
+        );
+        assert_eq!(stored.unwrap().requests, 10);
+        let written = std::fs::metadata(dir.path().join("raw-0.log"))
+            .unwrap()
+            .len();
+        assert_eq!(written, 10 * 1000);
     }
 }

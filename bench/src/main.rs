@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::Parser;
 use serde_json::{Value, json};
 
-use iggyd_bench::client::Durability;
+use iggyd_bench::client::{Durability, SaveThresholds};
 use iggyd_bench::daemon::SpawnedDaemon;
 use iggyd_bench::load::{self, LoadConfig, Stop};
 use iggyd_bench::report::{Row, table};
@@ -33,7 +33,8 @@ struct Args {
     /// Start this iggyd binary on a fresh temp directory and use it.
     #[arg(long)]
     spawn: Option<PathBuf>,
-    /// Parent directory for --spawn's data directory (default: the system temp dir).
+    /// Parent directory for --spawn's data directory and for the raw
+    /// TCP→file baseline's files (default: the system temp dir).
     #[arg(long)]
     spawn_dir: Option<PathBuf>,
     #[arg(long, default_value = "iggy")]
@@ -76,6 +77,12 @@ struct Args {
     /// Topic durability: replicated or persisted.
     #[arg(long, default_value = "replicated")]
     durability: Durability,
+    /// Topic option messages_required_to_save (replicated flush threshold).
+    #[arg(long)]
+    messages_required_to_save: Option<u32>,
+    /// Topic option size_of_messages_required_to_save in bytes.
+    #[arg(long)]
+    size_of_messages_required_to_save: Option<u64>,
     /// Batches per producer (instead of --duration).
     #[arg(long)]
     batches: Option<u64>,
@@ -124,6 +131,10 @@ fn config(args: &Args, address: SocketAddr) -> LoadConfig {
         streams: args.streams.max(1),
         partitions,
         durability: args.durability,
+        save: SaveThresholds {
+            messages: args.messages_required_to_save,
+            bytes: args.size_of_messages_required_to_save,
+        },
         stop: match args.batches {
             Some(batches) => Stop::Requests(batches),
             None => Stop::Duration(Duration::from_secs_f64(args.duration)),
@@ -131,6 +142,7 @@ fn config(args: &Args, address: SocketAddr) -> LoadConfig {
         rate_limit_bytes_per_s: args.rate_limit_mb_s.map(|rate| rate * 1_000_000.0),
         baselines: !args.no_baseline,
         keep_data: args.keep_data,
+        raw_file_dir: args.spawn_dir.clone().unwrap_or_else(std::env::temp_dir),
     }
 }
 
