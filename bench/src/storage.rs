@@ -54,6 +54,9 @@ pub struct StorageConfig {
     /// This benchmark's executable, re-run with `--idle-child` to measure
     /// idle memory in a fresh process; `None` measures in-process.
     pub idle_child: Option<PathBuf>,
+    /// Also time recovery with a cold page cache (drops the machine's
+    /// caches; needs root).
+    pub cold_recovery: bool,
 }
 
 impl Default for StorageConfig {
@@ -70,6 +73,7 @@ impl Default for StorageConfig {
             poll_count: 10_000,
             repeat: 3,
             idle_child: None,
+            cold_recovery: false,
         }
     }
 }
@@ -123,14 +127,20 @@ fn raw_write(path: &Path, chunk: &[u8], total: u64, sync_each: bool) -> Result<f
     Ok(seconds)
 }
 
-/// Raw sequential read of a whole file in `chunk_bytes` reads. Returns
+/// Raw sequential read of a whole file in `chunk_bytes` reads, into one
+/// reused buffer, or into a fresh buffer per read when `fresh` (what a
+/// server that hands each read's buffer over to a reply must do). Returns
 /// (bytes, seconds).
-fn raw_read(path: &Path, chunk_bytes: usize) -> Result<(u64, f64), String> {
+fn raw_read(path: &Path, chunk_bytes: usize, fresh: bool) -> Result<(u64, f64), String> {
     let mut file = std::fs::File::open(path).map_err(|error| io_error("open", path, error))?;
     let mut buffer = vec![0u8; chunk_bytes];
     let started = Instant::now();
     let mut total = 0u64;
     loop {
+        if fresh {
+            // calloc: fresh zero pages, faulted in by the read itself.
+            buffer = vec![0u8; chunk_bytes];
+        }
         let read = file
             .read(&mut buffer)
             .map_err(|error| io_error("read", path, error))?;
@@ -302,13 +312,16 @@ fn files_ending(dir: &Path, suffix: &str) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Writes ~`bytes` of clean segments into `dir` through `PartitionLog`
-/// (sealed by rotation, synced), then times a fresh `PartitionLog::open`.
-/// Returns (stored bytes, open seconds, raw index read seconds).
+/// (sealed by rotation, synced), then times a fresh `PartitionLog::open`
+/// (after dropping the page cache when `cold`). Returns (stored bytes, open
+/// seconds, raw index read seconds); the raw read runs after the open when
+/// cold, so that the open meets the cold cache.
 fn recovery_scenario(
     dir: &Path,
     batch: &[u8],
     bytes: u64,
     segment_bytes: u64,
+    cold: bool,
 ) -> Result<(u64, f64, f64), String> {
     let batches = (bytes / batch.len() as u64).max(1);
     let batch = batch.to_vec();
@@ -333,11 +346,20 @@ fn recovery_scenario(
         .map(|metadata| metadata.len())
         .sum();
     // Raw baseline: read every index file.
-    let started = Instant::now();
-    for path in files_ending(dir, ".index")? {
-        std::fs::read(&path).map_err(|error| io_error("read", &path, error))?;
+    let raw_index_read = || -> Result<f64, String> {
+        if cold && !drop_caches() {
+            return Err("dropping caches needs root".into());
+        }
+        let started = Instant::now();
+        for path in files_ending(dir, ".index")? {
+            std::fs::read(&path).map_err(|error| io_error("read", &path, error))?;
+        }
+        Ok(started.elapsed().as_secs_f64())
+    };
+    let raw_seconds = raw_index_read()?;
+    if cold && !drop_caches() {
+        return Err("dropping caches needs root".into());
     }
-    let raw_seconds = started.elapsed().as_secs_f64();
     let dir_owned = dir.to_path_buf();
     let open_seconds = block_on(|| async move {
         let started = Instant::now();
@@ -456,6 +478,20 @@ pub fn idle_open(
     })
 }
 
+/// Writes back every dirty page (sync(2)) so that one measurement does not
+/// pay for the writeback of the previous one.
+fn settle() {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+}
+
+/// Drops clean page-cache pages (root only) so the next read comes from the
+/// device. Returns false when not permitted.
+fn drop_caches() -> bool {
+    settle();
+    std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
+}
+
 /// Per-repetition numbers.
 #[derive(Debug, Clone, Default)]
 struct Sample {
@@ -463,6 +499,7 @@ struct Sample {
     raw_fsync: f64,
     append: Vec<(String, f64)>,
     raw_read: f64,
+    raw_read_fresh: f64,
     read: f64,
 }
 
@@ -503,9 +540,11 @@ fn run_in(config: &StorageConfig, root: &Path) -> Result<(Vec<Row>, Value), Stri
     for repetition in 0..config.repeat.max(1) {
         let mut sample = Sample::default();
         let raw_path = root.join("raw.bin");
+        settle();
         sample.raw_buffered = config.append_bytes as f64
             / MB
             / raw_write(&raw_path, &chunk, config.append_bytes, false)?;
+        settle();
         sample.raw_fsync = config.append_bytes as f64
             / MB
             / raw_write(&raw_path, &chunk, config.append_bytes, true)?;
@@ -514,6 +553,7 @@ fn run_in(config: &StorageConfig, root: &Path) -> Result<(Vec<Row>, Value), Stri
                 "append-{repetition}-{partitions}-{}",
                 durability.as_str()
             ));
+            settle();
             let (bytes, seconds) = append_scenario(
                 &data_dir,
                 partitions,
@@ -533,8 +573,10 @@ fn run_in(config: &StorageConfig, root: &Path) -> Result<(Vec<Row>, Value), Stri
                     .into_iter()
                     .next()
                     .ok_or("no segment written")?;
-                let (raw_bytes, raw_seconds) = raw_read(&segment, 8 * 1024 * 1024)?;
+                let (raw_bytes, raw_seconds) = raw_read(&segment, 8 * 1024 * 1024, false)?;
                 sample.raw_read = raw_bytes as f64 / MB / raw_seconds;
+                let (raw_bytes, raw_seconds) = raw_read(&segment, 8 * 1024 * 1024, true)?;
+                sample.raw_read_fresh = raw_bytes as f64 / MB / raw_seconds;
                 let (read_bytes, read_seconds) = read_scenario(&data_dir, config.poll_count)?;
                 sample.read = read_bytes as f64 / MB / read_seconds;
             }
@@ -550,6 +592,7 @@ fn run_in(config: &StorageConfig, root: &Path) -> Result<(Vec<Row>, Value), Stri
         &batch,
         config.recovery_bytes,
         config.recovery_segment_bytes,
+        config.cold_recovery,
     )?;
     std::fs::remove_dir_all(&recovery_dir)
         .map_err(|error| io_error("remove", &recovery_dir, error))?;
@@ -635,7 +678,8 @@ fn build_rows(
     }
     let (read, read_samples) = pick(&|sample| sample.read);
     let (raw_read, _) = pick(&|sample| sample.raw_read);
-    rows.push(Row {
+    let (raw_read_fresh, _) = pick(&|sample| sample.raw_read_fresh);
+    let read_row = Row {
         name: format!("read by offset, polls of {}", config.poll_count),
         value: read,
         baseline_name: "raw sequential read".into(),
@@ -644,13 +688,25 @@ fn build_rows(
         higher_is_better: true,
         target: Target::RatioAtLeast(0.8),
         samples: read_samples,
+    };
+    rows.push(read_row.clone());
+    rows.push(Row {
+        name: format!(
+            "read by offset, polls of {} (vs fresh buffers)",
+            config.poll_count
+        ),
+        baseline_name: "raw read, fresh buffer per read".into(),
+        baseline: Some(raw_read_fresh),
+        target: Target::None,
+        ..read_row
     });
     let (recovered_bytes, open_seconds, index_seconds) = recovery;
     rows.push(Row {
         name: format!(
-            "recovery of {:.0} MiB in {} MiB segments",
+            "recovery of {:.0} MiB in {} MiB segments ({} cache)",
             recovered_bytes as f64 / 1048576.0,
-            config.recovery_segment_bytes / 1048576
+            config.recovery_segment_bytes / 1048576,
+            if config.cold_recovery { "cold" } else { "warm" }
         ),
         value: open_seconds * 1000.0,
         baseline_name: "raw index read".into(),
@@ -693,6 +749,7 @@ fn build_rows(
             "raw_fsync_mb_s": sample.raw_fsync,
             "append_mb_s": sample.append.iter().map(|(name, value)| json!({"name": name, "mb_s": value})).collect::<Vec<_>>(),
             "raw_read_mb_s": sample.raw_read,
+            "raw_read_fresh_buffer_mb_s": sample.raw_read_fresh,
             "read_mb_s": sample.read,
         })).collect::<Vec<_>>(),
         "recovery": {"bytes": recovered_bytes, "open_ms": open_seconds * 1000.0, "raw_index_read_ms": index_seconds * 1000.0},

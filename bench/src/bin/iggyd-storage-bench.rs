@@ -46,6 +46,10 @@ struct Args {
     /// Repetitions of the append/read measurements (medians are shown).
     #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// Time recovery with a cold page cache (drops the whole machine's
+    /// caches through /proc/sys/vm/drop_caches; needs root).
+    #[arg(long)]
+    cold_recovery: bool,
     #[arg(long)]
     json: bool,
     /// Internal: open the partitions under this directory and print RSS
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
         poll_count: args.poll_count,
         repeat: args.repeat,
         idle_child: std::env::current_exe().ok(),
+        cold_recovery: args.cold_recovery,
     };
     match storage::run(&config) {
         Ok((rows, samples)) => {
