@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use iggyd::protocol::primitives::PollingStrategy;
 use iggyd::shard::partition::{Durability, PartitionKey, PartitionSettings};
 use iggyd::shard::pump::{PartitionOp, PollRequest, Pump};
-use iggyd::storage::{MonoioIo, PartitionConfig, PartitionLog, SystemClock};
+use iggyd::storage::{MonoioIo, OpenMode, PartitionConfig, PartitionLog, StorageIo, SystemClock};
 use serde_json::{Value, json};
 
 use crate::client::producer_batch;
@@ -127,6 +127,37 @@ fn raw_write(path: &Path, chunk: &[u8], total: u64, sync_each: bool) -> Result<f
     Ok(seconds)
 }
 
+/// [`raw_write`] through io_uring (`MonoioIo` positional writes and
+/// fdatasync), the same path the partition log takes. Returns seconds.
+fn raw_write_uring(path: &Path, chunk: &[u8], total: u64, sync_each: bool) -> Result<f64, String> {
+    let chunk = chunk.to_vec();
+    let owned = path.to_path_buf();
+    let seconds = block_on(|| async move {
+        let io = MonoioIo;
+        let file = io
+            .open(&owned, OpenMode::CreateTruncate)
+            .await
+            .map_err(|error| io_error("create", &owned, error))?;
+        let started = Instant::now();
+        let mut written = 0u64;
+        let mut buffer = chunk;
+        while written < total {
+            let (result, returned) = io.write_at(&file, buffer, written).await;
+            result.map_err(|error| io_error("write", &owned, error))?;
+            buffer = returned;
+            if sync_each {
+                io.sync(&file)
+                    .await
+                    .map_err(|error| io_error("fdatasync", &owned, error))?;
+            }
+            written += buffer.len() as u64;
+        }
+        Ok::<_, String>(started.elapsed().as_secs_f64())
+    })?;
+    std::fs::remove_file(path).map_err(|error| io_error("remove", path, error))?;
+    Ok(seconds)
+}
+
 /// Raw sequential read of a whole file in `chunk_bytes` reads, into one
 /// reused buffer, or into a fresh buffer per read when `fresh` (what a
 /// server that hands each read's buffer over to a reply must do). Returns
@@ -175,7 +206,7 @@ fn key(partition: u32) -> PartitionKey {
 fn shard_appends(
     data_dir: PathBuf,
     partitions: Vec<u32>,
-    durability: Durability,
+    settings: PartitionSettings,
     batch: Rc<Vec<u8>>,
     rounds: u64,
     barrier: &std::sync::Barrier,
@@ -183,7 +214,7 @@ fn shard_appends(
     block_on(|| async move {
         let mut pump = Pump::new(MonoioIo, Rc::new(SystemClock), data_dir);
         for partition in &partitions {
-            pump.open(key(*partition), settings(durability))
+            pump.open(key(*partition), settings)
                 .await
                 .map_err(|error| format!("open partition {partition}: {error}"))?;
         }
@@ -222,7 +253,7 @@ fn append_scenario(
     data_dir: &Path,
     partitions: u32,
     shards: u32,
-    durability: Durability,
+    settings: PartitionSettings,
     batch: &[u8],
     total_bytes: u64,
 ) -> Result<(u64, f64), String> {
@@ -238,7 +269,7 @@ fn append_scenario(
                 let dir = data_dir.join(format!("shard-{shard}"));
                 let barrier = &barrier;
                 scope.spawn(move || {
-                    shard_appends(dir, owned, durability, Rc::new(batch), rounds, barrier)
+                    shard_appends(dir, owned, settings, Rc::new(batch), rounds, barrier)
                 })
             })
             .collect();
@@ -497,6 +528,7 @@ fn drop_caches() -> bool {
 struct Sample {
     raw_buffered: f64,
     raw_fsync: f64,
+    raw_fsync_uring: f64,
     append: Vec<(String, f64)>,
     raw_read: f64,
     raw_read_fresh: f64,
@@ -520,21 +552,51 @@ pub fn run(config: &StorageConfig) -> Result<(Vec<Row>, Value), String> {
 fn run_in(config: &StorageConfig, root: &Path) -> Result<(Vec<Row>, Value), String> {
     let batch = producer_batch(config.messages_per_batch, config.message_size, 11);
     let chunk = batch.clone();
-    let scenarios: [(&str, u32, u32, Durability); 4] = [
+    // Replicated topics fsync once `messages_required_to_save` (1024) or
+    // `size_of_messages_required_to_save` (1 MiB) are unsynced; the
+    // "thresholds off" variants show the write path without those fsyncs.
+    let no_thresholds = PartitionSettings {
+        messages_required_to_save: u64::MAX,
+        size_required_to_save_bytes: u64::MAX,
+        ..settings(Durability::Replicated)
+    };
+    let scenarios: [(&str, u32, u32, PartitionSettings); 6] = [
         (
             "append 1 partition replicated",
             1,
             1,
-            Durability::Replicated,
+            settings(Durability::Replicated),
         ),
-        ("append 1 partition persisted", 1, 1, Durability::Persisted),
+        (
+            "append 1 partition replicated, thresholds off",
+            1,
+            1,
+            no_thresholds,
+        ),
+        (
+            "append 1 partition persisted",
+            1,
+            1,
+            settings(Durability::Persisted),
+        ),
         (
             "append 8 partitions replicated",
             8,
             2,
-            Durability::Replicated,
+            settings(Durability::Replicated),
         ),
-        ("append 8 partitions persisted", 8, 2, Durability::Persisted),
+        (
+            "append 8 partitions replicated, thresholds off",
+            8,
+            2,
+            no_thresholds,
+        ),
+        (
+            "append 8 partitions persisted",
+            8,
+            2,
+            settings(Durability::Persisted),
+        ),
     ];
     let mut samples = Vec::new();
     for repetition in 0..config.repeat.max(1) {
@@ -548,24 +610,25 @@ fn run_in(config: &StorageConfig, root: &Path) -> Result<(Vec<Row>, Value), Stri
         sample.raw_fsync = config.append_bytes as f64
             / MB
             / raw_write(&raw_path, &chunk, config.append_bytes, true)?;
-        for (name, partitions, shards, durability) in scenarios {
-            let data_dir = root.join(format!(
-                "append-{repetition}-{partitions}-{}",
-                durability.as_str()
-            ));
+        settle();
+        sample.raw_fsync_uring = config.append_bytes as f64
+            / MB
+            / raw_write_uring(&raw_path, &chunk, config.append_bytes, true)?;
+        for (number, (name, partitions, shards, settings)) in scenarios.into_iter().enumerate() {
+            let data_dir = root.join(format!("append-{repetition}-{number}"));
             settle();
             let (bytes, seconds) = append_scenario(
                 &data_dir,
                 partitions,
                 shards,
-                durability,
+                settings,
                 &batch,
                 config.append_bytes,
             )?;
             sample
                 .append
                 .push((name.to_owned(), bytes as f64 / MB / seconds));
-            if partitions == 1 && durability == Durability::Replicated {
+            if number == 0 {
                 // Read it back: raw sequential read of the segment, then
                 // the pump's polls (both from page cache).
                 let partition_dir = key(0).dir(&data_dir.join("shard-0"));
@@ -626,6 +689,7 @@ fn build_rows(
     };
     let (raw_buffered, raw_buffered_samples) = pick(&|sample| sample.raw_buffered);
     let (raw_fsync, raw_fsync_samples) = pick(&|sample| sample.raw_fsync);
+    let (raw_fsync_uring, raw_fsync_uring_samples) = pick(&|sample| sample.raw_fsync_uring);
     let mut rows = vec![
         Row {
             name: "raw buffered write".into(),
@@ -646,6 +710,16 @@ fn build_rows(
             higher_is_better: true,
             target: Target::None,
             samples: raw_fsync_samples,
+        },
+        Row {
+            name: "raw write + fdatasync per chunk (io_uring)".into(),
+            value: raw_fsync_uring,
+            baseline_name: String::new(),
+            baseline: None,
+            unit: "MB/s".into(),
+            higher_is_better: true,
+            target: Target::None,
+            samples: raw_fsync_uring_samples,
         },
     ];
     let names: Vec<String> = samples
@@ -747,6 +821,7 @@ fn build_rows(
         "samples": samples.iter().map(|sample| json!({
             "raw_buffered_mb_s": sample.raw_buffered,
             "raw_fsync_mb_s": sample.raw_fsync,
+            "raw_fsync_io_uring_mb_s": sample.raw_fsync_uring,
             "append_mb_s": sample.append.iter().map(|(name, value)| json!({"name": name, "mb_s": value})).collect::<Vec<_>>(),
             "raw_read_mb_s": sample.raw_read,
             "raw_read_fresh_buffer_mb_s": sample.raw_read_fresh,
