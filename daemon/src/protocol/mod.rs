@@ -10,7 +10,9 @@
 //!
 //! Reading order: `limits` and `codes` (the numbers), `header` and `frame`
 //! (the 256-byte envelope), `reader`, `primitives`, `options`,
-//! `permissions` (field encodings), `command` (requests), `reply` (answers).
+//! `permissions` (field encodings), `command` (requests), `reply` (answers),
+//! `request_encode` (the client side of `command`, for tests and the load
+//! generator; the daemon itself never encodes requests).
 
 pub mod codes;
 pub mod command;
@@ -24,7 +26,6 @@ pub mod primitives;
 pub mod reader;
 pub mod reply;
 
-#[cfg(any(test, feature = "fuzzing"))]
 pub mod request_encode;
 
 pub use codes::{CommandCode, EvictionReason, Operation, Status, is_result_framed};

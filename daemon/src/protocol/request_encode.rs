@@ -3,12 +3,9 @@
 //! round trip for every `Command` variant, and a seeded random/mutated-body
 //! test asserting the decoder never panics.
 //!
-//! Production code never encodes requests: this module is compiled only for
-//! unit tests and with the `fuzzing` feature (the `roundtrip` fuzz target in
-//! `daemon/fuzz/`). It exists so that every decode arm is exercised against
-//! an independent statement of the layout. Lengths are written as the SDK
-//! writes them (`u8`/`u32` casts); callers keep names and strings within
-//! their wire limits.
+//! The daemon never encodes requests; this exists so that every decode arm
+//! is exercised against an independent statement of the layout, and so that
+//! tools playing the client (the `iggyd-bench` load generator) share it.
 
 use super::codes::{CommandCode, Operation};
 use super::command::{Command, GroupRef, OffsetTarget, PasswordLogin, Register, TokenLogin};
@@ -278,6 +275,29 @@ pub fn header_for(code: CommandCode, body: &[u8]) -> RequestHeader {
         request: u64::from(replicated),
         session: u64::from(replicated || operation == Operation::NonReplicated),
         ..RequestHeader::client_request(operation as u8, command_code, body.len())
+    }
+}
+
+/// The header a logged-in 0.11.0 client sends with `body`: like
+/// [`header_for`], but with the session's `client` id and `session` number
+/// and the per-session `request` counter (§2.3). Register keeps request and
+/// session 0.
+pub fn session_header(
+    code: CommandCode,
+    body: &[u8],
+    client: u128,
+    session: u64,
+    request: u64,
+) -> RequestHeader {
+    let header = header_for(code, body);
+    if code.operation() == Operation::Register {
+        return RequestHeader { client, ..header };
+    }
+    RequestHeader {
+        client,
+        session,
+        request,
+        ..header
     }
 }
 

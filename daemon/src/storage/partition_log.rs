@@ -103,6 +103,19 @@ pub struct ReadBatches {
 }
 
 impl ReadBatches {
+    /// Takes `bytes` (whole stored records, checked by the caller) as the
+    /// first part of the answer, without copying.
+    fn adopt(&mut self, bytes: Vec<u8>, records: u32, first_offset: u64, message_count: u32) {
+        assert!(self.bytes.is_empty());
+        assert!(records >= 1);
+        assert!(message_count >= 1);
+        self.bytes = bytes;
+        self.records += records;
+        self.message_count += message_count;
+        self.first_offset.get_or_insert(first_offset);
+        self.last_offset = Some(first_offset + u64::from(message_count) - 1);
+    }
+
     fn push(&mut self, record: &[u8], first_offset: u64, message_count: u32) {
         assert!(message_count >= 1);
         self.bytes.extend_from_slice(record);
@@ -503,11 +516,18 @@ impl<I: StorageIo> PartitionLog<I> {
             return Ok(());
         }
         let active = self.active();
-        if let Err(source) = self.io.sync(&self.active_log).await {
+        // Both files at once: on a journaling file system the two
+        // fdatasyncs then share one journal commit and one device flush
+        // instead of paying for two in a row.
+        let (log_synced, index_synced) = monoio::join!(
+            self.io.sync(&self.active_log),
+            self.io.sync(&self.active_index)
+        );
+        if let Err(source) = log_synced {
             let path = active.log_path(&self.dir);
             return Err(self.poison(format!("fsync of {} failed: {source}", path.display())));
         }
-        if let Err(source) = self.io.sync(&self.active_index).await {
+        if let Err(source) = index_synced {
             let path = active.index_path(&self.dir);
             return Err(self.poison(format!("fsync of {} failed: {source}", path.display())));
         }
@@ -612,6 +632,34 @@ impl<I: StorageIo> PartitionLog<I> {
                     .await
                     .map_err(|source| StorageError::io("read log", &log_path, source))?;
                 assert!(bytes.len() as u64 == span_end - span_start);
+                // Fast path: nothing returned yet and every planned record is
+                // taken whole, so the span read from disk *is* the answer.
+                // Handing the buffer over instead of copying it saves a copy
+                // and, more expensively, the page faults of a second
+                // poll-sized buffer on every poll.
+                let plan_messages: u64 = plan
+                    .iter()
+                    .map(|entry| u64::from(entry.message_count))
+                    .sum();
+                if out.bytes.is_empty()
+                    && wanted == plan[0].base_offset
+                    && plan_messages <= u64::from(remaining)
+                {
+                    for entry in plan {
+                        let at = (entry.position - span_start) as usize;
+                        let record = &bytes[at..at + entry.length as usize];
+                        self.check_record(record, entry, &log_path)?;
+                    }
+                    out.adopt(bytes, plan.len() as u32, wanted, plan_messages as u32);
+                    remaining -= plan_messages as u32;
+                    wanted += plan_messages;
+                    entry_number += planned as u64;
+                    if planned < entries.len() && remaining > 0 {
+                        return Ok(out);
+                    }
+                    continue;
+                }
+                out.bytes.reserve((span_end - span_start) as usize);
                 for entry in plan {
                     let at = (entry.position - span_start) as usize;
                     let record = &bytes[at..at + entry.length as usize];

@@ -1,0 +1,20 @@
+//! Benchmarks for iggyd: a load generator that speaks the Iggy 0.11.0 TCP
+//! protocol (`iggyd-bench`) and a storage benchmark that drives the daemon's
+//! own `PartitionLog`s and `Pump`s (`iggyd-storage-bench`).
+//!
+//! Every measurement is reported next to a baseline measured in the same run
+//! on the same machine (raw loopback TCP with the same frames, raw file I/O
+//! with the same chunks) and as a ratio to it, so numbers from a noisy or
+//! slow machine still mean something. Nothing here asserts on time; the
+//! targets are printed, not enforced. Modules, in reading order: `report`
+//! (histograms, tables, JSON), `client` (a lean blocking protocol client on
+//! the daemon's sans-I/O codec), `loopback` (the raw TCP baselines), `load`
+//! (producer/consumer scenarios), `storage` (the storage benchmarks),
+//! `daemon` (starting a daemon and waiting for `READY=1`).
+
+pub mod client;
+pub mod daemon;
+pub mod load;
+pub mod loopback;
+pub mod report;
+pub mod storage;

@@ -1,0 +1,267 @@
+//! `iggyd-bench`: the load generator. Speaks the Iggy 0.11.0 TCP protocol to
+//! any compatible server (iggyd or Apache Iggy), runs producers/consumers,
+//! and reports throughput and latency next to raw loopback TCP baselines
+//! measured in the same run (see `iggyd_bench::load`).
+//!
+//! `--standard` runs the scenarios of the benchmark issue against one
+//! server; `--spawn BINARY` starts a fresh iggyd on a temp directory first
+//! (readiness via `NOTIFY_SOCKET`) and stops it at the end.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use serde_json::{Value, json};
+
+use iggyd_bench::client::{Durability, SaveThresholds};
+use iggyd_bench::daemon::SpawnedDaemon;
+use iggyd_bench::load::{self, LoadConfig, Stop};
+use iggyd_bench::report::{Row, table};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "iggyd-bench",
+    version,
+    about = "Load generator for iggyd / Apache Iggy (TCP protocol 0.11.0)"
+)]
+struct Args {
+    /// Server address (ignored with --spawn).
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    address: SocketAddr,
+    /// Start this iggyd binary on a fresh temp directory and use it.
+    #[arg(long)]
+    spawn: Option<PathBuf>,
+    /// Parent directory for --spawn's data directory and for the raw
+    /// TCP→file baseline's files (default: the system temp dir).
+    #[arg(long)]
+    spawn_dir: Option<PathBuf>,
+    #[arg(long, default_value = "iggy")]
+    username: String,
+    #[arg(long, default_value = "iggy")]
+    password: String,
+    /// Run the standard scenarios (replicated and persisted producers,
+    /// consumers from page cache, idle RSS with 1,000 partitions).
+    #[arg(long)]
+    standard: bool,
+    /// Measure idle RSS with --partitions partitions (needs --daemon-pid or --spawn).
+    #[arg(long)]
+    idle_rss: bool,
+    /// PID of the server, for --idle-rss.
+    #[arg(long)]
+    daemon_pid: Option<u32>,
+    #[arg(long, default_value_t = 2)]
+    producers: usize,
+    #[arg(long, default_value_t = 0)]
+    consumers: usize,
+    /// Consumers join one consumer group per stream and poll their assignment.
+    #[arg(long)]
+    consumer_group: bool,
+    /// Producers first, then consumers (reading from page cache).
+    #[arg(long)]
+    sequential: bool,
+    /// Payload bytes per message.
+    #[arg(long, default_value_t = 1000)]
+    message_size: usize,
+    #[arg(long, default_value_t = 1000)]
+    messages_per_batch: u32,
+    /// Messages per poll (default: messages per batch).
+    #[arg(long)]
+    poll_count: Option<u32>,
+    #[arg(long, default_value_t = 1)]
+    streams: u32,
+    /// Partitions per topic (default: enough for one per producer).
+    #[arg(long)]
+    partitions: Option<u32>,
+    /// Topic durability: replicated or persisted.
+    #[arg(long, default_value = "replicated")]
+    durability: Durability,
+    /// Topic option messages_required_to_save (replicated flush threshold).
+    #[arg(long)]
+    messages_required_to_save: Option<u32>,
+    /// Topic option size_of_messages_required_to_save in bytes.
+    #[arg(long)]
+    size_of_messages_required_to_save: Option<u64>,
+    /// Batches per producer (instead of --duration).
+    #[arg(long)]
+    batches: Option<u64>,
+    /// Seconds per producer phase.
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// Per-producer rate limit in MB/s of payload.
+    #[arg(long)]
+    rate_limit_mb_s: Option<f64>,
+    /// Repetitions; the table shows medians.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Skip the raw loopback baselines.
+    #[arg(long)]
+    no_baseline: bool,
+    /// Keep the streams (and the --spawn directory) afterwards.
+    #[arg(long)]
+    keep_data: bool,
+    /// Scenario name (stream name prefix).
+    #[arg(long, default_value = "bench")]
+    name: String,
+    /// Milliseconds to wait before each RSS reading.
+    #[arg(long, default_value_t = 1000)]
+    settle_ms: u64,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn config(args: &Args, address: SocketAddr) -> LoadConfig {
+    let partitions = args
+        .partitions
+        .unwrap_or_else(|| (args.producers as u32).div_ceil(args.streams).max(1));
+    LoadConfig {
+        address,
+        username: args.username.clone(),
+        password: args.password.clone(),
+        name: args.name.clone(),
+        producers: args.producers,
+        consumers: args.consumers,
+        consumer_group: args.consumer_group,
+        sequential: args.sequential,
+        message_size: args.message_size,
+        messages_per_batch: args.messages_per_batch,
+        poll_count: args.poll_count.unwrap_or(args.messages_per_batch),
+        streams: args.streams.max(1),
+        partitions,
+        durability: args.durability,
+        save: SaveThresholds {
+            messages: args.messages_required_to_save,
+            bytes: args.size_of_messages_required_to_save,
+        },
+        stop: match args.batches {
+            Some(batches) => Stop::Requests(batches),
+            None => Stop::Duration(Duration::from_secs_f64(args.duration)),
+        },
+        rate_limit_bytes_per_s: args.rate_limit_mb_s.map(|rate| rate * 1_000_000.0),
+        baselines: !args.no_baseline,
+        keep_data: args.keep_data,
+        raw_file_dir: args.spawn_dir.clone().unwrap_or_else(std::env::temp_dir),
+    }
+}
+
+fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
+    let mut spawned = match &args.spawn {
+        Some(binary) => {
+            let parent = args.spawn_dir.clone().unwrap_or_else(std::env::temp_dir);
+            Some(SpawnedDaemon::start(
+                binary,
+                &parent,
+                Duration::from_secs(30),
+            )?)
+        }
+        None => None,
+    };
+    let address = spawned
+        .as_ref()
+        .map_or(args.address, |daemon| daemon.address);
+    let pid = args.daemon_pid.or(spawned.as_ref().map(SpawnedDaemon::pid));
+    let settle = Duration::from_millis(args.settle_ms);
+    let base = config(args, address);
+    let mut rows = Vec::new();
+    let mut json_parts = serde_json::Map::new();
+    let mut details = String::new();
+    if let Some(daemon) = &spawned {
+        details.push_str(&format!(
+            "iggyd: {} (pid {})\n",
+            daemon.status,
+            daemon.pid()
+        ));
+    }
+
+    if args.standard {
+        let pid = pid.ok_or("--standard needs --daemon-pid or --spawn for the RSS scenario")?;
+        let rss = LoadConfig {
+            partitions: 1000,
+            name: format!("{}-idle", args.name),
+            ..base.clone()
+        };
+        let (rss_rows, rss_json) = load::idle_rss(&rss, pid, settle)?;
+        rows.extend(rss_rows);
+        json_parts.insert("idle_rss".into(), rss_json);
+    } else if args.idle_rss {
+        let pid = pid.ok_or("--idle-rss needs --daemon-pid or --spawn")?;
+        let (rss_rows, rss_json) = load::idle_rss(&base, pid, settle)?;
+        rows.extend(rss_rows);
+        json_parts.insert("idle_rss".into(), rss_json);
+    }
+
+    let mut scenario = |name: &str, config: LoadConfig| -> Result<(), String> {
+        let (scenario_rows, runs) = load::run(&config, args.repeat)?;
+        details.push_str(&format!("{name}:\n{}", load::describe(&runs)));
+        rows.extend(scenario_rows);
+        json_parts.insert(name.to_owned(), runs);
+        Ok(())
+    };
+    if args.standard {
+        let producers = LoadConfig {
+            consumers: 0,
+            ..base.clone()
+        };
+        scenario(
+            "produce_replicated",
+            LoadConfig {
+                durability: Durability::Replicated,
+                name: format!("{}-rep", args.name),
+                ..producers.clone()
+            },
+        )?;
+        scenario(
+            "produce_persisted",
+            LoadConfig {
+                durability: Durability::Persisted,
+                name: format!("{}-per", args.name),
+                ..producers.clone()
+            },
+        )?;
+        scenario(
+            "consume_page_cache",
+            LoadConfig {
+                durability: Durability::Replicated,
+                consumers: base.producers.max(1),
+                sequential: true,
+                name: format!("{}-con", args.name),
+                ..producers
+            },
+        )?;
+    } else if !args.idle_rss {
+        scenario(&args.name, base)?;
+    }
+    if let Some(daemon) = spawned.as_mut() {
+        if args.keep_data {
+            daemon.keep_dir();
+        }
+        daemon.stop();
+    }
+    Ok((rows, Value::Object(json_parts), details))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok((rows, runs, details)) => {
+            if args.json {
+                let rows: Vec<Value> = rows.iter().map(Row::to_json).collect();
+                let out = json!({ "repeat": args.repeat, "rows": rows, "runs": runs });
+                println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+            } else {
+                print!("{details}");
+                if args.repeat > 1 {
+                    println!("\nmedians of {} repetitions:", args.repeat);
+                }
+                print!("\n{}", table(&rows));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("iggyd-bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
