@@ -81,3 +81,8 @@ pub const ADMIN_CLIENT_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long stopping the admin socket waits for client threads to finish
 /// after their connections were shut down.
 pub const ADMIN_STOP_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// While a listener stops: how long handshakes already under way get to
+/// complete after new SYNs are filtered out (loopback and LAN round trips are
+/// far shorter).
+pub const HANDSHAKE_SETTLE: Duration = Duration::from_millis(20);

@@ -80,15 +80,96 @@ pub fn serve(
                 }
             }
         }
-        // Connections already queued completed their handshake: serve them.
-        accepted += serve_backlog(&context, fd).await;
+        // Stop taking new handshakes without resetting any: a socket filter
+        // drops bare SYNs (the client retransmits, and then meets a refusal
+        // or the restarted daemon), handshakes already under way complete
+        // into the queue during a short settle, and every queued connection
+        // is taken and served. Only then is the socket shut down, so nothing
+        // that completed a handshake is ever reset.
+        match drop_new_handshakes(fd) {
+            Ok(()) => monoio::time::sleep(crate::limits::HANDSHAKE_SETTLE).await,
+            Err(error) => {
+                tracing::warn!(shard, %error, "cannot filter new handshakes while stopping")
+            }
+        }
+        let (queued, error) = sweep_backlog(fd);
         // SAFETY: `fd` is the listener's open descriptor; shutdown does not
         // close it (the drop below does).
         unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        if let Some(error) = error {
+            tracing::warn!(shard, %error, "accept failed while stopping");
+        }
+        accepted += serve_accepted(&context, queued);
         drop(listener);
         context.listener_closed();
         tracing::debug!(shard, accepted, "listener closed");
     })
+}
+
+/// Attach a classic BPF socket filter to the listening socket `fd` that
+/// drops bare SYNs (SYN set, ACK clear) and lets everything else through, so
+/// the handshakes already under way can complete while no new one starts.
+/// The filter runs with the packet's TCP header at offset 0; byte 13 holds
+/// the flags.
+fn drop_new_handshakes(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    const TCP_FLAGS_AT: u32 = 13;
+    const SYN: u32 = 0x02;
+    const SYN_OR_ACK: u32 = 0x12;
+    let program = [
+        // A = tcp_header[13]
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: TCP_FLAGS_AT,
+        },
+        // A &= SYN | ACK
+        libc::sock_filter {
+            code: (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: SYN_OR_ACK,
+        },
+        // if A == SYN: drop, else: accept
+        libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: SYN,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: u32::MAX,
+        },
+    ];
+    let fprog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: `fd` is an open socket; `fprog` points at `program`, which
+    // outlives the call (the kernel copies it).
+    let result = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            std::ptr::from_ref(&fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Accept every connection waiting on `fd` and start serving each; returns
@@ -102,6 +183,14 @@ async fn serve_backlog(
         tracing::warn!(shard = context.shard, %error, "accept failed");
         monoio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    serve_accepted(context, accepted)
+}
+
+/// Start serving already-accepted connections; returns how many.
+fn serve_accepted(
+    context: &std::rc::Rc<crate::shard::context::ShardContext>,
+    accepted: Vec<(std::net::TcpStream, SocketAddr)>,
+) -> u64 {
     let mut served = 0;
     for (stream, peer) in accepted {
         match monoio::net::TcpStream::from_std(stream) {

@@ -442,7 +442,11 @@ impl ShardLoop {
                     }
                     // No deadlock: another shard's loop never waits on this
                     // one, so a full inbox drains while we wait.
-                    let _ = self.context.mesh.send(shard, ShardMessage::View(view.clone())).await;
+                    let _ = self
+                        .context
+                        .mesh
+                        .send(shard, ShardMessage::View(view.clone()))
+                        .await;
                 }
                 Ok((applied, view))
             }

@@ -342,7 +342,10 @@ pub(crate) async fn apply(
             // once the client hears of it.
             for shard in 1..context.shards {
                 if shard != context.shard {
-                    let _ = context.mesh.request(context.shard, shard, Request::Ping).await;
+                    let _ = context
+                        .mesh
+                        .request(context.shard, shard, Request::Ping)
+                        .await;
                 }
             }
             Ok((applied, view))
