@@ -8,10 +8,10 @@ use crate::cgroup::CgroupLimits;
 use crate::config::{Config, Sources};
 use crate::error::BootError;
 use crate::logging::LogHandle;
+use crate::metadata::MetadataStore;
 use crate::metadata::auth::HashCost;
 use crate::metadata::bootstrap::{RootPassword, bootstrap_root};
 use crate::metadata::io::StdIo;
-use crate::metadata::{Durability, MetadataStore};
 use crate::net::listener;
 use crate::supervisor::{self, Launch, Reload};
 use crate::topology::{self, PlanEnv, ShardPlan};
@@ -228,7 +228,7 @@ fn run(
         data_dir: config.data_dir.clone(),
         started,
         store,
-        default_durability: Durability::Persisted,
+        default_durability: config.storage.default_durability,
         reload: Reload {
             sources: sources.clone(),
             config: config.clone(),
@@ -237,6 +237,7 @@ fn run(
         admin_socket: config.admin.socket.clone(),
         log_dir: config.logging.dir.clone(),
         retention_check_interval: config.retention.check_interval,
+        flush_interval: config.storage.flush_interval,
     })
 }
 

@@ -37,9 +37,12 @@ pub const IO_URING_ENTRIES: u32 = 1024;
 /// latency an fsync adds to the first op of a round.
 pub const PUMP_OPS_PER_COMMIT: usize = 1024;
 
-/// Interval of the `replicated` flush policy: unsynced data is fsynced at
-/// least this often.
+/// Default interval of the `replicated` flush policy (`storage.flush_interval`).
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often each shard publishes its report (partitions, latencies) for
+/// the console.
+pub const REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often each pump checks its partitions for expired segments and
 /// `max_topic_size` by default (`retention.check_interval` overrides it; the

@@ -80,6 +80,8 @@ pub struct Launch {
     pub log_dir: PathBuf,
     /// How often each shard runs its retention check.
     pub retention_check_interval: Duration,
+    /// `storage.flush_interval` (zero = off).
+    pub flush_interval: Duration,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -167,6 +169,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
     for ((planned, listener), inbox) in launch.plan.shards.iter().zip(listeners).zip(inboxes) {
         let spec = ShardSpec {
             retention_check_interval: launch.retention_check_interval,
+            flush_interval: launch.flush_interval,
             id: planned.shard,
             pu: planned.pu,
             pin: launch.plan.is_this_system(),

@@ -36,6 +36,7 @@ pub(super) const SCHEMA: &[(&str, &[&str])] = &[
     ),
     ("shutdown", &["drain_timeout"]),
     ("retention", &["check_interval"]),
+    ("storage", &["default_durability", "flush_interval"]),
 ];
 
 /// Keys whose environment values are taken verbatim rather than parsed like
@@ -105,6 +106,8 @@ fn defaults() -> Layer {
         ("logging.rotation_check_interval", "1 m".into()),
         ("shutdown.drain_timeout", "30 s".into()),
         ("retention.check_interval", "10 s".into()),
+        ("storage.default_durability", "persisted".into()),
+        ("storage.flush_interval", "1 s".into()),
     ];
     // `admin.socket` and `logging.dir` are absent on purpose: they are derived
     // from the final `data_dir` after merging, so `--data-dir` moves them.

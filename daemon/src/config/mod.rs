@@ -108,6 +108,18 @@ pub struct RetentionConfig {
     pub check_interval: Duration,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StorageConfig {
+    /// Durability of topics whose creator does not say
+    /// (`storage.default_durability`: `persisted` acknowledges after fsync,
+    /// `replicated` after the write).
+    pub default_durability: crate::metadata::Durability,
+    /// `replicated` topics: unsynced data is fsynced at least this often
+    /// (`storage.flush_interval`; `0` leaves it to the topic's size and
+    /// count thresholds and to shutdown; otherwise 10 ms to 1 h).
+    pub flush_interval: Duration,
+}
+
 /// The validated, immutable configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Config {
@@ -120,6 +132,7 @@ pub struct Config {
     pub logging: LoggingConfig,
     pub shutdown: ShutdownConfig,
     pub retention: RetentionConfig,
+    pub storage: StorageConfig,
 }
 
 /// Where configuration comes from, besides the built-in defaults.
@@ -310,6 +323,16 @@ impl Config {
                 "retention",
                 vec![("check_interval", duration(self.retention.check_interval))],
             ),
+            (
+                "storage",
+                vec![
+                    (
+                        "default_durability",
+                        toml::Value::String(self.storage.default_durability.as_str().to_string()),
+                    ),
+                    ("flush_interval", duration(self.storage.flush_interval)),
+                ],
+            ),
         ];
         let mut document = String::new();
         for (name, entries) in sections {
@@ -414,6 +437,30 @@ impl Reader<'_> {
                 "a duration from 100 ms to 1 h, like \"10 s\"",
             ));
         }
+        let durability_expected = "\"persisted\" or \"replicated\"";
+        let (durability_value, durability_text) =
+            self.string("storage.default_durability", durability_expected)?;
+        let default_durability = match durability_text.trim() {
+            "persisted" => crate::metadata::Durability::Persisted,
+            "replicated" => crate::metadata::Durability::Replicated,
+            _ => {
+                return Err(self.fail(
+                    "storage.default_durability",
+                    durability_value,
+                    durability_expected,
+                ));
+            }
+        };
+        let (flush_value, flush_interval) = self.duration("storage.flush_interval")?;
+        if !flush_interval.is_zero()
+            && !(Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&flush_interval)
+        {
+            return Err(self.fail(
+                "storage.flush_interval",
+                flush_value,
+                "0 (off) or a duration from 10 ms to 1 h, like \"1 s\"",
+            ));
+        }
         Ok(Config {
             tcp: TcpConfig {
                 address: self.address("tcp.address")?,
@@ -435,6 +482,10 @@ impl Reader<'_> {
             logging,
             shutdown: ShutdownConfig { drain_timeout },
             retention: RetentionConfig { check_interval },
+            storage: StorageConfig {
+                default_durability,
+                flush_interval,
+            },
             data_dir,
         })
     }
@@ -1111,6 +1162,14 @@ mod tests {
                 "[retention]\ncheck_interval = \"2 h\"",
                 "retention.check_interval",
             ),
+            (
+                "[storage]\ndefault_durability = \"sometimes\"",
+                "storage.default_durability",
+            ),
+            (
+                "[storage]\nflush_interval = \"1 ms\"",
+                "storage.flush_interval",
+            ),
             ("tcp = \"127.0.0.1:1\"", "tcp"),
         ];
         for (toml, key) in cases {
@@ -1168,7 +1227,7 @@ mod tests {
             err.to_string(),
             "config key `tcp_address` from environment variable `IGGYD_TCP_ADDRESS` is not \
              known; did you mean `IGGYD_TCP__ADDRESS`? the top-level keys are data_dir, tcp, \
-             admin, sharding, memory, root, logging, shutdown, retention"
+             admin, sharding, memory, root, logging, shutdown, retention, storage"
         );
     }
 
@@ -1216,5 +1275,32 @@ mod tests {
         assert!(printed.contains("budget = \"auto\""), "{printed}");
         assert!(printed.contains("max_file_size = \"500 MB\""), "{printed}");
         assert!(printed.contains("retention = \"7 days\""), "{printed}");
+    }
+
+    /// Proves the storage keys: `persisted` by default with a 1 s interval
+    /// flush, `replicated` and `0` (interval flush off) accepted from a file.
+    #[test]
+    fn storage_defaults_and_overrides() {
+        let config = load("", &[]).unwrap();
+        assert_eq!(
+            config.storage.default_durability,
+            crate::metadata::Durability::Persisted
+        );
+        assert_eq!(config.storage.flush_interval, Duration::from_secs(1));
+        let config = load(
+            "[storage]\ndefault_durability = \"replicated\"\nflush_interval = 0\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            config.storage.default_durability,
+            crate::metadata::Durability::Replicated
+        );
+        assert_eq!(config.storage.flush_interval, Duration::ZERO);
+        let printed = config.to_toml();
+        assert!(
+            printed.contains("default_durability = \"replicated\""),
+            "{printed}"
+        );
     }
 }

@@ -53,6 +53,9 @@ pub enum ShardMessage {
     /// Enqueued by the shard's own timer; the pump bumps the heartbeat when it
     /// gets to it, which proves the pump itself makes progress.
     Heartbeat,
+    /// Enqueued by the shard's own timer once a second: publish the shard
+    /// report (partition numbers, latency percentiles) for observers.
+    PublishReport,
     /// A newer metadata view published by shard 0.
     View(Arc<MetadataView>),
     /// An operation on one of the shard's partitions, for its pump, with

@@ -89,6 +89,8 @@ pub struct ShardSpec {
     pub stale_after: Duration,
     /// `retention.check_interval`: how often `RetentionTick` is queued.
     pub retention_check_interval: Duration,
+    /// `storage.flush_interval`; zero = no interval flush.
+    pub flush_interval: Duration,
     pub started: Instant,
     pub started_at_us: u64,
 }
@@ -243,12 +245,18 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
     // Timers only enqueue; the pump does the work when it gets to the
     // message. The heartbeat counter therefore moves only while the loop
     // itself makes progress.
-    let timers = [
+    let mut timers = vec![
         (limits::HEARTBEAT_INTERVAL, Tick::Heartbeat),
-        (limits::FLUSH_INTERVAL, Tick::Flush),
+        (limits::REPORT_INTERVAL, Tick::Report),
         (spec.retention_check_interval, Tick::Retention),
-    ]
-    .map(|(interval, tick)| monoio::spawn(tick_every(mesh.clone(), id, interval, tick)));
+    ];
+    if !spec.flush_interval.is_zero() {
+        timers.push((spec.flush_interval, Tick::Flush));
+    }
+    let timers: Vec<_> = timers
+        .into_iter()
+        .map(|(interval, tick)| monoio::spawn(tick_every(mesh.clone(), id, interval, tick)))
+        .collect();
 
     tracing::info!(shard = id, pu, %driver, partitions = total, "shard ready");
     events
@@ -299,6 +307,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
 #[derive(Debug, Clone, Copy)]
 enum Tick {
     Heartbeat,
+    Report,
     Flush,
     Retention,
 }
@@ -308,6 +317,7 @@ async fn tick_every(mesh: Mesh, shard: ShardId, interval: Duration, tick: Tick) 
         monoio::time::sleep(interval).await;
         let message = match tick {
             Tick::Heartbeat => ShardMessage::Heartbeat,
+            Tick::Report => ShardMessage::PublishReport,
             Tick::Flush => ShardMessage::Partition(PartitionOp::FlushTick, Instant::now()),
             Tick::Retention => ShardMessage::Partition(PartitionOp::RetentionTick, Instant::now()),
         };
@@ -341,13 +351,9 @@ impl ShardLoop {
             }
             ShardMessage::Partition(op, enqueued_at) => {
                 self.pump.record_queue_wait(enqueued_at.elapsed());
-                let flush_tick = matches!(op, PartitionOp::FlushTick);
                 self.pump.apply(op).await;
-                // Once a second (the flush tick), publish the shard report.
-                if flush_tick {
-                    self.publish_report();
-                }
             }
+            ShardMessage::PublishReport => self.publish_report(),
             ShardMessage::StopAccepting => {
                 self.begin_stopping();
                 let context = self.context.clone();
@@ -498,6 +504,7 @@ mod tests {
                 default_durability: crate::metadata::Durability::Persisted,
                 stale_after: limits::STALE_CLIENT_AFTER,
                 retention_check_interval: limits::RETENTION_CHECK_INTERVAL,
+                flush_interval: limits::FLUSH_INTERVAL,
                 started: Instant::now(),
                 started_at_us: 0,
             };
