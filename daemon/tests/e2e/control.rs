@@ -344,6 +344,55 @@ fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
     assert_eq!(rows, expected, "one row per shard:\n{screen}");
     assert!(screen.contains("node "), "grouped by NUMA node:\n{screen}");
 
+    // Under load the header's inbound rate leaves zero.
+    let address = daemon.address;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let producer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut client = crate::wire_client::WireClient::connect(address);
+            client.login("iggy", "iggy");
+            client.create_stream("top-load");
+            client.create_topic("top-load", "events", 2);
+            let payload = vec![b'x'; 1000];
+            let batch: Vec<&[u8]> = (0..100).map(|_| payload.as_slice()).collect();
+            let mut sent = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                client.send("top-load", "events", (sent % 2) as u32, &batch);
+                sent += 1;
+            }
+            sent
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let loaded = loop {
+        let screen = tmux.capture();
+        // Header line 3: `in  65.4k msg/s 68.7 MB/s   out …`.
+        let inbound = screen.lines().nth(2).and_then(|line| {
+            let rate = line.split_whitespace().nth(1)?;
+            let (digits, scale) = match rate.strip_suffix('k') {
+                Some(digits) => (digits, 1e3),
+                None => match rate.strip_suffix('M') {
+                    Some(digits) => (digits, 1e6),
+                    None => (rate, 1.0),
+                },
+            };
+            digits.parse::<f64>().ok().map(|value| value * scale)
+        });
+        if inbound.is_some_and(|rate| rate > 0.0) {
+            break screen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no inbound rate under load:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let batches = producer.join().expect("producer");
+    assert!(batches > 0);
+    println!("under load:\n{loaded}");
+
     tmux.command()
         .args(["send-keys", "-t", "top", "q"])
         .status()
