@@ -54,3 +54,8 @@ log "rpm"
 
 log "real systemd (nspawn)"
 ./scripts/nspawn-e2e.sh
+
+# Each cargo-fuzz target for a short fixed time, seeded with the frames the
+# official SDK really sends (scripts/fuzz-smoke.sh; longer runs by hand).
+log "fuzz smoke"
+FUZZ_SECONDS=10 ./scripts/fuzz-smoke.sh
