@@ -9,6 +9,7 @@ use crate::metadata::options::as_entries;
 use crate::metadata::permissions::Principal;
 use crate::metadata::{Applied, Ident, MetadataView, PartitionRef, Stream, Topic};
 use crate::protocol::command::Command;
+use crate::protocol::options::OptionEntry;
 use crate::protocol::primitives::Identifier;
 use crate::protocol::reply::{
     PartitionInfo, StreamInfo, TopicInfo, encode_stream, encode_stream_details,
@@ -73,6 +74,30 @@ fn stream_info<'a>(
     }
 }
 
+/// A topic's header fields, borrowing its option blocks.
+fn topic_info<'a>(
+    stream: &Stream,
+    topic: &'a Topic,
+    reports: &BTreeMap<PartitionKey, PartitionReport>,
+    explicit: &'a [OptionEntry<'a>],
+    derived: &'a [OptionEntry<'a>],
+) -> TopicInfo<'a> {
+    let (size_bytes, messages_count) = topic_totals(stream, topic, reports);
+    TopicInfo {
+        id: topic.id,
+        created_at_us: topic.created_at_us,
+        partitions_count: topic.partitions_count(),
+        message_expiry: topic.options.message_expiry_wire(),
+        compression: topic.options.compression.to_wire(),
+        max_topic_size: topic.options.max_topic_size_wire(),
+        size_bytes,
+        messages_count,
+        name: &topic.name,
+        explicit_options: explicit,
+        derived_options: derived,
+    }
+}
+
 /// Encode a topic header (with its two option blocks) via `f`.
 fn with_topic_info<R>(
     stream: &Stream,
@@ -83,21 +108,32 @@ fn with_topic_info<R>(
     let (explicit, derived) = topic.options.option_blocks();
     let explicit = as_entries(&explicit);
     let derived = as_entries(&derived);
-    let (size_bytes, messages_count) = topic_totals(stream, topic, reports);
-    let info = TopicInfo {
-        id: topic.id,
-        created_at_us: topic.created_at_us,
-        partitions_count: topic.partitions_count(),
-        message_expiry: topic.options.message_expiry_wire(),
-        compression: topic.options.compression.to_wire(),
-        max_topic_size: topic.options.max_topic_size_wire(),
-        size_bytes,
-        messages_count,
-        name: &topic.name,
-        explicit_options: &explicit,
-        derived_options: &derived,
-    };
-    f(&info)
+    f(&topic_info(stream, topic, reports, &explicit, &derived))
+}
+
+/// Every topic of a stream as headers (the option blocks they borrow live
+/// for the call of `f`).
+fn with_stream_topics<R>(
+    stream: &Stream,
+    reports: &BTreeMap<PartitionKey, PartitionReport>,
+    f: impl FnOnce(&[TopicInfo<'_>]) -> R,
+) -> R {
+    let blocks: Vec<_> = stream
+        .topics
+        .values()
+        .map(|topic| topic.options.option_blocks())
+        .collect();
+    let entries: Vec<_> = blocks
+        .iter()
+        .map(|(explicit, derived)| (as_entries(explicit), as_entries(derived)))
+        .collect();
+    let topics: Vec<TopicInfo<'_>> = stream
+        .topics
+        .values()
+        .zip(&entries)
+        .map(|(topic, (explicit, derived))| topic_info(stream, topic, reports, explicit, derived))
+        .collect();
+    f(&topics)
 }
 
 fn encode_topic_with_partitions(
@@ -136,38 +172,9 @@ fn encode_stream_with_topics(
     stream: &Stream,
     reports: &BTreeMap<PartitionKey, PartitionReport>,
 ) {
-    // Topic infos borrow their option blocks; build the blocks first.
-    let blocks: Vec<_> = stream
-        .topics
-        .values()
-        .map(|topic| topic.options.option_blocks())
-        .collect();
-    let entries: Vec<_> = blocks
-        .iter()
-        .map(|(explicit, derived)| (as_entries(explicit), as_entries(derived)))
-        .collect();
-    let topics: Vec<TopicInfo<'_>> = stream
-        .topics
-        .values()
-        .zip(&entries)
-        .map(|(topic, (explicit, derived))| {
-            let (size_bytes, messages_count) = topic_totals(stream, topic, reports);
-            TopicInfo {
-                id: topic.id,
-                created_at_us: topic.created_at_us,
-                partitions_count: topic.partitions_count(),
-                message_expiry: topic.options.message_expiry_wire(),
-                compression: topic.options.compression.to_wire(),
-                max_topic_size: topic.options.max_topic_size_wire(),
-                size_bytes,
-                messages_count,
-                name: &topic.name,
-                explicit_options: explicit,
-                derived_options: derived,
-            }
-        })
-        .collect();
-    encode_stream_details(out, &stream_info(stream, reports), &topics);
+    with_stream_topics(stream, reports, |topics| {
+        encode_stream_details(out, &stream_info(stream, reports), topics);
+    });
 }
 
 pub(crate) async fn get_stream(
@@ -230,37 +237,7 @@ pub(crate) async fn get_topics(
     };
     principal.get_topics(stream.id)?;
     let reports = partition_reports(request.context).await?;
-    let blocks: Vec<_> = stream
-        .topics
-        .values()
-        .map(|topic| topic.options.option_blocks())
-        .collect();
-    let entries: Vec<_> = blocks
-        .iter()
-        .map(|(explicit, derived)| (as_entries(explicit), as_entries(derived)))
-        .collect();
-    let topics: Vec<TopicInfo<'_>> = stream
-        .topics
-        .values()
-        .zip(&entries)
-        .map(|(topic, (explicit, derived))| {
-            let (size_bytes, messages_count) = topic_totals(stream, topic, &reports);
-            TopicInfo {
-                id: topic.id,
-                created_at_us: topic.created_at_us,
-                partitions_count: topic.partitions_count(),
-                message_expiry: topic.options.message_expiry_wire(),
-                compression: topic.options.compression.to_wire(),
-                max_topic_size: topic.options.max_topic_size_wire(),
-                size_bytes,
-                messages_count,
-                name: &topic.name,
-                explicit_options: explicit,
-                derived_options: derived,
-            }
-        })
-        .collect();
-    encode_topics(&mut out, &topics);
+    with_stream_topics(stream, &reports, |topics| encode_topics(&mut out, topics));
     Ok(request.replier.ok(&out))
 }
 
