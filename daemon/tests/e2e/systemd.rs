@@ -142,7 +142,10 @@ struct Attempts {
 
 /// One client attempt: connect, ping, read the reply.
 fn attempt(address: std::net::SocketAddr, attempts: &mut Attempts) {
-    let mut stream = match std::net::TcpStream::connect_timeout(&address, Duration::from_secs(2)) {
+    // While a daemon stops it drops bare SYNs (no reset for anyone): the kernel
+    // retransmits after 1 s, 2 s, 4 s…, so give connect the time a real
+    // client's does.
+    let mut stream = match std::net::TcpStream::connect_timeout(&address, Duration::from_secs(15)) {
         Ok(stream) => stream,
         // Refused: nothing listened. A reset *during* connect is the same
         // outcome for a client: the handshake never completed (the SYN met
