@@ -5,7 +5,7 @@
 //! tables, request decoding and reply encoding. Must not: do I/O, import
 //! monoio or storage code, know about sessions or server state, or panic on
 //! any input (every read is bounds-checked, arithmetic on input-derived
-//! values is checked or saturating). `/work/shared/iggy-tcp-protocol.md`
+//! values is checked or saturating). `shared/iggy-tcp-protocol.md`
 //! (§ numbers in comments) is the byte-level reference.
 //!
 //! Reading order: `limits` and `codes` (the numbers), `header` and `frame`
