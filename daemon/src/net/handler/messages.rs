@@ -32,6 +32,7 @@ fn resolve<'v>(
 }
 
 fn partition_key(
+    context: &crate::shard::context::ShardContext,
     stream: &Stream,
     topic: &Topic,
     partition_id: u32,
@@ -45,7 +46,7 @@ fn partition_key(
         topic: topic.id,
         partition: partition_id,
     };
-    Ok((key, partition.owner_shard))
+    Ok((key, context.owner(partition.owner_shard)))
 }
 
 /// Whose offset, and which partition, for a poll or an offset request.
@@ -104,8 +105,7 @@ pub(crate) async fn poll(
         encode_poll_prefix(&mut out, NOT_YOUR_PARTITION, 0, 0);
         return Ok(request.replier.ok(&out));
     };
-    let (key, owner) = partition_key(stream, topic, partition_id)?;
-    let owner = request.context.owner(owner);
+    let (key, owner) = partition_key(request.context, stream, topic, partition_id)?;
     let poll_request = PollRequest {
         consumer: Some(consumer),
         strategy: poll.strategy,
@@ -146,7 +146,7 @@ pub(crate) async fn send(
         Partitioning::Balanced => request.context.next_balanced(partitions),
         Partitioning::MessagesKey(bytes) => partition_for_key(bytes, partitions).unwrap_or(0),
     };
-    let (key, owner) = partition_key(stream, topic, partition_id)?;
+    let (key, owner) = partition_key(request.context, stream, topic, partition_id)?;
     // Checksums are verified here, on the accepting shard, so the owner's
     // pump only appends.
     let summary = crate::batch::validate(send.batch)
@@ -155,7 +155,7 @@ pub(crate) async fn send(
         return Err(HandlerError::Status(Status::InvalidCommand as u32));
     }
     let batch = send.batch.to_vec();
-    let owner = request.context.owner(owner);
+
     let ack = partition_op(request.context, owner, |reply| PartitionOp::Append {
         key,
         batch,
@@ -186,8 +186,7 @@ pub(crate) async fn flush(
     let view = request.view.clone();
     let (stream, topic) = resolve(&view, &stream, &topic)?;
     principal.send_messages(stream.id, topic.id)?;
-    let (key, owner) = partition_key(stream, topic, partition_id)?;
-    let owner = request.context.owner(owner);
+    let (key, owner) = partition_key(request.context, stream, topic, partition_id)?;
     partition_op(request.context, owner, |reply| PartitionOp::Flush {
         key,
         fsync,
@@ -197,21 +196,58 @@ pub(crate) async fn flush(
     Ok(request.replier.empty())
 }
 
+/// Where an offset request goes: whose offset, which partition, and the
+/// partition's owner shard. `None`: a group member named a partition it
+/// does not own.
+struct OffsetRoute {
+    consumer: ConsumerKey,
+    partition_id: u32,
+    key: PartitionKey,
+    owner: crate::shard::mesh::ShardId,
+}
+
+fn offset_route(
+    request: &Request_<'_>,
+    principal: &Principal<'_>,
+    target: &OffsetTarget<'_>,
+) -> Handled<Option<OffsetRoute>> {
+    let (stream, topic) = resolve(&request.view, &target.stream, &target.topic)?;
+    principal.poll_messages(stream.id, topic.id)?;
+    let Some((consumer, partition_id)) =
+        consumer_target(request, topic, &target.consumer, target.partition_id)?
+    else {
+        return Ok(None);
+    };
+    let (key, owner) = partition_key(request.context, stream, topic, partition_id)?;
+    Ok(Some(OffsetRoute {
+        consumer,
+        partition_id,
+        key,
+        owner,
+    }))
+}
+
+/// Store and delete need a partition the caller owns (§6.5).
+fn owned_route(route: Option<OffsetRoute>) -> Handled<OffsetRoute> {
+    route.ok_or(HandlerError::Status(
+        Status::ConsumerGroupPartitionNotOwned as u32,
+    ))
+}
+
 pub(crate) async fn get_offset(
     request: &mut Request_<'_>,
     principal: &Principal<'_>,
     target: &OffsetTarget<'_>,
 ) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let (stream, topic) = resolve(&view, &target.stream, &target.topic)?;
-    principal.poll_messages(stream.id, topic.id)?;
-    let Some((consumer, partition_id)) =
-        consumer_target(request, topic, &target.consumer, target.partition_id)?
+    let Some(OffsetRoute {
+        consumer,
+        partition_id,
+        key,
+        owner,
+    }) = offset_route(request, principal, target)?
     else {
         return Ok(request.replier.empty());
     };
-    let (key, owner) = partition_key(stream, topic, partition_id)?;
-    let owner = request.context.owner(owner);
     let stored = partition_op(request.context, owner, |reply| PartitionOp::GetOffset {
         key,
         consumer,
@@ -239,18 +275,12 @@ pub(crate) async fn store_offset(
     target: &OffsetTarget<'_>,
     offset: u64,
 ) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let (stream, topic) = resolve(&view, &target.stream, &target.topic)?;
-    principal.poll_messages(stream.id, topic.id)?;
-    let Some((consumer, partition_id)) =
-        consumer_target(request, topic, &target.consumer, target.partition_id)?
-    else {
-        return Err(HandlerError::Status(
-            Status::ConsumerGroupPartitionNotOwned as u32,
-        ));
-    };
-    let (key, owner) = partition_key(stream, topic, partition_id)?;
-    let owner = request.context.owner(owner);
+    let OffsetRoute {
+        consumer,
+        key,
+        owner,
+        ..
+    } = owned_route(offset_route(request, principal, target)?)?;
     partition_op(request.context, owner, |reply| PartitionOp::StoreOffset {
         key,
         consumer,
@@ -266,18 +296,12 @@ pub(crate) async fn delete_offset(
     principal: &Principal<'_>,
     target: &OffsetTarget<'_>,
 ) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let (stream, topic) = resolve(&view, &target.stream, &target.topic)?;
-    principal.poll_messages(stream.id, topic.id)?;
-    let Some((consumer, partition_id)) =
-        consumer_target(request, topic, &target.consumer, target.partition_id)?
-    else {
-        return Err(HandlerError::Status(
-            Status::ConsumerGroupPartitionNotOwned as u32,
-        ));
-    };
-    let (key, owner) = partition_key(stream, topic, partition_id)?;
-    let owner = request.context.owner(owner);
+    let OffsetRoute {
+        consumer,
+        key,
+        owner,
+        ..
+    } = owned_route(offset_route(request, principal, target)?)?;
     partition_op(request.context, owner, |reply| PartitionOp::DeleteOffset {
         key,
         consumer,
