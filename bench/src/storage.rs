@@ -24,8 +24,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use iggyd::protocol::primitives::PollingStrategy;
+use iggyd::shard::op::{PartitionOp, PollRequest};
 use iggyd::shard::partition::{Durability, PartitionKey, PartitionSettings};
-use iggyd::shard::pump::{PartitionOp, PollRequest, Pump};
+use iggyd::shard::pump::Pump;
 use iggyd::storage::{MonoioIo, OpenMode, PartitionConfig, PartitionLog, StorageIo, SystemClock};
 use serde_json::{Value, json};
 

@@ -20,8 +20,7 @@ use crate::control::{Action, ControlSource, sysinfo};
 use crate::preflight::Driver;
 use crate::shard::heartbeat::{Heartbeats, Latency, ShardCounters};
 use crate::shard::mesh::{Mesh, ShardMessage};
-use crate::shard::partition::PartitionKey;
-use crate::shard::pump::PartitionOp;
+use crate::shard::op::PartitionOp;
 use crate::storage::consumer_offsets::ConsumerKind;
 use crate::topology::PlannedShard;
 use std::collections::BTreeMap;
@@ -416,12 +415,12 @@ impl DaemonSource {
                 };
                 let mut lag_by_group: BTreeMap<u32, u64> = BTreeMap::new();
                 for partition in &topic.partitions {
-                    let key = PartitionKey {
-                        stream: stream.id,
-                        topic: topic.id,
-                        partition: partition.id,
-                    };
-                    let owner = partition.owner_shard % self.parts.shards.len();
+                    let crate::shard::router::Route { key, owner } = crate::shard::router::route(
+                        stream,
+                        topic,
+                        partition,
+                        self.parts.shards.len(),
+                    );
                     let (messages, bytes, segments, current_offset, offsets) =
                         match reports.get(&key) {
                             Some((_, report)) => (
@@ -539,7 +538,8 @@ mod tests {
     fn published_state_reaches_the_snapshot() {
         use crate::metadata::{Ident, Metadata, MetadataCommand, TopicOptions};
         use crate::shard::heartbeat::ShardReport;
-        use crate::shard::pump::PartitionReport;
+        use crate::shard::op::PartitionReport;
+        use crate::shard::partition::PartitionKey;
         use crate::storage::PartitionStats;
         use crate::storage::consumer_offsets::ConsumerKey;
         let (source, heartbeats, _dir) = source(1);

@@ -210,11 +210,4 @@ impl ShardContext {
         self.next_balanced.set(cursor.wrapping_add(1));
         cursor % partitions
     }
-
-    /// Which shard owns a partition id recorded in metadata. A recorded
-    /// owner beyond today's shard count (the daemon was started with fewer
-    /// shards) folds onto the existing shards.
-    pub fn owner(&self, recorded: ShardId) -> ShardId {
-        recorded % self.shards
-    }
 }

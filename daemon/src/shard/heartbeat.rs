@@ -16,7 +16,7 @@
 //! do.
 
 use crate::metadata::MetadataView;
-use crate::shard::pump::PartitionReport;
+use crate::shard::op::PartitionReport;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;

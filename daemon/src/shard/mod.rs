@@ -14,8 +14,10 @@
 pub mod context;
 pub mod heartbeat;
 pub mod mesh;
+pub mod op;
 pub mod partition;
 pub mod pump;
+pub mod router;
 #[cfg(test)]
 mod pump_sim;
 
@@ -28,8 +30,9 @@ use crate::storage::{MonoioIo, SystemClock};
 use context::{ContextSettings, ShardContext};
 use heartbeat::Heartbeats;
 use mesh::{Mesh, Request, Response, ShardId, ShardMessage};
+use op::PartitionOp;
 use partition::{PartitionKey, PartitionSettings};
-use pump::{PartitionOp, Pump};
+use pump::Pump;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::{Arc, mpsc};
@@ -168,14 +171,9 @@ fn owned_partitions(
     for stream in view.streams() {
         for topic in stream.topics.values() {
             let settings = PartitionSettings::from_topic(topic);
-            for partition in &topic.partitions {
-                if context.owner(partition.owner_shard) == context.shard {
-                    let key = PartitionKey {
-                        stream: stream.id,
-                        topic: topic.id,
-                        partition: partition.id,
-                    };
-                    owned.push((key, settings));
+            for route in router::topic_routes(stream, topic, context.shards) {
+                if route.owner == context.shard {
+                    owned.push((route.key, settings));
                 }
             }
         }

@@ -15,8 +15,9 @@ use crate::protocol::reply::{
     ConsumerOffsetInfo, SendConfirmation, encode_consumer_offset, encode_poll_prefix,
     encode_send_confirmations,
 };
+use crate::shard::op::{PartitionOp, PollRequest};
 use crate::shard::partition::PartitionKey;
-use crate::shard::pump::{PartitionOp, PollRequest};
+use crate::shard::router;
 use crate::storage::consumer_offsets::{self, ConsumerKey};
 
 /// The empty poll that tells a group member its assignment is stale
@@ -37,16 +38,9 @@ fn partition_key(
     topic: &Topic,
     partition_id: u32,
 ) -> Handled<(PartitionKey, crate::shard::mesh::ShardId)> {
-    let partition = topic
-        .partitions
-        .get(partition_id as usize)
+    let route = router::partition_route(stream, topic, partition_id, context.shards)
         .ok_or(HandlerError::Status(Status::PartitionNotFound as u32))?;
-    let key = PartitionKey {
-        stream: stream.id,
-        topic: topic.id,
-        partition: partition_id,
-    };
-    Ok((key, context.owner(partition.owner_shard)))
+    Ok((route.key, route.owner))
 }
 
 /// Whose offset, and which partition, for a poll or an offset request.

@@ -28,7 +28,7 @@ use crate::protocol::header::RequestHeader;
 use crate::protocol::reply::{encode_eviction, encode_reply, encode_status_reply};
 use crate::shard::context::ShardContext;
 use crate::shard::mesh::{Request, Response, ShardId, ShardMessage};
-use crate::shard::pump::{PartitionOp, PumpError, Reply};
+use crate::shard::op::{PartitionOp, PumpError, Reply};
 use std::rc::Rc;
 use std::sync::Arc;
 

@@ -16,8 +16,9 @@ use crate::protocol::reply::{
     encode_topic_details, encode_topics,
 };
 use crate::shard::context::ShardContext;
+use crate::shard::op::{PartitionOp, PartitionReport};
 use crate::shard::partition::{PartitionKey, PartitionSettings};
-use crate::shard::pump::{PartitionOp, PartitionReport};
+use crate::shard::router;
 use std::collections::BTreeMap;
 
 /// Every partition's numbers, from every shard.
@@ -41,12 +42,7 @@ fn topic_totals(
 ) -> (u64, u64) {
     let mut totals = (0, 0);
     for partition in &topic.partitions {
-        let key = PartitionKey {
-            stream: stream.id,
-            topic: topic.id,
-            partition: partition.id,
-        };
-        if let Some(report) = reports.get(&key) {
+        if let Some(report) = reports.get(&router::key(stream, topic, partition)) {
             totals.0 += report.stats.bytes;
             totals.1 += report.stats.messages;
         }
@@ -146,12 +142,7 @@ fn encode_topic_with_partitions(
         .partitions
         .iter()
         .map(|partition| {
-            let key = PartitionKey {
-                stream: stream.id,
-                topic: topic.id,
-                partition: partition.id,
-            };
-            let report = reports.get(&key);
+            let report = reports.get(&router::key(stream, topic, partition));
             PartitionInfo {
                 id: partition.id,
                 created_at_us: partition.created_at_us,
@@ -256,12 +247,7 @@ async fn open_partitions(
             continue;
         };
         let settings = PartitionSettings::from_topic(topic);
-        let key = PartitionKey {
-            stream: partition.stream_id,
-            topic: partition.topic_id,
-            partition: partition.partition_id,
-        };
-        let owner = context.owner(partition.owner_shard);
+        let router::Route { key, owner } = router::ref_route(partition, context.shards);
         partition_op(context, owner, |reply| PartitionOp::Open {
             key,
             settings,
@@ -275,12 +261,7 @@ async fn open_partitions(
 /// Delete removed partitions' data on their owners.
 async fn remove_partitions(context: &ShardContext, removed: &[PartitionRef]) -> Handled<()> {
     for partition in removed {
-        let key = PartitionKey {
-            stream: partition.stream_id,
-            topic: partition.topic_id,
-            partition: partition.partition_id,
-        };
-        let owner = context.owner(partition.owner_shard);
+        let router::Route { key, owner } = router::ref_route(partition, context.shards);
         partition_op(context, owner, |reply| PartitionOp::Remove { key, reply }).await?;
     }
     Ok(())
@@ -293,20 +274,14 @@ async fn refresh_settings(
     stream_id: u32,
     topic_id: u32,
 ) -> Handled<()> {
-    let Some(topic) = view
-        .stream_by_id(stream_id)
-        .and_then(|stream| stream.topic_by_id(topic_id))
-    else {
+    let Some(stream) = view.stream_by_id(stream_id) else {
+        return Ok(());
+    };
+    let Some(topic) = stream.topic_by_id(topic_id) else {
         return Ok(());
     };
     let settings = PartitionSettings::from_topic(topic);
-    for partition in &topic.partitions {
-        let key = PartitionKey {
-            stream: stream_id,
-            topic: topic_id,
-            partition: partition.id,
-        };
-        let owner = context.owner(partition.owner_shard);
+    for router::Route { key, owner } in router::topic_routes(stream, topic, context.shards) {
         partition_op(context, owner, |reply| PartitionOp::Open {
             key,
             settings,
@@ -400,13 +375,7 @@ async fn purge_partitions(
     topics: &[&Topic],
 ) -> Handled<()> {
     for topic in topics {
-        for partition in &topic.partitions {
-            let key = PartitionKey {
-                stream: stream.id,
-                topic: topic.id,
-                partition: partition.id,
-            };
-            let owner = context.owner(partition.owner_shard);
+        for router::Route { key, owner } in router::topic_routes(stream, topic, context.shards) {
             partition_op(context, owner, |reply| PartitionOp::Purge { key, reply }).await?;
         }
     }
@@ -450,17 +419,13 @@ pub(crate) async fn delete_segments(
     let view = request.view.clone();
     let (stream, topic) = view.topic(&Ident::from(&stream), &Ident::from(&topic))?;
     principal.manage_partitions(stream.id, topic.id)?;
-    let Some(partition) = topic.partitions.get(partition_id as usize) else {
+    let Some(router::Route { key, owner }) =
+        router::partition_route(stream, topic, partition_id, request.context.shards)
+    else {
         return Ok(request
             .replier
             .status(crate::protocol::codes::Status::PartitionNotFound as u32));
     };
-    let key = PartitionKey {
-        stream: stream.id,
-        topic: topic.id,
-        partition: partition_id,
-    };
-    let owner = request.context.owner(partition.owner_shard);
     let count = segments_count;
     partition_op(request.context, owner, |reply| {
         PartitionOp::DeleteSegments { key, count, reply }

@@ -16,7 +16,7 @@ use crate::protocol::reply::{
 };
 use crate::shard::context::{self, ShardContext};
 use crate::shard::mesh::{Request, Response};
-use crate::shard::pump::PartitionOp;
+use crate::shard::op::PartitionOp;
 
 /// Every connection of every shard.
 pub(crate) async fn all_clients(context: &ShardContext) -> Handled<Vec<context::ClientInfo>> {

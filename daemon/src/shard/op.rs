@@ -1,0 +1,190 @@
+//! The closed set of operations a shard's pump executes, their replies and
+//! their errors. Handlers, the control plane and the bench build these
+//! values and send them to the owner shard; only `shard/pump.rs` executes
+//! them. This file holds no state and does no I/O.
+
+use super::partition::{PartitionKey, PartitionSettings};
+use crate::protocol::codes::Status;
+use crate::protocol::primitives::PollingStrategy;
+use crate::storage::consumer_offsets::ConsumerKey;
+use crate::storage::{DeletedSegments, PartitionStats, StorageError};
+
+/// Where a reply goes: a one-shot channel back to the requester.
+pub type Reply<T> = flume::Sender<Result<T, PumpError>>;
+
+/// Offsets of an appended batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendAck {
+    pub base_offset: u64,
+    pub last_offset: u64,
+}
+
+/// A poll as the owner shard executes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollRequest {
+    /// Whose stored offset `Next` resumes from and auto-commit moves.
+    pub consumer: Option<ConsumerKey>,
+    pub strategy: PollingStrategy,
+    pub count: u32,
+    pub auto_commit: bool,
+}
+
+/// Stored bytes for a poll reply (§5.3), plus what its prefix needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollResult {
+    /// Highest stored offset (0 when empty).
+    pub current_offset: u64,
+    pub message_count: u32,
+    pub bytes: Vec<u8>,
+}
+
+/// `(current_offset, stored_offset)` for GetConsumerOffset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredOffset {
+    pub current_offset: u64,
+    pub stored_offset: u64,
+}
+
+/// One partition's numbers for stats, the console and retention.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionReport {
+    pub key: PartitionKey,
+    pub stats: PartitionStats,
+    pub current_offset: u64,
+    /// Sealed segments (oldest first) as `(size_bytes, last_timestamp_us)`.
+    pub sealed_segments: Vec<(u64, u64)>,
+    pub consumer_offsets: Vec<(ConsumerKey, u64)>,
+}
+
+/// The closed set of operations on this shard's partitions.
+#[derive(Debug)]
+pub enum PartitionOp {
+    /// Create (or open and recover) a partition this shard owns, or update
+    /// the settings of one it already holds.
+    Open {
+        key: PartitionKey,
+        settings: PartitionSettings,
+        reply: Reply<()>,
+    },
+    /// Close a partition and delete its directory (topic or partition
+    /// deleted). Missing partitions are not an error.
+    Remove {
+        key: PartitionKey,
+        reply: Reply<()>,
+    },
+    Append {
+        key: PartitionKey,
+        batch: Vec<u8>,
+        reply: Reply<AppendAck>,
+    },
+    Poll {
+        key: PartitionKey,
+        request: PollRequest,
+        reply: Reply<PollResult>,
+    },
+    GetOffset {
+        key: PartitionKey,
+        consumer: ConsumerKey,
+        reply: Reply<Option<StoredOffset>>,
+    },
+    StoreOffset {
+        key: PartitionKey,
+        consumer: ConsumerKey,
+        offset: u64,
+        reply: Reply<()>,
+    },
+    DeleteOffset {
+        key: PartitionKey,
+        consumer: ConsumerKey,
+        reply: Reply<()>,
+    },
+    /// Delete every message and consumer offset; the partition restarts at 0.
+    Purge {
+        key: PartitionKey,
+        reply: Reply<()>,
+    },
+    DeleteSegments {
+        key: PartitionKey,
+        count: u32,
+        reply: Reply<DeletedSegments>,
+    },
+    /// Flush (with `fsync`, make durable) what was written.
+    Flush {
+        key: PartitionKey,
+        fsync: bool,
+        reply: Reply<()>,
+    },
+    Report {
+        reply: Reply<Vec<PartitionReport>>,
+    },
+    /// Make everything written on this shard durable now; answers how many
+    /// files were fsynced (the console's `flush` action).
+    SyncAll {
+        reply: Reply<u64>,
+    },
+    /// Periodic: fsync partitions with unsynced data (the interval part of
+    /// the `replicated` flush policy).
+    FlushTick,
+    /// Periodic: delete expired sealed segments, and the oldest sealed
+    /// segments of partitions over their `max_topic_size` share.
+    RetentionTick,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PumpError {
+    #[error("partition {0} is not served by this shard")]
+    NotHere(PartitionKey),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("offset {offset} is beyond the partition's highest offset ({current:?})")]
+    InvalidOffset { offset: u64, current: Option<u64> },
+    #[error("no consumer offset is stored")]
+    OffsetNotFound,
+    #[error("the shard is stopping")]
+    Stopping,
+}
+
+impl PumpError {
+    /// The wire status a client gets for this error.
+    pub fn wire_status(&self) -> u32 {
+        match self {
+            PumpError::NotHere(_) => Status::PartitionNotFound as u32,
+            PumpError::Storage(StorageError::InvalidBatch(error)) => error.wire_status(),
+            PumpError::Storage(StorageError::BatchTooLarge { .. }) => {
+                Status::InvalidMessagesCount as u32
+            }
+            PumpError::Storage(_) | PumpError::Stopping => Status::Error as u32,
+            PumpError::InvalidOffset { .. } => Status::InvalidOffset as u32,
+            PumpError::OffsetNotFound => Status::ConsumerOffsetNotFound as u32,
+        }
+    }
+
+    pub(crate) fn is_fatal(&self) -> bool {
+        matches!(self, PumpError::Storage(error) if error.is_fatal())
+    }
+}
+
+/// Answers a request; the requester may have gone (client disconnected),
+/// which is not an error.
+pub(crate) fn answer<T>(reply: Reply<T>, value: Result<T, PumpError>) {
+    let _ = reply.send(value);
+}
+
+/// Answers an op with `Stopping` (the shard is fatal or stopping).
+pub(crate) fn reply_stopping(op: PartitionOp) {
+    match op {
+        PartitionOp::Open { reply, .. }
+        | PartitionOp::Remove { reply, .. }
+        | PartitionOp::StoreOffset { reply, .. }
+        | PartitionOp::DeleteOffset { reply, .. }
+        | PartitionOp::Purge { reply, .. }
+        | PartitionOp::Flush { reply, .. } => answer(reply, Err(PumpError::Stopping)),
+        PartitionOp::Append { reply, .. } => answer(reply, Err(PumpError::Stopping)),
+        PartitionOp::Poll { reply, .. } => answer(reply, Err(PumpError::Stopping)),
+        PartitionOp::GetOffset { reply, .. } => answer(reply, Err(PumpError::Stopping)),
+        PartitionOp::DeleteSegments { reply, .. } => answer(reply, Err(PumpError::Stopping)),
+        PartitionOp::Report { reply } => answer(reply, Err(PumpError::Stopping)),
+        PartitionOp::SyncAll { reply } => answer(reply, Err(PumpError::Stopping)),
+        PartitionOp::FlushTick | PartitionOp::RetentionTick => {}
+    }
+}
