@@ -8,7 +8,7 @@
 //! It never touches the terminal and never panics on what the socket
 //! sends: lines are length-capped and decoded into typed errors.
 
-use crate::api::{self, Payload};
+use crate::api::{self, LineRead, Payload, read_line_capped};
 use crate::event::Event;
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -181,87 +181,9 @@ pub fn fetch_snapshot_line(socket: &Path, timeout: Duration) -> Result<String, S
     }
 }
 
-/// What `read_line_capped` found.
-#[derive(Debug, PartialEq, Eq)]
-pub enum LineRead {
-    Line,
-    Eof,
-    TooLong,
-}
-
-/// Read one `\n`-terminated line of at most `cap` bytes (newline and a
-/// trailing `\r` stripped) into `line`, never buffering more than `cap`.
-pub fn read_line_capped(
-    reader: &mut impl BufRead,
-    line: &mut Vec<u8>,
-    cap: usize,
-) -> io::Result<LineRead> {
-    line.clear();
-    loop {
-        let available = match reader.fill_buf() {
-            Ok(available) => available,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(error),
-        };
-        if available.is_empty() {
-            return Ok(if line.is_empty() {
-                LineRead::Eof
-            } else {
-                LineRead::Line
-            });
-        }
-        let (chunk, found_end) = match available.iter().position(|byte| *byte == b'\n') {
-            Some(end) => (end, true),
-            None => (available.len(), false),
-        };
-        if line.len() + chunk > cap {
-            return Ok(LineRead::TooLong);
-        }
-        line.extend_from_slice(&available[..chunk]);
-        reader.consume(if found_end { chunk + 1 } else { chunk });
-        if found_end {
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-            return Ok(LineRead::Line);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Proves the capped reader handles split lines, CRLF, the cap and EOF.
-    #[test]
-    fn capped_line_reader() {
-        let mut reader = BufReader::with_capacity(3, &b"ab\r\ncdef\nxyz"[..]);
-        let mut line = Vec::new();
-        assert_eq!(
-            read_line_capped(&mut reader, &mut line, 8).unwrap(),
-            LineRead::Line
-        );
-        assert_eq!(line, b"ab");
-        assert_eq!(
-            read_line_capped(&mut reader, &mut line, 8).unwrap(),
-            LineRead::Line
-        );
-        assert_eq!(line, b"cdef");
-        assert_eq!(
-            read_line_capped(&mut reader, &mut line, 8).unwrap(),
-            LineRead::Line
-        );
-        assert_eq!(line, b"xyz");
-        assert_eq!(
-            read_line_capped(&mut reader, &mut line, 8).unwrap(),
-            LineRead::Eof
-        );
-        let mut reader = BufReader::new(&b"123456789\n"[..]);
-        assert_eq!(
-            read_line_capped(&mut reader, &mut line, 8).unwrap(),
-            LineRead::TooLong
-        );
-    }
 
     #[test]
     fn stale_after_is_three_intervals_at_least_five_seconds() {

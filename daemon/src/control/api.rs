@@ -1,39 +1,17 @@
-//! The admin socket's wire types, protocol v1: the only serializable control
-//! types of the daemon. A request is one line of JSON carrying `"v":1` and
-//! `"op"`; every response line carries `"v":1`, `"ok"`, and either `"type"`
-//! with its payload or `"error"` with a human message. `tui/src/api.rs`
-//! mirrors these types (the console does not link the daemon); both crates
-//! check themselves against the same golden files in `daemon/tests/golden/`.
+//! The admin socket's request side, protocol v1: which ops exist, how a
+//! request line becomes a `Request` (or a `RequestError` whose text the
+//! client reads), and the actions the daemon performs. The response types,
+//! the bounds both ends rely on and the capped line reader live in the
+//! shared `iggyd-admin-api` crate (re-exported here), which `iggy-top` uses
+//! too, so the console never links the daemon and no shape is written
+//! twice.
 //!
-//! This module parses and builds values only: it does no I/O, and it never
-//! panics on input (every malformed request becomes a `RequestError`).
-//!
-//! ```text
-//! {"v":1,"op":"hello"}                        -> {"v":1,"ok":true,"type":"hello","version":"0.1.0","pid":123,"uptime_ms":4567}
-//! {"v":1,"op":"snapshot"}                     -> {"v":1,"ok":true,"type":"snapshot","snapshot":{...}}
-//! {"v":1,"op":"subscribe","interval_ms":1000} -> a snapshot line now, then one per interval
-//! {"v":1,"op":"set_log_level","level":"debug"}-> {"v":1,"ok":true,"type":"done","message":"..."}
-//! {"v":1,"op":"rotate_logs"} / {"v":1,"op":"flush"} -> done
-//! {"v":1,"op":"fault","fault":"freeze_shard","shard":N} (debug builds and `fault-injection`)
-//! anything else                               -> {"v":1,"ok":false,"error":"..."}
-//! ```
-//!
-//! Changing a field here is a one-way door: add fields (readers ignore
-//! unknown ones), never rename or retype them within v1.
+//! This module parses values only: it does no I/O, and it never panics on
+//! input (every malformed request becomes a `RequestError`).
 
-use serde::{Deserialize, Serialize};
+pub use iggyd_admin_api::*;
 use std::time::Duration;
 
-/// The protocol version this module speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
-/// A request line longer than this (without its newline) is refused and the
-/// connection closed: a client cannot make the daemon buffer without bound.
-pub const REQUEST_LINE_BYTES_MAX: usize = 64 * 1024;
-/// Bounds of a subscription's `interval_ms`.
-pub const SUBSCRIBE_INTERVAL_MS_MIN: u64 = 100;
-pub const SUBSCRIBE_INTERVAL_MS_MAX: u64 = 60_000;
-/// `interval_ms` when a subscribe request does not carry one.
-pub const SUBSCRIBE_INTERVAL_MS_DEFAULT: u64 = 1_000;
 /// Longest `level` accepted by `set_log_level`.
 pub const LOG_LEVEL_BYTES_MAX: usize = 256;
 
@@ -47,225 +25,6 @@ pub const OPS: &[&str] = &[
     "flush",
     "fault",
 ];
-
-/// Answer to `hello`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Hello {
-    pub version: String,
-    pub pid: u32,
-    pub uptime_ms: u64,
-}
-
-/// Everything the console shows, taken at one moment. Counters that the
-/// daemon does not collect yet are zero (or empty lists), never estimated.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Snapshot {
-    /// Unix time in milliseconds.
-    pub taken_at_ms: u64,
-    pub process: ProcessStats,
-    pub shards: Vec<ShardStats>,
-    pub topics: Vec<TopicStats>,
-    /// Recent warnings and errors, newest last, at most `EVENTS_MAX`.
-    pub events: Vec<EventRecord>,
-}
-
-/// At most this many events travel in one snapshot.
-pub const EVENTS_MAX: usize = 200;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProcessStats {
-    pub version: String,
-    pub pid: u32,
-    pub uptime_ms: u64,
-    pub rss_bytes: u64,
-    /// The filesystem holding `data_dir`: used, free to the daemon, total.
-    pub disk_used_bytes: u64,
-    pub disk_free_bytes: u64,
-    pub disk_total_bytes: u64,
-    pub durability_default: Durability,
-    /// Bytes of the files under `logging.dir`.
-    pub log_dir_bytes: u64,
-    pub connections: u64,
-    pub numa_nodes: u32,
-    /// Physical cores that run a shard.
-    pub cores: u32,
-    pub watchdog: Watchdog,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Durability {
-    Persisted,
-    Replicated,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Watchdog {
-    pub enabled: bool,
-    pub interval_ms: u64,
-    pub state: WatchdogState,
-    /// The shard whose heartbeat stopped, when `state` is `stalled`.
-    pub stalled_shard: Option<u32>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WatchdogState {
-    Ok,
-    Stalled,
-    Disabled,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Driver {
-    IoUring,
-    Epoll,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ShardStats {
-    pub shard: u32,
-    /// OS index of the PU the shard is pinned to.
-    pub pu: u32,
-    /// Logical index of its physical core.
-    pub core: u32,
-    pub numa_node: Option<u32>,
-    pub driver: Driver,
-    pub partitions: u64,
-    pub connections: u64,
-    pub messages_in_per_sec: f64,
-    pub messages_out_per_sec: f64,
-    pub bytes_in_per_sec: f64,
-    pub bytes_out_per_sec: f64,
-    pub messages_in_total: u64,
-    pub messages_out_total: u64,
-    pub bytes_in_total: u64,
-    pub bytes_out_total: u64,
-    /// Messages waiting in the shard's inbox.
-    pub queue_depth: u64,
-    pub request_latency_us: Percentiles,
-    pub queue_wait_us: Percentiles,
-    pub fsync_latency_us: Percentiles,
-    /// Milliseconds since the shard's heartbeat counter was last seen moving.
-    pub heartbeat_age_ms: u64,
-    /// CPU time (user + system) of the shard thread.
-    pub cpu_time_ms: u64,
-    /// Share of one CPU the shard thread used recently (100 = one full core).
-    pub cpu_percent: f64,
-}
-
-/// Latency percentiles in microseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Percentiles {
-    pub p50: u64,
-    pub p90: u64,
-    pub p99: u64,
-    pub p999: u64,
-    pub max: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopicStats {
-    pub stream_id: u32,
-    pub stream: String,
-    pub topic_id: u32,
-    pub topic: String,
-    pub messages: u64,
-    pub bytes: u64,
-    pub partitions: Vec<PartitionStats>,
-    pub consumer_groups: Vec<ConsumerGroupStats>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionStats {
-    pub partition_id: u32,
-    /// The owner shard.
-    pub shard: u32,
-    pub messages: u64,
-    pub bytes: u64,
-    pub segments: u64,
-    pub current_offset: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConsumerGroupStats {
-    pub group_id: u32,
-    pub name: String,
-    pub members: u32,
-    /// Messages behind the end of the topic, summed over its partitions.
-    pub lag: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventRecord {
-    /// Unix time in milliseconds.
-    pub at_ms: u64,
-    pub level: EventLevel,
-    pub message: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventLevel {
-    Info,
-    Warn,
-    Error,
-}
-
-/// The successful payloads, tagged by `"type"`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Payload {
-    Hello(Hello),
-    Snapshot { snapshot: Box<Snapshot> },
-    Done { message: String },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Body {
-    Payload(Payload),
-    Error { error: String },
-}
-
-/// One response line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Response {
-    pub v: u32,
-    pub ok: bool,
-    #[serde(flatten)]
-    pub body: Body,
-}
-
-impl Response {
-    pub fn payload(payload: Payload) -> Response {
-        Response {
-            v: PROTOCOL_VERSION,
-            ok: true,
-            body: Body::Payload(payload),
-        }
-    }
-
-    pub fn error(message: impl Into<String>) -> Response {
-        Response {
-            v: PROTOCOL_VERSION,
-            ok: false,
-            body: Body::Error {
-                error: message.into(),
-            },
-        }
-    }
-
-    /// The response as one line, newline included.
-    pub fn to_line(&self) -> Vec<u8> {
-        // Serializing these plain structs cannot fail (no maps with non-string
-        // keys, no custom serializers); a failure would be a programmer error.
-        let mut line = serde_json::to_vec(self).expect("control response serializes");
-        line.push(b'\n');
-        line
-    }
-}
 
 /// An admin action the daemon performs on request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -429,69 +188,19 @@ fn parse_fault(
 mod tests {
     use super::*;
 
-    const GOLDEN_SNAPSHOT: &str = include_str!("../../tests/golden/control_v1_snapshot.json");
-    const GOLDEN_HELLO: &str = include_str!("../../tests/golden/control_v1_hello.json");
-
-    fn round_trip(golden: &str) -> Response {
-        let expected: serde_json::Value = serde_json::from_str(golden).unwrap();
-        let response: Response = serde_json::from_str(golden).unwrap();
-        let line = response.to_line();
-        assert_eq!(line.last(), Some(&b'\n'));
-        assert!(!line[..line.len() - 1].contains(&b'\n'), "one line");
-        let actual: serde_json::Value = serde_json::from_slice(&line).unwrap();
-        assert_eq!(
-            actual, expected,
-            "serialized form differs from the golden file"
-        );
-        response
-    }
-
-    /// Proves the v1 snapshot and hello shapes: the golden files parse into
-    /// the typed values and serialize back to exactly the same JSON, so no
-    /// field is missing, renamed or retyped on either side.
+    /// Proves the request lines a client builds with the shared crate are
+    /// the requests this parser reads them as.
     #[test]
-    fn golden_files_round_trip() {
-        let snapshot = round_trip(GOLDEN_SNAPSHOT);
-        let Body::Payload(Payload::Snapshot { snapshot }) = snapshot.body else {
-            panic!("golden snapshot is not a snapshot payload");
-        };
-        assert_eq!(snapshot.shards.len(), 2);
-        assert_eq!(snapshot.shards[1].numa_node, Some(1));
-        assert_eq!(snapshot.process.watchdog.state, WatchdogState::Ok);
-        assert_eq!(snapshot.topics[0].partitions.len(), 2);
-        let hello = round_trip(GOLDEN_HELLO);
-        assert!(matches!(
-            hello.body,
-            Body::Payload(Payload::Hello(Hello { pid: 4242, .. }))
-        ));
-    }
-
-    /// Proves the exact text of the short lines the protocol documents.
-    #[test]
-    fn small_lines_have_the_documented_shape() {
-        let hello = Response::payload(Payload::Hello(Hello {
-            version: "0.1.0".into(),
-            pid: 123,
-            uptime_ms: 4567,
-        }));
+    fn client_request_lines_parse() {
+        let parse = |line: String| parse_request(line.trim_end().as_bytes());
+        assert_eq!(parse(hello_request()), Ok(Request::Hello));
+        assert_eq!(parse(snapshot_request()), Ok(Request::Snapshot));
         assert_eq!(
-            String::from_utf8(hello.to_line()).unwrap(),
-            "{\"v\":1,\"ok\":true,\"type\":\"hello\",\"version\":\"0.1.0\",\"pid\":123,\"uptime_ms\":4567}\n"
+            parse(subscribe_request(250)),
+            Ok(Request::Subscribe {
+                interval: Duration::from_millis(250)
+            })
         );
-        let done = Response::payload(Payload::Done {
-            message: "flushed".into(),
-        });
-        assert_eq!(
-            String::from_utf8(done.to_line()).unwrap(),
-            "{\"v\":1,\"ok\":true,\"type\":\"done\",\"message\":\"flushed\"}\n"
-        );
-        let error = Response::error("nope");
-        assert_eq!(
-            String::from_utf8(error.to_line()).unwrap(),
-            "{\"v\":1,\"ok\":false,\"error\":\"nope\"}\n"
-        );
-        let parsed: Response = serde_json::from_slice(&error.to_line()).unwrap();
-        assert_eq!(parsed, error);
     }
 
     /// Proves every documented request parses, with defaults and bounds.

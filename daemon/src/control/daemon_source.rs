@@ -13,8 +13,7 @@
 //! that only admin threads take.
 
 use crate::control::api::{
-    self, Durability, Hello, Percentiles, ProcessStats, ShardStats, Snapshot, Watchdog,
-    WatchdogState,
+    self, Hello, Percentiles, ProcessStats, ShardStats, Snapshot, Watchdog, WatchdogState,
 };
 use crate::control::{Action, ControlSource, sysinfo};
 use crate::preflight::Driver;
@@ -139,10 +138,7 @@ impl DaemonSource {
             disk_used_bytes: disk.map_or(0, |disk| disk.used_bytes),
             disk_free_bytes: disk.map_or(0, |disk| disk.free_bytes),
             disk_total_bytes: disk.map_or(0, |disk| disk.total_bytes),
-            durability_default: match self.parts.durability_default {
-                crate::metadata::Durability::Persisted => Durability::Persisted,
-                crate::metadata::Durability::Replicated => Durability::Replicated,
-            },
+            durability_default: self.parts.durability_default,
             log_dir_bytes: sysinfo::dir_size_bytes(&self.parts.log_dir).unwrap_or(0),
             connections: self.parts.heartbeats.total().connections,
             numa_nodes: u32::try_from(self.parts.numa_nodes).unwrap_or(u32::MAX),

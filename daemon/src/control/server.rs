@@ -17,7 +17,7 @@
 //! (primary group, or supplementary membership from the group database).
 
 use crate::control::ControlSource;
-use crate::control::api::{self, Payload, Request, Response};
+use crate::control::api::{self, LineRead, Payload, Request, Response, read_line_capped};
 use crate::limits;
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Write};
@@ -618,59 +618,6 @@ impl Shared {
             .wait_timeout_while(guard, timeout, |stopped| !*stopped)
             .unwrap_or_else(PoisonError::into_inner);
         *guard
-    }
-}
-
-/// What `read_line_capped` found.
-#[derive(Debug, PartialEq, Eq)]
-pub enum LineRead {
-    /// A line (without its newline) is in the buffer; a last line without
-    /// a newline before end of stream counts too.
-    Line,
-    Eof,
-    /// More than the cap arrived without a newline.
-    TooLong,
-}
-
-/// Read one `\n`-terminated line of at most `cap` bytes into `line`,
-/// never buffering more than `cap` bytes of it.
-pub fn read_line_capped(
-    reader: &mut impl BufRead,
-    line: &mut Vec<u8>,
-    cap: usize,
-) -> io::Result<LineRead> {
-    line.clear();
-    loop {
-        let available = match reader.fill_buf() {
-            Ok(available) => available,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(error),
-        };
-        if available.is_empty() {
-            return Ok(if line.is_empty() {
-                LineRead::Eof
-            } else {
-                LineRead::Line
-            });
-        }
-        match available.iter().position(|byte| *byte == b'\n') {
-            Some(end) => {
-                if line.len() + end > cap {
-                    return Ok(LineRead::TooLong);
-                }
-                line.extend_from_slice(&available[..end]);
-                reader.consume(end + 1);
-                return Ok(LineRead::Line);
-            }
-            None => {
-                let length = available.len();
-                if line.len() + length > cap {
-                    return Ok(LineRead::TooLong);
-                }
-                line.extend_from_slice(available);
-                reader.consume(length);
-            }
-        }
     }
 }
 

@@ -30,22 +30,9 @@ use super::{
 use crate::protocol::options::{OptionBlock, OptionEntry, ValueKind};
 use crate::protocol::reply::CompressionAlgorithm;
 
-/// Per-topic durability: `persisted` acks after fsync; `replicated` (on one
-/// node) acks after the write and fsyncs on the flush policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Durability {
-    Persisted,
-    Replicated,
-}
-
-impl Durability {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Persisted => "persisted",
-            Self::Replicated => "replicated",
-        }
-    }
-}
+/// Per-topic durability, the one type the admin API shows too (its variant
+/// order is the journal's encoding; see the type's own doc).
+pub use iggyd_admin_api::Durability;
 
 /// Compression recorded for a topic (metadata only; the server does not
 /// compress). Codes 1 and 2 on the wire; 0 is unrepresentable.
@@ -618,6 +605,17 @@ mod tests {
             kind: ValueKind::String as u8,
             value: value.as_bytes(),
         }
+    }
+
+    /// Proves the journal encoding of `Durability` did not move when the
+    /// type moved to the admin-API crate: postcard writes the variant
+    /// index, persisted 0 and replicated 1, as records already on disk say.
+    #[test]
+    fn durability_keeps_its_journal_encoding() {
+        assert_eq!(postcard::to_stdvec(&Durability::Persisted).unwrap(), [0]);
+        assert_eq!(postcard::to_stdvec(&Durability::Replicated).unwrap(), [1]);
+        let decoded: Durability = postcard::from_bytes(&[1]).unwrap();
+        assert_eq!(decoded, Durability::Replicated);
     }
 
     fn block<'a>(entries: &[OptionEntry<'a>]) -> OptionBlock<'a> {
