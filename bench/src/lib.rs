@@ -7,13 +7,13 @@
 //! with the same chunks) and as a ratio to it, so numbers from a noisy or
 //! slow machine still mean something. Nothing here asserts on time; the
 //! targets are printed, not enforced. Modules, in reading order: `report`
-//! (histograms, tables, JSON), `client` (a lean blocking protocol client on
-//! the daemon's sans-I/O codec), `loopback` (the raw TCP baselines), `load`
-//! (producer/consumer scenarios), `storage` (the storage benchmarks),
-//! `daemon` (starting a daemon and waiting for `READY=1`).
+//! (histograms, tables, JSON), `client` (the scenarios' commands on the
+//! workspace's blocking wire client, `iggyd_testkit::wire`), `loopback`
+//! (the raw TCP baselines), `load` (producer/consumer scenarios), `storage`
+//! (the storage benchmarks). `--spawn` starts its daemon with the kit's
+//! `TestDaemon` (readiness from `READY=1`, no sleeps).
 
 pub mod client;
-pub mod daemon;
 pub mod load;
 pub mod loopback;
 pub mod report;

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use crate::client::{Connection, Durability, PollTarget, SaveThresholds, producer_batch};
 use crate::loopback;
 use crate::report::{Latency, Row, Target, Throughput, latency_histogram, median, record};
+use iggyd_testkit::daemon::status_kib;
 
 /// When a worker stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -653,8 +654,7 @@ pub fn idle_rss(
     pid: u32,
     settle: Duration,
 ) -> Result<(Vec<Row>, Value), String> {
-    let read =
-        || crate::daemon::rss_kib(pid).ok_or_else(|| format!("cannot read /proc/{pid}/status"));
+    let read = || status_kib(pid, "VmRSS").ok_or_else(|| format!("cannot read /proc/{pid}/status"));
     let mut admin =
         Connection::connect(config.address, &config.username, &config.password).map_err(err)?;
     let name = format!("{}-rss", config.name);

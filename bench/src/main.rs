@@ -16,9 +16,9 @@ use clap::Parser;
 use serde_json::{Value, json};
 
 use iggyd_bench::client::{Durability, SaveThresholds};
-use iggyd_bench::daemon::SpawnedDaemon;
 use iggyd_bench::load::{self, LoadConfig, Stop};
 use iggyd_bench::report::{Row, table};
+use iggyd_testkit::TestDaemon;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -147,21 +147,28 @@ fn config(args: &Args, address: SocketAddr) -> LoadConfig {
 }
 
 fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
+    // A spawned daemon logs at its default level (not the kit's debug), so
+    // logging costs what it costs in production.
     let mut spawned = match &args.spawn {
         Some(binary) => {
             let parent = args.spawn_dir.clone().unwrap_or_else(std::env::temp_dir);
-            Some(SpawnedDaemon::start(
-                binary,
-                &parent,
-                Duration::from_secs(30),
-            )?)
+            Some(
+                TestDaemon::builder()
+                    .binary(binary)
+                    .parent_dir(&parent)
+                    .log_level(None)
+                    .start_timeout(Duration::from_secs(30))
+                    .try_spawn()?,
+            )
         }
         None => None,
     };
     let address = spawned
         .as_ref()
         .map_or(args.address, |daemon| daemon.address);
-    let pid = args.daemon_pid.or(spawned.as_ref().map(SpawnedDaemon::pid));
+    let pid = args
+        .daemon_pid
+        .or(spawned.as_ref().map(|daemon| daemon.pid().unsigned_abs()));
     let settle = Duration::from_millis(args.settle_ms);
     let base = config(args, address);
     let mut rows = Vec::new();
@@ -237,7 +244,9 @@ fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
         if args.keep_data {
             daemon.keep_dir();
         }
-        daemon.stop();
+        // SIGTERM, then SIGKILL after 30 s; how it ended does not change
+        // the measurements.
+        let _ = daemon.terminate(Duration::from_secs(30));
     }
     Ok((rows, Value::Object(json_parts), details))
 }

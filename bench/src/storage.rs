@@ -492,13 +492,13 @@ pub fn idle_open(
             segment_size_bytes: segment_bytes,
             ..settings(Durability::Replicated)
         };
-        let before = crate::daemon::rss_kib(std::process::id()).unwrap_or(0);
+        let before = iggyd_testkit::daemon::status_kib(std::process::id(), "VmRSS").unwrap_or(0);
         for partition in 0..partitions {
             pump.open(key(partition), settings)
                 .await
                 .map_err(|error| format!("open: {error}"))?;
         }
-        let after = crate::daemon::rss_kib(std::process::id()).unwrap_or(0);
+        let after = iggyd_testkit::daemon::status_kib(std::process::id(), "VmRSS").unwrap_or(0);
         let (reply, answer) = flume::bounded(1);
         pump.apply(PartitionOp::Report { reply }).await;
         let reports = answer

@@ -6,15 +6,13 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The iggyd binary of this build: `IGGYD_BIN`, or `iggyd` next to the test
-/// binary's `deps/` directory (a workspace build compiles it).
+/// The iggyd binary of this build (`IGGYD_BIN`, or `iggyd` next to the test
+/// binary's `deps/` directory, which a workspace build compiles); `None`
+/// after a skip through the kit, which fails under `CI=true`.
 fn iggyd_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("IGGYD_BIN") {
-        return Some(PathBuf::from(path));
-    }
-    let exe = std::env::current_exe().ok()?;
-    let candidate = exe.parent()?.parent()?.join("iggyd");
-    candidate.exists().then_some(candidate)
+    iggyd_testkit::iggyd_binary()
+        .map_err(|why| iggyd_testkit::skip(&why))
+        .ok()
 }
 
 // Drives iggyd with 2 producers and 2 consumer-group consumers for a few
@@ -23,7 +21,6 @@ fn iggyd_binary() -> Option<PathBuf> {
 #[test]
 fn load_generator_against_a_spawned_daemon() {
     let Some(iggyd) = iggyd_binary() else {
-        eprintln!("iggyd binary not built (run the workspace tests or set IGGYD_BIN); skipped");
         return;
     };
     let temp = tempfile::tempdir().unwrap();
@@ -60,7 +57,6 @@ fn load_generator_against_a_spawned_daemon() {
 #[test]
 fn idle_rss_mode_reports_memory() {
     let Some(iggyd) = iggyd_binary() else {
-        eprintln!("iggyd binary not built; skipped");
         return;
     };
     let temp = tempfile::tempdir().unwrap();

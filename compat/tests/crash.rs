@@ -15,6 +15,7 @@ mod common;
 
 use common::*;
 use iggy::prelude::*;
+use iggyd_testkit::rng::Rng;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,31 +23,13 @@ use std::time::{Duration, Instant};
 const ROUNDS: usize = 6;
 const PARTITIONS: u32 = 2;
 
-/// SplitMix64: small, seedable, good enough to pick moments and sizes.
-#[derive(Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
-
 /// The bytes of message `sequence`: its number, then 16..2064 bytes that
 /// depend only on the number (so the verifier can rebuild them).
 fn payload(sequence: u64) -> Vec<u8> {
     let mut rng = Rng(sequence ^ 0xC0FF_EE00);
     let length = 16 + rng.below(2048) as usize;
     let mut bytes = sequence.to_le_bytes().to_vec();
-    bytes.extend((0..length).map(|_| rng.next() as u8));
+    bytes.extend((0..length).map(|_| rng.next_u64() as u8));
     bytes
 }
 
@@ -63,7 +46,7 @@ struct Ledger {
     in_flight: Option<(u32, Vec<u64>)>,
 }
 
-async fn producer_client(daemon: &TestDaemon) -> IggyClient {
+async fn producer_client(daemon: &SdkDaemon) -> IggyClient {
     // No reconnection: once the daemon is gone, the send fails instead of
     // being replayed against the restarted daemon.
     let client = IggyClient::builder()
@@ -154,7 +137,7 @@ async fn read_partition(client: &IggyClient, partition: u32) -> Vec<IggyMessage>
 
 /// Check the restarted daemon against the ledger; returns how many
 /// acknowledged messages were verified.
-async fn verify(daemon: &TestDaemon, ledger: &Ledger, seed: u64, round: usize) -> usize {
+async fn verify(daemon: &SdkDaemon, ledger: &Ledger, seed: u64, round: usize) -> usize {
     let context = format!("seed {seed}, round {round}");
     let client = daemon.root_client().await;
     let mut verified = 0;
@@ -233,7 +216,7 @@ async fn acknowledged_messages_survive_kill_9() {
     println!("crash test seed: {seed} (IGGYD_CRASH_SEED={seed} replays it)");
     let started = Instant::now();
     let mut rng = Rng(seed);
-    let mut daemon = TestDaemon::start();
+    let mut daemon = SdkDaemon::start();
     {
         let admin = daemon.root_client().await;
         admin.create_stream("crash").await.expect("stream");
@@ -258,7 +241,7 @@ async fn acknowledged_messages_survive_kill_9() {
         let producer = tokio::spawn(produce(
             client,
             ledger.clone(),
-            Rng(rng.next()),
+            Rng(rng.next_u64()),
             next_sequence,
         ));
         eventually(

@@ -9,7 +9,7 @@ use iggy::prelude::*;
 /// and that reads of missing resources answer "none" instead of an error.
 #[tokio::test]
 async fn not_found_and_already_exists_codes() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let client = daemon.root_client().await;
     stream_with_topic(&client, "s", "t", 1).await;
     let (s, t) = (named("s"), named("t"));

@@ -100,7 +100,7 @@ async fn produce_round(client: &IggyClient, round: &str) {
 /// and then consumes from every partition.
 #[tokio::test]
 async fn two_members_rebalance_on_leave_and_on_disconnect() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let admin = daemon.root_client().await;
     stream_with_topic(&admin, "s", "t", PARTITIONS).await;
     let created = admin

@@ -10,7 +10,7 @@ use iggy::prelude::*;
 /// right slice of each partition.
 #[tokio::test]
 async fn send_to_partitions_and_poll_with_every_strategy() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let client = daemon.root_client().await;
     stream_with_topic(&client, "s", "t", 3).await;
     for partition in 0..3 {
@@ -238,7 +238,7 @@ async fn send_to_partitions_and_poll_with_every_strategy() {
 /// consumer and per partition.
 #[tokio::test]
 async fn consumer_offsets_store_get_delete() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let client = daemon.root_client().await;
     stream_with_topic(&client, "s", "t", 2).await;
     send_to(&client, "s", "t", 0, messages("m", 0, 10)).await;
@@ -338,7 +338,7 @@ async fn consumer_offsets_store_get_delete() {
 /// partition and the data stays readable, and names a missing partition.
 #[tokio::test]
 async fn flush_unsaved_buffer() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let client = daemon.root_client().await;
     stream_with_topic(&client, "s", "t", 1).await;
     send_to(&client, "s", "t", 0, messages("m", 0, 3)).await;

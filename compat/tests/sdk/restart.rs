@@ -10,7 +10,7 @@ use iggy::prelude::*;
 /// offsets after the old ones.
 #[tokio::test]
 async fn next_polling_with_auto_commit_survives_a_restart() {
-    let mut daemon = TestDaemon::start();
+    let mut daemon = SdkDaemon::start();
     let consumer = Consumer::new(named("resumer"));
     let mut seen: Vec<String> = Vec::new();
     {

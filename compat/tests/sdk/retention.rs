@@ -13,7 +13,7 @@ const MIB: u64 = 1 << 20;
 /// segment, so the newest messages stay readable and the oldest are gone.
 #[tokio::test]
 async fn max_topic_size_deletes_the_oldest_segments() {
-    let daemon = TestDaemon::start_with(&[("IGGYD_RETENTION__CHECK_INTERVAL", "200ms")]);
+    let daemon = SdkDaemon::start_with(&[("IGGYD_RETENTION__CHECK_INTERVAL", "200ms")]);
     let client = daemon.root_client().await;
     client.create_stream("s").await.unwrap();
     let options = TopicCreateOptions {

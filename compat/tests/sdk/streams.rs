@@ -9,7 +9,7 @@ use iggy::prelude::*;
 /// disappear (reads answer "none", not an error).
 #[tokio::test]
 async fn streams_topics_partitions_create_get_list_update_delete() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let client = daemon.root_client().await;
 
     let stream = client.create_stream("orders").await.expect("create stream");
@@ -145,7 +145,7 @@ async fn streams_topics_partitions_create_get_list_update_delete() {
 /// partitions and the topic stay, and new messages start again at offset 0.
 #[tokio::test]
 async fn purge_topic_and_stream_hide_purged_messages() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let client = daemon.root_client().await;
     stream_with_topic(&client, "s", "a", 2).await;
     client
@@ -262,7 +262,7 @@ async fn purge_topic_and_stream_hide_purged_messages() {
 /// active one, using a 1 MiB segment size set through the SDK's topic options.
 #[tokio::test]
 async fn delete_segments_removes_the_oldest_sealed_segments() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let client = daemon.root_client().await;
     client.create_stream("s").await.unwrap();
     let options = TopicCreateOptions {
@@ -359,7 +359,7 @@ async fn delete_segments_removes_the_oldest_sealed_segments() {
 /// daemon runs more than one).
 #[tokio::test]
 async fn an_acknowledged_change_is_visible_on_every_connection() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let mut clients = Vec::new();
     let mut shards = std::collections::BTreeSet::new();
     for _ in 0..16 {

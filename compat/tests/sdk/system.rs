@@ -9,7 +9,7 @@ use iggy::prelude::*;
 /// the daemon actually has (one node, our port, our connections, our counts).
 #[tokio::test]
 async fn ping_stats_me_clients_and_cluster_metadata() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let client = daemon
         .connection_string_client(ROOT_USERNAME, ROOT_PASSWORD)
         .await;

@@ -19,7 +19,7 @@ fn read_streams_only() -> Permissions {
 /// found), and the root rules (cannot be deleted: 48, permissions fixed: 49).
 #[tokio::test]
 async fn users_crud_permissions_and_change_password() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let root = daemon.root_client().await;
 
     let created = root
@@ -127,7 +127,7 @@ async fn users_crud_permissions_and_change_password() {
 /// longer logs in (53).
 #[tokio::test]
 async fn personal_access_tokens_create_list_login_delete() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let root = daemon.root_client().await;
     root.create_user(
         "bob",
@@ -198,7 +198,7 @@ async fn personal_access_tokens_create_list_login_delete() {
 /// poll that stream but not send to it or touch another stream.
 #[tokio::test]
 async fn permission_denials_are_unauthorized() {
-    let daemon = TestDaemon::start();
+    let daemon = SdkDaemon::start();
     let root = daemon.root_client().await;
     stream_with_topic(&root, "open", "t", 1).await;
     stream_with_topic(&root, "closed", "t", 1).await;

@@ -7,18 +7,21 @@
 //!
 //! Properties: nothing panics; an accepted command reports the operation it
 //! travelled with; a decoder that accepts a body must describe it fully, so
-//! re-encoding the command with the SDK-layout encoder decodes to the same
-//! command (Register and the cluster-routing codes excepted: Register keeps
-//! both credential parses and routing bodies are not decoded); every error
-//! maps to exactly one server action.
+//! re-encoding the command with the test kit's SDK-layout encoder (through
+//! the e2e tests' `request_of`) decodes to the same command (Register and
+//! the cluster-routing codes excepted: Register keeps both credential
+//! parses and routing bodies are not decoded); every error maps to exactly
+//! one server action.
 
 #![no_main]
 
 use iggyd::protocol::codes::{CommandCode, Operation};
 use iggyd::protocol::limits::HEADER_SIZE;
-use iggyd::protocol::request_encode::encode_body;
 use iggyd::protocol::{Command, RequestHeader};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/e2e/request_of.rs"]
+mod request_of;
 
 /// Reads the header choice from the first four bytes:
 /// `[selector][code lo][code hi][flags]`. Selector 0..=27 picks one of the
@@ -65,7 +68,7 @@ fuzz_target!(|data: &[u8]| {
                 command,
                 Command::Register(_) | Command::ClusterRouting { .. }
             ) {
-                let reencoded = encode_body(&command);
+                let reencoded = request_of::request_of(&command).body;
                 assert_eq!(
                     Command::decode(&header, &reencoded).as_ref(),
                     Ok(&command),

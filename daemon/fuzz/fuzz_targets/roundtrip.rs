@@ -1,8 +1,9 @@
 //! Fuzz target `roundtrip`: structured inputs. The fuzzer's bytes drive an
 //! `arbitrary::Unstructured` that builds a *valid* request of any kind (names
 //! 1..=255 bytes, unique option keys and permission ids, partition counts in
-//! range, a real message batch), the SDK-layout encoder turns it into a
-//! frame, and the frame goes through the connection's decode path
+//! range, a real message batch), the test kit's SDK-layout encoder
+//! (`iggyd_testkit::wire`, through the e2e tests' `request_of`) turns it into
+//! a frame, and the frame goes through the connection's decode path
 //! (`decode_frame`, checksum check, `Command::decode`).
 //!
 //! Property: decode(encode(command)) == command, the whole frame is used,
@@ -26,9 +27,11 @@ use iggyd::protocol::primitives::{
     AckLevel, ClientVersionInfo, Consumer, ConsumerKind, Identifier, Partitioning, PollingStrategy,
     UserStatus,
 };
-use iggyd::protocol::request_encode::encode_request;
 use iggyd::protocol::{Command, decode_frame};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../../tests/e2e/request_of.rs"]
+mod request_of;
 
 /// A UTF-8 string of at most `max` bytes, cut on a character boundary.
 fn text<'a>(u: &mut Unstructured<'a>, max: usize) -> Result<&'a str> {
@@ -409,14 +412,14 @@ fuzz_target!(|data: &[u8]| {
     let Ok(command) = command(&mut u, &batch, &types) else {
         return;
     };
-    let (header, body) = encode_request(&command);
-    let mut frame_bytes = header.encode().to_vec();
-    frame_bytes.extend_from_slice(&body);
+    let request = request_of::request_of(&command);
+    let header = request.header(0x5EED, 1, 1);
+    let frame_bytes = header.frame(&request.body);
     let (frame, used) = decode_frame(&frame_bytes)
         .expect("an encoded request frames")
         .expect("an encoded request is complete");
     assert_eq!(used, frame_bytes.len());
-    assert_eq!(frame.header, header);
+    assert_eq!(frame.header.encode(), header.encode());
     let decoded = frame.command().unwrap_or_else(|error| {
         panic!("{command:?} does not decode: {error}");
     });

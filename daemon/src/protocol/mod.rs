@@ -10,9 +10,9 @@
 //!
 //! Reading order: `limits` and `codes` (the numbers), `header` and `frame`
 //! (the 256-byte envelope), `reader`, `primitives`, `options`,
-//! `permissions` (field encodings), `command` (requests), `reply` (answers),
-//! `request_encode` (the client side of `command`, for tests and the load
-//! generator; the daemon itself never encodes requests).
+//! `permissions` (field encodings), `command` (requests), `reply` (answers).
+//! The daemon never encodes requests: the client side lives in the
+//! workspace's test kit (`iggyd-testkit`), independent of this decoder.
 
 pub mod codes;
 pub mod command;
@@ -25,8 +25,6 @@ pub mod permissions;
 pub mod primitives;
 pub mod reader;
 pub mod reply;
-
-pub mod request_encode;
 
 pub use codes::{CommandCode, EvictionReason, Operation, Status, is_result_framed};
 pub use command::Command;

@@ -1,7 +1,7 @@
 //! Hostile and broken clients against a real daemon: truncated frames,
 //! absurd sizes, seeded random bytes, garbage bodies behind valid headers
 //! for every command code, requests in the wrong session state, and 10,000
-//! idle connections. Throughout, a well-behaved client (`wire_client`) keeps
+//! idle connections. Throughout, a well-behaved client (the kit's) keeps
 //! being served, the daemon's memory stays bounded, nothing in the data
 //! directory changes (log files aside), and the log has no panic or ERROR.
 
@@ -11,44 +11,22 @@ use std::net::{Shutdown, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use iggyd::protocol::RequestHeader;
 use iggyd::protocol::codes::{CommandCode, Operation};
-use iggyd::protocol::frame::request_checksum;
-use iggyd::protocol::reader::WireWrite;
+use iggyd_testkit::TestDaemon;
+use iggyd_testkit::rng::Rng;
+use iggyd_testkit::wire::{
+    Client, Header, REPLY_TIMEOUT, Reply, Request, connect, exchange, request_checksum,
+};
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
-use crate::harness::TestDaemon;
-use crate::wire_client::{REPLY_TIMEOUT, WireClient, connect, exchange, frame};
+use crate::messages::{logged_in, poll, send, stream_with_topic};
 
 /// Pause between checks of a condition in a bounded wait on /proc.
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
 
-/// xorshift64*: seeded, so a failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
-
 /// A `/proc/PID/status` memory field (`VmRSS`, `VmSize`) in KiB.
 fn status_kib(pid: i32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|kib| kib.trim().parse().ok())
+    iggyd_testkit::daemon::status_kib(pid.unsigned_abs(), field)
         .unwrap_or_else(|| panic!("{field} in /proc/{pid}/status"))
 }
 
@@ -131,16 +109,21 @@ fn expect_closed_without_reply(daemon: &TestDaemon, stream: &mut TcpStream, case
 }
 
 /// The well-behaved client's round: ping and read back what it stored.
-fn good_client_round(good: &mut WireClient, expected: &[Vec<u8>]) {
-    good.ping();
-    let payloads = good.poll("good", "events", 0, 0, 100);
+fn good_client_round(good: &mut Client, expected: &[Vec<u8>]) {
+    good.ping().expect("ping");
+    let (_, messages) = poll(good, "good", "events", 0, 0, 100);
+    let payloads: Vec<Vec<u8>> = messages.into_iter().map(|(_, payload)| payload).collect();
     assert_eq!(payloads, expected);
 }
 
+/// A ping header announcing `size` bytes.
 fn header_with_size(size: u32) -> Vec<u8> {
-    let mut header = RequestHeader::client_request(2, 1, 0).encode().to_vec();
-    header[48..52].copy_from_slice(&size.to_le_bytes());
-    header
+    Header {
+        size,
+        ..Header::new(2, 1, 0)
+    }
+    .encode()
+    .to_vec()
 }
 
 // Proves that broken and hostile input never hurts the daemon or other
@@ -156,13 +139,11 @@ fn garbage_never_hurts_the_daemon_or_other_clients() {
     let started = Instant::now();
     let daemon = TestDaemon::start();
     let address = daemon.address;
-    let mut good = WireClient::connect(address);
-    good.login("iggy", "iggy");
-    good.create_stream("good");
-    good.create_topic("good", "events", 1);
+    let mut good = logged_in(address, "iggy", "iggy");
+    stream_with_topic(&mut good, "good", "events", 1);
     let expected: Vec<Vec<u8>> = vec![b"one".to_vec(), b"two".to_vec(), b"three".to_vec()];
     let slices: Vec<&[u8]> = expected.iter().map(Vec::as_slice).collect();
-    assert_eq!(good.send("good", "events", 0, &slices), 0);
+    assert_eq!(send(&mut good, "good", "events", 0, &slices), 0);
     good_client_round(&mut good, &expected);
     // A flushed, quiet data directory: the send above is acknowledged once
     // durable, so from here on nothing should write.
@@ -247,7 +228,7 @@ fn garbage_never_hurts_the_daemon_or_other_clients() {
     // Operation bytes no client may send: closed.
     for operation in [0u8, 4, 64, 68, 127, 150, 163, 255] {
         let mut stream = connect(address);
-        let header = RequestHeader::client_request(operation, 0, 0);
+        let header = Header::new(operation, 0, 0);
         stream.write_all(&header.encode()).unwrap();
         expect_closed_without_reply(&daemon, &mut stream, &format!("operation {operation}"));
     }
@@ -258,7 +239,7 @@ fn garbage_never_hurts_the_daemon_or_other_clients() {
     let mut random_replies = 0;
     for _ in 0..60 {
         let mut stream = connect(address);
-        let len = 1 + rng.below(4096) as usize;
+        let len = 1 + rng.index(4096);
         let mut bytes = rng.bytes(len);
         if rng.below(2) == 0 && bytes.len() > 61 {
             // Plausible framing so some reach the decoder.
@@ -285,12 +266,12 @@ fn garbage_never_hurts_the_daemon_or_other_clients() {
     for code in CommandCode::ALL {
         for round in 0..3 {
             let operation = code.operation();
-            let len = round * 8 + rng.below(48) as usize;
+            let len = round * 8 + rng.index(48);
             let body = rng.bytes(len);
-            let header = RequestHeader {
+            let header = Header {
                 client: 0x5EED,
                 request: u64::from(operation != Operation::Register),
-                ..RequestHeader::client_request(
+                ..Header::new(
                     operation as u8,
                     if operation == Operation::NonReplicated {
                         code as u32
@@ -301,7 +282,7 @@ fn garbage_never_hurts_the_daemon_or_other_clients() {
                 )
             };
             let mut stream = connect(address);
-            let reply = exchange(&mut stream, &frame(&header, &body)).unwrap_or_else(|| {
+            let reply = exchange(&mut stream, &header.frame(&body)).unwrap_or_else(|| {
                 daemon.fail(&format!("{code:?}: closed instead of answering garbage"))
             });
             let outcome = match reply.command() {
@@ -317,25 +298,24 @@ fn garbage_never_hurts_the_daemon_or_other_clients() {
 
     // Session-state rules (§3).
     let mut stream = connect(address);
-    let mut body = Vec::new();
-    body.put_name("sneaky");
-    let create_stream = RequestHeader {
+    let sneaky = Request::create_stream("sneaky", &[]);
+    let create_stream = Header {
         client: 0x5EED,
         request: 1,
-        request_checksum: request_checksum(&body),
-        ..RequestHeader::client_request(Operation::CreateStream as u8, 0, body.len())
+        request_checksum: request_checksum(&sneaky.body),
+        ..Header::new(sneaky.operation, 0, sneaky.body.len())
     };
-    let reply = exchange(&mut stream, &frame(&create_stream, &body)).expect("eviction");
+    let reply = exchange(&mut stream, &create_stream.frame(&sneaky.body)).expect("eviction");
     assert_eq!(
         (reply.command(), reply.eviction_reason()),
         (13, 1),
         "NoSession"
     );
-    let get_streams = RequestHeader::client_request(2, CommandCode::GetStreams as u32, 0);
-    let reply = read_or_reconnect(&mut stream, address, &frame(&get_streams, &[]));
+    let get_streams = Header::new(2, CommandCode::GetStreams as u32, 0);
+    let reply = read_or_reconnect(&mut stream, address, &get_streams.frame(&[]));
     assert_eq!((reply.command(), reply.status()), (8, 40), "before login");
-    let unknown = RequestHeader::client_request(2, 9999, 0);
-    let reply = read_or_reconnect(&mut stream, address, &frame(&unknown, &[]));
+    let unknown = Header::new(2, 9999, 0);
+    let reply = read_or_reconnect(&mut stream, address, &unknown.frame(&[]));
     assert_eq!((reply.command(), reply.status()), (8, 3), "unknown code");
     good_client_round(&mut good, &expected);
 
@@ -363,17 +343,13 @@ fn garbage_never_hurts_the_daemon_or_other_clients() {
         "RSS grew from {rss_before} KiB to {rss_after} KiB"
     );
     // The good client still writes, too.
-    assert_eq!(good.send("good", "events", 0, &[b"four"]), 3);
+    assert_eq!(send(&mut good, "good", "events", 0, &[b"four"]), 3);
     daemon.assert_clean_log();
 }
 
 /// Exchanges on `stream`, reconnecting once if the daemon closed it after
 /// an eviction.
-fn read_or_reconnect(
-    stream: &mut TcpStream,
-    address: std::net::SocketAddr,
-    bytes: &[u8],
-) -> crate::wire_client::Reply {
+fn read_or_reconnect(stream: &mut TcpStream, address: std::net::SocketAddr, bytes: &[u8]) -> Reply {
     if let Some(reply) = exchange(stream, bytes) {
         return reply;
     }
@@ -407,11 +383,9 @@ fn ten_thousand_idle_connections() {
     );
     setrlimit(Resource::RLIMIT_NOFILE, hard, hard).unwrap();
 
-    let mut good = WireClient::connect(daemon.address);
-    good.login("iggy", "iggy");
-    good.create_stream("good");
-    good.create_topic("good", "events", 1);
-    good.send("good", "events", 0, &[b"hello"]);
+    let mut good = logged_in(daemon.address, "iggy", "iggy");
+    stream_with_topic(&mut good, "good", "events", 1);
+    send(&mut good, "good", "events", 0, &[b"hello"]);
     let rss_before = rss_kib(daemon.pid());
     let fds_before = fd_count(daemon.pid());
 
@@ -419,7 +393,7 @@ fn ten_thousand_idle_connections() {
     for number in 0..connections {
         idle.push(connect(daemon.address));
         if number % 2_000 == 0 {
-            good.ping();
+            good.ping().expect("ping");
         }
     }
     // Bounded wait until the daemon accepted them all.
@@ -437,11 +411,8 @@ fn ten_thousand_idle_connections() {
     let held = fd_count(daemon.pid()) - fds_before;
     good_client_round(&mut good, &[b"hello".to_vec()]);
     // One of the idle connections wakes up and is served normally.
-    let reply = exchange(
-        &mut idle[connections / 2],
-        &frame(&RequestHeader::client_request(2, 1, 0), &[]),
-    )
-    .expect("ping on an idle connection");
+    let reply = exchange(&mut idle[connections / 2], &Request::ping().frame(0, 0, 0))
+        .expect("ping on an idle connection");
     assert!(reply.is_ok());
     let rss_held = rss_kib(daemon.pid());
 

@@ -4,7 +4,7 @@
 //! users (a client run under `setpriv` as uid 65534), and `iggy-top`
 //! itself in a tmux pane against the live daemon.
 
-use crate::harness::{TestDaemon, iggyd, run};
+use iggyd_testkit::{TestDaemon, iggyd_command, run, skip};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -37,7 +37,7 @@ fn ask(path: &Path, requests: &[&str]) -> Vec<serde_json::Value> {
 
 /// The planned shards (`iggyd plan --json`) as (shard, pu) pairs.
 fn planned_shards() -> Vec<(u64, u64)> {
-    let plan = run(iggyd().args(["plan", "--json"]));
+    let plan = run(iggyd_command().args(["plan", "--json"]));
     let plan: serde_json::Value = serde_json::from_str(&plan.stdout).expect("plan json");
     plan["shards"]
         .as_array()
@@ -138,7 +138,7 @@ fn a_live_socket_of_another_process_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("taken.sock");
     let holder = UnixListener::bind(&path).unwrap();
-    let output = run(iggyd()
+    let output = run(iggyd_command()
         .args(["--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path().join("data"))
         .env("IGGYD_ADMIN__SOCKET", &path));
@@ -202,8 +202,7 @@ fn other_users_are_refused() {
     }
     let daemon_gid = nix::unistd::getegid().as_raw();
     let Some(at_0660) = hello_as(65534, 65534, &path) else {
-        eprintln!("SKIPPED: needs root, setpriv and /usr/bin/python3");
-        return;
+        return skip("needs root, setpriv and /usr/bin/python3");
     };
     assert_eq!(at_0660.trim(), "CONNECT-ERROR 13", "EACCES from mode 0660");
 
@@ -272,15 +271,13 @@ fn shard_row(line: &str) -> Option<u64> {
 fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
     let iggy_top = Path::new(env!("CARGO_BIN_EXE_iggyd")).with_file_name("iggy-top");
     if !iggy_top.exists() {
-        eprintln!(
-            "SKIPPED: {} is not built (cargo build --workspace, or nextest, builds it)",
+        return skip(&format!(
+            "{} is not built (cargo build --workspace, or nextest, builds it)",
             iggy_top.display()
-        );
-        return;
+        ));
     }
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("SKIPPED: tmux is not installed");
-        return;
+        return skip("tmux is not installed");
     }
     let daemon = TestDaemon::start();
     let path = admin_socket(&daemon);
@@ -350,15 +347,13 @@ fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
     let producer = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            let mut client = crate::wire_client::WireClient::connect(address);
-            client.login("iggy", "iggy");
-            client.create_stream("top-load");
-            client.create_topic("top-load", "events", 2);
+            let mut client = crate::messages::logged_in(address, "iggy", "iggy");
+            crate::messages::stream_with_topic(&mut client, "top-load", "events", 2);
             let payload = vec![b'x'; 1000];
             let batch: Vec<&[u8]> = (0..100).map(|_| payload.as_slice()).collect();
             let mut sent = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                client.send("top-load", "events", (sent % 2) as u32, &batch);
+                crate::messages::send(&mut client, "top-load", "events", (sent % 2) as u32, &batch);
                 sent += 1;
             }
             sent

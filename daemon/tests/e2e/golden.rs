@@ -10,8 +10,10 @@ use std::path::PathBuf;
 use iggyd::protocol::codes::CommandCode;
 use iggyd::protocol::{Command, decode_frame};
 
-use crate::harness::TestDaemon;
-use crate::wire_client::{connect, exchange};
+use iggyd_testkit::TestDaemon;
+use iggyd_testkit::wire::{connect, exchange};
+
+use crate::request_of::request_of;
 
 fn frames_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/frames")
@@ -107,7 +109,8 @@ fn expected_code(name: &str) -> CommandCode {
 // Proves the codec accepts every frame the official SDK sent: each file is
 // exactly one complete frame, its checksum stamp verifies, it decodes to
 // the command its name says, and the command reports the operation byte it
-// travelled with.
+// travelled with; and that the test kit's encoder, given the decoded
+// command, writes the SDK's body byte for byte.
 #[test]
 fn every_golden_frame_decodes() {
     for golden in load() {
@@ -128,6 +131,14 @@ fn every_golden_frame_decodes() {
             command.operation() as u8,
             frame.header.operation,
             "{}",
+            golden.name
+        );
+        // The kit's encoder writes exactly the SDK's bytes.
+        let request = request_of(&command);
+        assert_eq!(request.operation, frame.header.operation, "{}", golden.name);
+        assert_eq!(
+            request.body, frame.body,
+            "{}: the kit's encoding differs from the SDK's",
             golden.name
         );
         if let Command::SendMessages(send) = command {

@@ -1,6 +1,6 @@
 //! Start, readiness, stop and start-up refusals of the real daemon.
 
-use crate::harness::{TestDaemon, iggyd, run};
+use iggyd_testkit::{TestDaemon, iggyd_command, run};
 use std::time::Duration;
 
 /// Proves the daemon becomes ready (READY=1 with the bound address in
@@ -30,7 +30,7 @@ fn ready_then_sigterm_stops_cleanly_within_a_second() {
 #[test]
 fn shards_are_named_threads_one_per_planned_core() {
     let daemon = TestDaemon::start();
-    let plan = run(iggyd().args(["plan", "--json"]));
+    let plan = run(iggyd_command().args(["plan", "--json"]));
     let plan: serde_json::Value = serde_json::from_str(&plan.stdout).expect("plan json");
     let planned = plan["shards"].as_array().expect("shards").len();
     let tasks = std::fs::read_dir(format!("/proc/{}/task", daemon.pid())).expect("tasks");
@@ -50,7 +50,7 @@ fn shards_are_named_threads_one_per_planned_core() {
 #[test]
 fn impossible_memory_budget_exits_78_with_the_knobs() {
     let dir = tempfile::tempdir().unwrap();
-    let output = run(iggyd()
+    let output = run(iggyd_command()
         .args(["--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
         .env("IGGYD_MEMORY__BUDGET", "64 TiB"));
@@ -65,7 +65,7 @@ fn impossible_memory_budget_exits_78_with_the_knobs() {
     );
 
     // A budget that fits the machine but not the shards is refused too.
-    let output = run(iggyd()
+    let output = run(iggyd_command()
         .args(["--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path())
         .env("IGGYD_MEMORY__BUDGET", "2 MiB"));
@@ -82,7 +82,7 @@ fn impossible_memory_budget_exits_78_with_the_knobs() {
 #[test]
 fn a_second_daemon_on_the_same_data_dir_is_refused() {
     let mut first = TestDaemon::start();
-    let output = run(iggyd()
+    let output = run(iggyd_command()
         .args(["--listen", "127.0.0.1:0", "--data-dir"])
         .arg(first.data_dir()));
     assert_eq!(output.code(), Some(78), "{output:?}");
@@ -102,7 +102,7 @@ fn a_taken_port_is_a_clear_start_up_error() {
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = holder.local_addr().unwrap().to_string();
     let dir = tempfile::tempdir().unwrap();
-    let output = run(iggyd()
+    let output = run(iggyd_command()
         .args(["--listen", &taken, "--data-dir"])
         .arg(dir.path()));
     assert_eq!(output.code(), Some(1), "{output:?}");
@@ -113,7 +113,7 @@ fn a_taken_port_is_a_clear_start_up_error() {
 /// both the `config` subcommand and a daemon start.
 #[test]
 fn invalid_configuration_exits_78_naming_the_key() {
-    let output = run(iggyd()
+    let output = run(iggyd_command()
         .arg("config")
         .env("IGGYD_LOGGING__ROTATION_CHECK_INTERVAL", "0 s"));
     assert_eq!(output.code(), Some(78), "{output:?}");
@@ -132,7 +132,7 @@ fn invalid_configuration_exits_78_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("iggyd.toml");
     std::fs::write(&file, "[tcp]\nadress = \"127.0.0.1:1\"\n").unwrap();
-    let output = run(iggyd().arg("--config").arg(&file).arg("config"));
+    let output = run(iggyd_command().arg("--config").arg(&file).arg("config"));
     assert_eq!(output.code(), Some(78), "{output:?}");
     assert!(
         output.stderr.contains("address"),
@@ -140,7 +140,7 @@ fn invalid_configuration_exits_78_naming_the_key() {
         output.stderr
     );
 
-    let output = run(iggyd().arg("config"));
+    let output = run(iggyd_command().arg("config"));
     assert_eq!(output.code(), Some(0), "{output:?}");
     assert!(
         output.stdout.contains("127.0.0.1:8090"),

@@ -2,7 +2,7 @@
 //! `JOURNAL_STREAM` names its stderr (and not otherwise), the file log in
 //! `<data_dir>/logs`, and an unusable `logging.dir` refused at start.
 
-use crate::harness::{TestDaemon, iggyd, run};
+use iggyd_testkit::{TestDaemon, iggyd_command, run};
 use std::os::unix::fs::MetadataExt;
 
 /// The `DEV:INODE` of the file the harness gives the daemon as stderr
@@ -130,7 +130,7 @@ fn an_unusable_logging_dir_exits_78_naming_the_key() {
     let dir = tempfile::tempdir().expect("temp dir");
     let blocker = dir.path().join("not-a-directory");
     std::fs::write(&blocker, b"").expect("write file");
-    let output = run(iggyd()
+    let output = run(iggyd_command()
         .args(["--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path().join("data"))
         .env("IGGYD_LOGGING__DIR", blocker.join("logs")));
@@ -146,7 +146,10 @@ fn an_unusable_logging_dir_exits_78_naming_the_key() {
 fn subcommands_create_no_log_files() {
     let dir = tempfile::tempdir().expect("temp dir");
     for subcommand in ["plan", "config"] {
-        let output = run(iggyd().arg(subcommand).arg("--data-dir").arg(dir.path()));
+        let output = run(iggyd_command()
+            .arg(subcommand)
+            .arg("--data-dir")
+            .arg(dir.path()));
         assert_eq!(output.code(), Some(0), "{output:?}");
     }
     assert!(

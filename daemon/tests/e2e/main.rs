@@ -1,15 +1,19 @@
 //! End-to-end tests: one binary that drives the real `iggyd` executable.
-//! Each test starts its own daemon (temp data directory, a free loopback port,
+//! Each test starts its own daemon through the workspace's test kit
+//! (`iggyd_testkit::TestDaemon`: temp data directory, a free loopback port,
 //! readiness from a `NOTIFY_SOCKET` the test owns) and talks to it like an
-//! operator or a client would.
+//! operator or a client would. The codec tests (`codec`, `golden`) hold the
+//! daemon's decoder against the kit's independent encoder and against frames
+//! the official SDK sent.
 
 mod disk_full;
 mod bad_input;
+mod codec;
 mod golden;
-mod harness;
 mod control;
 mod lifecycle;
 mod logging;
+mod messages;
 mod plan;
+mod request_of;
 mod systemd;
-mod wire_client;

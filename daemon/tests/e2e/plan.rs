@@ -1,7 +1,7 @@
 //! `iggyd plan` on machines we do not have (hwloc synthetic topologies), on a
 //! narrowed affinity mask (taskset) and under an injected cgroup CPU quota.
 
-use crate::harness::{iggyd, run};
+use iggyd_testkit::{iggyd_command, run};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -22,7 +22,7 @@ fn shards(plan: &Value) -> &Vec<Value> {
 /// NUMA node for each core, and reports the skipped siblings.
 #[test]
 fn physical_plan_on_a_two_socket_smt_machine() {
-    let plan = plan_json(iggyd().env("HWLOC_SYNTHETIC", TWO_SOCKETS_SMT2));
+    let plan = plan_json(iggyd_command().env("HWLOC_SYNTHETIC", TWO_SOCKETS_SMT2));
     let shards = shards(&plan);
     assert_eq!(shards.len(), 16);
     let cores: BTreeSet<u64> = shards
@@ -54,7 +54,7 @@ fn physical_plan_on_a_two_socket_smt_machine() {
 #[test]
 fn all_plan_takes_every_pu() {
     let plan = plan_json(
-        iggyd()
+        iggyd_command()
             .env("HWLOC_SYNTHETIC", TWO_SOCKETS_SMT2)
             .env("IGGYD_SHARDING__CPU_ALLOCATION", "all"),
     );
@@ -68,7 +68,7 @@ fn a_two_cpu_quota_gives_two_shards() {
     let cgroup = tempfile::tempdir().unwrap();
     std::fs::write(cgroup.path().join("cpu.max"), "200000 100000\n").unwrap();
     let plan = plan_json(
-        iggyd()
+        iggyd_command()
             .env("HWLOC_SYNTHETIC", TWO_SOCKETS_SMT2)
             .arg("--cgroup-dir")
             .arg(cgroup.path()),
@@ -85,16 +85,11 @@ fn taskset_narrows_the_plan_to_the_allowed_pu() {
         .map(usize::from)
         .unwrap_or(1);
     if online < 2 {
-        eprintln!("skipped: this machine has one PU, there is nothing to narrow");
-        return;
+        return iggyd_testkit::skip("this machine has one PU, there is nothing to narrow");
     }
-    let mut command = std::process::Command::new("taskset");
+    // The kit's scrubbed environment, for `taskset` running the daemon.
+    let mut command = iggyd_testkit::daemon::scrubbed_command(std::path::Path::new("taskset"));
     command.args(["-c", "1", env!("CARGO_BIN_EXE_iggyd")]);
-    for (key, _) in
-        std::env::vars().filter(|(key, _)| key.starts_with("IGGYD_") || key.starts_with("HWLOC_"))
-    {
-        command.env_remove(key);
-    }
     let plan = plan_json(&mut command);
     let shards = shards(&plan);
     assert_eq!(shards.len(), 1, "{plan}");
@@ -104,7 +99,9 @@ fn taskset_narrows_the_plan_to_the_allowed_pu() {
 /// Proves the human table carries the inputs and one row per shard.
 #[test]
 fn plan_table_names_its_inputs() {
-    let output = run(iggyd().env("HWLOC_SYNTHETIC", TWO_SOCKETS_SMT2).arg("plan"));
+    let output = run(iggyd_command()
+        .env("HWLOC_SYNTHETIC", TWO_SOCKETS_SMT2)
+        .arg("plan"));
     assert_eq!(output.code(), Some(0), "{output:?}");
     assert!(
         output.stdout.to_lowercase().contains("synthetic"),
@@ -121,7 +118,7 @@ fn plan_table_names_its_inputs() {
 /// Proves an explicit PU that does not exist is a clear error, not a panic.
 #[test]
 fn a_pu_that_does_not_exist_is_refused() {
-    let output = run(iggyd()
+    let output = run(iggyd_command()
         .env("HWLOC_SYNTHETIC", TWO_SOCKETS_SMT2)
         .env("IGGYD_SHARDING__CPU_ALLOCATION", "[0, 99]")
         .args(["plan"]));

@@ -3,7 +3,7 @@
 //! resetting clients. The harness plays the service manager by owning
 //! `NOTIFY_SOCKET` (and setting `WATCHDOG_USEC`).
 
-use crate::harness::TestDaemon;
+use iggyd_testkit::TestDaemon;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
@@ -122,16 +122,6 @@ fn sighup_reloads_and_rejects_an_invalid_configuration() {
     daemon.assert_clean_log();
 }
 
-/// A PING request frame (§2.2): header only, op 2, command code 1.
-fn ping_frame() -> [u8; 256] {
-    let mut frame = [0u8; 256];
-    frame[48..52].copy_from_slice(&256u32.to_le_bytes());
-    frame[60] = 5;
-    frame[176] = 2;
-    frame[196..200].copy_from_slice(&1u32.to_le_bytes());
-    frame
-}
-
 #[derive(Debug, Default)]
 struct Attempts {
     served: u32,
@@ -168,7 +158,7 @@ fn attempt(address: std::net::SocketAddr, attempts: &mut Attempts) {
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
     let mut reply = [0u8; 256];
     let outcome = stream
-        .write_all(&ping_frame())
+        .write_all(&iggyd_testkit::wire::Request::ping().frame(0, 0, 0))
         .and_then(|()| stream.read_exact(&mut reply));
     match outcome {
         Ok(()) if reply[60] == 8 && reply[216..220] == [0, 0, 0, 0] => attempts.served += 1,
