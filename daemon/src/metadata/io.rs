@@ -1,7 +1,7 @@
 //! The only way metadata persistence reaches the disk: a tiny
 //! [`MetadataIo`] trait over named files in one directory, with the
 //! production implementation on `std::fs` and a fault-injecting in-memory
-//! one for tests.
+//! one for tests (compiled only for tests and the `sim` feature).
 //!
 //! Why synchronous `std::fs`: metadata changes are rare (create a topic,
 //! join a group), so shard 0 simply blocks for one write + fdatasync per
@@ -11,7 +11,6 @@
 //! path. Must not: be called from any shard other than 0, or from a hot
 //! path.
 
-use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -95,9 +94,10 @@ impl MetadataIo for StdIo {
 }
 
 /// In-memory files with injectable faults, for tests and the simulator.
+#[cfg(any(test, feature = "sim"))]
 #[derive(Debug, Default, Clone)]
 pub struct MemIo {
-    pub files: BTreeMap<String, Vec<u8>>,
+    pub files: std::collections::BTreeMap<String, Vec<u8>>,
     /// The next append writes only this many bytes, then fails (a torn write
     /// followed by a crash).
     pub tear_next_append_at: Option<usize>,
@@ -105,6 +105,7 @@ pub struct MemIo {
     pub fail_next: bool,
 }
 
+#[cfg(any(test, feature = "sim"))]
 impl MemIo {
     fn injected_failure(&mut self) -> io::Result<()> {
         if std::mem::take(&mut self.fail_next) {
@@ -120,6 +121,7 @@ impl MemIo {
     }
 }
 
+#[cfg(any(test, feature = "sim"))]
 impl MetadataIo for MemIo {
     fn read(&mut self, name: &str) -> io::Result<Option<Vec<u8>>> {
         Ok(self.files.get(name).cloned())

@@ -2,7 +2,7 @@
 //!
 //! This file owns the trait and its production implementation on
 //! `monoio::fs` (io_uring, or the legacy epoll driver). Storage code is
-//! written against the trait so that the same code runs over [`super::sim::SimIo`]
+//! written against the trait so that the same code runs over `sim::SimIo`
 //! in deterministic simulation. Implementations return plain
 //! `std::io::Error`s (with the OS error code when there is one); wrapping them
 //! into `StorageError` with a path is the caller's job. This file must not

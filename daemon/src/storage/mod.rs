@@ -2,7 +2,7 @@
 //!
 //! This module owns everything a partition keeps on disk and the promise of
 //! what survives a crash. It reaches the disk only through [`io::StorageIo`]
-//! (monoio files in production, [`sim::SimIo`] in tests). It must not decide
+//! (monoio files in production, `sim::SimIo` in tests). It must not decide
 //! *when* to fsync (the shard's pump does, for group commit), must not parse
 //! requests, and never panics on disk content: bytes read back are checked and
 //! every defect becomes a typed [`StorageError`].
@@ -90,6 +90,7 @@ pub mod io;
 pub mod partition_log;
 pub mod recovery;
 pub mod segment;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 
 #[cfg(test)]
