@@ -36,6 +36,16 @@ pub enum BootError {
     Logging(#[from] crate::logging::LoggingError),
     #[error("{0}")]
     Runtime(String),
+    /// The graceful stop ran out of `shutdown.drain_timeout`; the stuck
+    /// shards are left to the process exit.
+    #[error("drain timeout: {stuck} did not stop within {timeout:?}; exiting without them")]
+    DrainTimeout {
+        timeout: std::time::Duration,
+        stuck: String,
+    },
+    /// A second stop signal arrived while draining: exit at once.
+    #[error("second signal ({signal}) during shutdown: exiting without finishing the drain")]
+    SecondSignal { signal: String },
 }
 
 impl BootError {
@@ -50,7 +60,9 @@ impl BootError {
             | BootError::Shard { .. }
             | BootError::Logging(_)
             | BootError::Control(_)
-            | BootError::Runtime(_) => ExitCode::from(EXIT_FAILURE),
+            | BootError::Runtime(_)
+            | BootError::DrainTimeout { .. }
+            | BootError::SecondSignal { .. } => ExitCode::from(EXIT_FAILURE),
         }
     }
 }

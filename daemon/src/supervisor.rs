@@ -6,7 +6,9 @@
 //!   accepting and lets its connections finish (pumps keep running, since a
 //!   connection on one shard may wait on another shard's pump), then every
 //!   pump drains and fsyncs. All within `shutdown.drain_timeout`; a second
-//!   signal or the timeout exits at once with a failure code.
+//!   signal or the timeout abandons the drain at once: the supervisor
+//!   returns the error (shards still running are left behind, not joined)
+//!   and `boot` turns it into the failure exit code, which ends the process.
 //! - SIGHUP: re-read the configuration, apply what can change at runtime
 //!   (log level and rotation limits, the drain timeout), log what changed and
 //!   what needs a restart; an invalid configuration is rejected and the
@@ -656,7 +658,7 @@ fn stop(
         .iter()
         .any(|shard| !quiesced[*shard] && !running.exited[*shard])
     {
-        match wait_event(running, quiesce_deadline, &mut extended_at) {
+        match wait_event(running, quiesce_deadline, &mut extended_at)? {
             Some(ShardEvent::Quiesced { shard }) => quiesced[shard] = true,
             Some(_) => {}
             None => break,
@@ -679,10 +681,21 @@ fn stop(
                 .filter(|(_, exited)| !**exited)
                 .map(|(shard, _)| format!("shard {shard} (PU {})", running.pus[shard]))
                 .collect();
-            tracing::error!(stuck = %stuck.join(", "), ?timeout, "drain timeout: exiting now");
-            std::process::exit(i32::from(crate::error::EXIT_FAILURE));
+            // The stuck shards' threads are detached, not joined: `boot`
+            // returns the exit code and the process ends with them. The
+            // reason for stopping, if any, is logged here: the error that
+            // travels up is the timeout.
+            running.handles.clear();
+            if let Some(failure) = &failure {
+                tracing::error!("iggyd: {failure}");
+            }
+            return Err(BootError::DrainTimeout {
+                timeout,
+                stuck: stuck.join(", "),
+            });
         }
-        if wait_event(running, deadline, &mut extended_at).is_none() && running.handles.is_empty() {
+        if wait_event(running, deadline, &mut extended_at)?.is_none() && running.handles.is_empty()
+        {
             break;
         }
     }
@@ -703,17 +716,20 @@ fn stop(
 }
 
 /// Wait for one shard event until `deadline`, watching for a second signal
-/// (exit at once) and extending systemd's stop timeout while draining takes
-/// long. Marks exited shards.
+/// (which abandons the drain: `Err`, and the stuck threads are detached) and
+/// extending systemd's stop timeout while draining takes long. Marks exited
+/// shards.
 fn wait_event(
     running: &mut Running,
     deadline: Instant,
     extended_at: &mut Instant,
-) -> Option<ShardEvent> {
+) -> Result<Option<ShardEvent>, BootError> {
     loop {
         if let Some(signal) = wait_signal(&running.signals, Duration::ZERO) {
-            tracing::error!(%signal, "second signal during shutdown: exiting now");
-            std::process::exit(i32::from(crate::error::EXIT_FAILURE));
+            running.handles.clear();
+            return Err(BootError::SecondSignal {
+                signal: signal.to_string(),
+            });
         }
         if extended_at.elapsed() >= limits::EXTEND_TIMEOUT_EVERY {
             *extended_at = Instant::now();
@@ -724,7 +740,7 @@ fn wait_event(
         }
         let now = Instant::now();
         if now >= deadline {
-            return None;
+            return Ok(None);
         }
         let wait = (deadline - now).min(Duration::from_millis(20));
         match running.events.recv_timeout(wait) {
@@ -735,10 +751,10 @@ fn wait_event(
                         tracing::error!(shard, %message, "shard failed while stopping");
                     }
                 }
-                return Some(event);
+                return Ok(Some(event));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(None),
         }
     }
 }

@@ -35,6 +35,14 @@ fn ask(path: &Path, requests: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Freezes shard `shard`'s loop through the admin socket's fault switch
+/// (debug builds): it stops reading its inbox and beating its heartbeat.
+pub fn freeze_shard(daemon: &TestDaemon, shard: usize) {
+    let request = format!(r#"{{"v":1,"op":"fault","fault":"freeze_shard","shard":{shard}}}"#);
+    let answer = ask(&admin_socket(daemon), &[&request]);
+    assert_eq!(answer[0]["ok"], true, "{}", answer[0]);
+}
+
 /// The planned shards (`iggyd plan --json`) as (shard, pu) pairs.
 fn planned_shards() -> Vec<(u64, u64)> {
     let plan = run(iggyd_command().args(["plan", "--json"]));

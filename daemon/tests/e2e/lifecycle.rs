@@ -148,3 +148,61 @@ fn invalid_configuration_exits_78_naming_the_key() {
         output.stdout
     );
 }
+
+/// A daemon with this `shutdown.drain_timeout` whose shard 0 is frozen
+/// (fault injection), so a graceful stop can never finish.
+fn frozen_daemon(drain_timeout: &str) -> TestDaemon {
+    let mut daemon = TestDaemon::builder()
+        .env("IGGYD_SHUTDOWN__DRAIN_TIMEOUT", drain_timeout)
+        .spawn();
+    daemon.allow_log("freez");
+    crate::control::freeze_shard(&daemon, 0);
+    daemon
+}
+
+/// Proves the drain timeout ends the daemon through `boot`, not below it: a
+/// frozen shard never finishes draining, so with a 1 s
+/// `shutdown.drain_timeout` SIGTERM ends in exit code 1 after about a
+/// second, and the reason (the timeout and the stuck shard) is logged and
+/// sent as `STATUS=failed: …`.
+#[test]
+fn drain_timeout_exits_through_boot_with_a_failure() {
+    let mut daemon = frozen_daemon("1 s");
+    daemon.allow_log("drain timeout");
+    let (status, took) = daemon.stop();
+    assert_eq!(status.code(), Some(1), "exit status {status}");
+    assert!(took >= Duration::from_millis(900), "stopped after {took:?}");
+    assert!(took < Duration::from_secs(10), "stopped after {took:?}");
+    let failed = daemon.wait_notification("STATUS=failed: drain timeout", Duration::from_secs(1));
+    assert!(failed.contains("shard 0"), "{failed}");
+    assert!(
+        daemon.log().contains("iggyd: drain timeout: shard 0"),
+        "{}",
+        daemon.log()
+    );
+    daemon.assert_clean_log();
+}
+
+/// Proves a second SIGTERM during the drain ends the daemon at once with
+/// exit code 1 through `boot` (logged, `STATUS=failed: second signal…`),
+/// long before the 30 s drain timeout runs out on a frozen shard.
+#[test]
+fn second_signal_during_the_drain_exits_at_once() {
+    let mut daemon = frozen_daemon("30 s");
+    daemon.allow_log("second signal");
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    daemon.wait_notification("STOPPING=1", Duration::from_secs(5));
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    let (status, took) = daemon.wait_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1), "exit status {status}");
+    assert!(took < Duration::from_secs(5), "exited after {took:?}");
+    daemon.wait_notification("STATUS=failed: second signal", Duration::from_secs(1));
+    assert!(
+        daemon
+            .log()
+            .contains("iggyd: second signal (SIGTERM) during shutdown"),
+        "{}",
+        daemon.log()
+    );
+    daemon.assert_clean_log();
+}

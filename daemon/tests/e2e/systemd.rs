@@ -221,21 +221,11 @@ fn restart_refuses_cleanly_and_never_resets_a_client() {
 /// puts the wedged shard and its PU in `STATUS=`.
 #[test]
 fn a_frozen_shard_stops_the_watchdog_pings() {
-    use std::io::BufRead;
     let mut daemon = TestDaemon::builder().env("WATCHDOG_USEC", "600000").spawn();
     daemon.allow_log("made no progress");
     daemon.allow_log("freeze");
     daemon.wait_notification("WATCHDOG=1", Duration::from_secs(5));
-    let socket = daemon.data_dir().join("iggyd.sock");
-    let mut admin = std::os::unix::net::UnixStream::connect(&socket).expect("admin socket");
-    admin
-        .write_all(b"{\"v\":1,\"op\":\"fault\",\"fault\":\"freeze_shard\",\"shard\":0}\n")
-        .unwrap();
-    let mut answer = String::new();
-    std::io::BufReader::new(&admin)
-        .read_line(&mut answer)
-        .unwrap();
-    assert!(answer.contains("\"ok\":true"), "{answer}");
+    crate::control::freeze_shard(&daemon, 0);
     let alarm = daemon.wait_notification("made no progress", Duration::from_secs(5));
     assert!(alarm.contains("shard 0 (PU"), "{alarm}");
     // Once the alarm is raised, no ping follows.
