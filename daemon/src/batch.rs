@@ -802,11 +802,15 @@ mod tests {
         assert!(slice(&bytes, 0, 4).is_err());
     }
 
-    // Arbitrary bytes never panic any entry point.
+    // Arbitrary bytes never panic any entry point; whatever `validate`
+    // accepts is a whole record whose frames match its count, and the
+    // mangled records are refused.
     #[test]
     fn garbage_never_panics() {
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
         let good = good_batch();
+        assert!(validate(&good).is_ok());
+        let mut refused = 0;
         for round in 0..2_000 {
             let mut bytes = good.clone();
             for _ in 0..(round % 7 + 1) {
@@ -817,12 +821,23 @@ mod tests {
                 bytes[at] = (state >> 32) as u8;
             }
             bytes.truncate((state >> 40) as usize % (good.len() + 1));
-            let _ = validate(&bytes);
+            match validate(&bytes) {
+                Ok(summary) => {
+                    assert_eq!(summary.header.batch_length, bytes.len() as u64);
+                    let count = frames(&bytes).map_or(0, Iterator::count);
+                    assert_eq!(count as u32, summary.header.message_count);
+                }
+                Err(_) => refused += 1,
+            }
             let _ = slice(&bytes, 0, 1);
             if let Ok(iter) = frames(&bytes) {
                 for _ in iter {}
             }
             let _ = stamp(&mut bytes, 1, 2, 3);
         }
+        assert!(
+            refused > 1_900,
+            "only {refused} of 2000 mangled records refused"
+        );
     }
 }

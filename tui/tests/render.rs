@@ -289,14 +289,22 @@ fn disconnected_and_paused() {
     assert!(row(&draw(&app, 80, 24), 4).contains("PAUSED"));
 }
 
-/// Proves tiny terminals do not panic.
+/// Proves tiny terminals do not panic: every view draws into exactly the
+/// area it was given, and draws something once there is room for a line.
 #[test]
 fn tiny_terminals_do_not_panic() {
     let mut app = app();
     for view in ['1', '2', '3', '?'] {
         key(&mut app, KeyCode::Char(view));
         for (width, height) in [(1, 1), (10, 5), (40, 10), (80, 8)] {
-            draw(&app, width, height);
+            let buffer = draw(&app, width, height);
+            assert_eq!((buffer.area.width, buffer.area.height), (width, height));
+            if width >= 10 {
+                assert!(
+                    rows(&buffer).iter().any(|line| !line.trim().is_empty()),
+                    "view {view} at {width}x{height} is blank"
+                );
+            }
         }
     }
 }

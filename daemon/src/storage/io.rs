@@ -200,13 +200,13 @@ mod tests {
     }
 
     // The same on the io_uring driver, when the kernel and memlock allow it
-    // (skipped with a note otherwise, as in restricted CI sandboxes).
+    // (skipped through the test kit otherwise, which fails under CI=true).
     #[test]
     fn monoio_io_round_trip_io_uring() {
         let dir = tempfile::tempdir().unwrap();
         match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().build() {
             Ok(mut runtime) => runtime.block_on(round_trip(dir.path().to_path_buf())),
-            Err(error) => eprintln!("io_uring unavailable, skipped: {error}"),
+            Err(error) => iggyd_testkit::skip(&format!("io_uring unavailable: {error}")),
         }
     }
 
