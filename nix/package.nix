@@ -17,13 +17,19 @@ rustPlatform.buildRustPackage {
   pname = "iggyd";
   inherit (workspace.workspace.package) version;
 
+  # Every workspace member must be here (cargo loads them all, even to
+  # build two packages); scripts/check-nix.sh checks that.
   src = lib.fileset.toSource {
     root = ../.;
     fileset = lib.fileset.unions [
       ../Cargo.toml
       ../Cargo.lock
       ../daemon
+      ../admin-api
+      ../testkit
       ../tui
+      ../compat
+      ../bench
       ../systemd
       ../packaging/iggyd.toml
       ../LICENSE

@@ -35,6 +35,17 @@ for file in "${files[@]}"; do
   echo "ok: $file"
 done
 
+log "nix/package.nix takes every workspace member"
+python3 - <<'PY' || die "nix/package.nix's fileset misses a workspace member (cargo cannot load the workspace without it)"
+import re, sys, tomllib
+members = tomllib.load(open("Cargo.toml", "rb"))["workspace"]["members"]
+package = open("nix/package.nix").read()
+missing = [m for m in members if not re.search(r"^\s*\.\./" + re.escape(m) + r"\s*$", package, re.M)]
+for member in members:
+    print(("FAIL: " if member in missing else "ok:   ") + f"../{member} in the source fileset")
+sys.exit(1 if missing else 0)
+PY
+
 log "nix/module.nix with the stub lib and pkgs"
 eval_module() {
   nix eval --impure --json --expr "import $repo/nix/stub/eval-module.nix $1"
