@@ -26,6 +26,11 @@ const LONG_FILES_ALLOWED: &[&str] = &[
 /// binary and the start-up sequence, where an error becomes an exit code.
 const MAY_EXIT_OR_PRINT: &[&str] = &["daemon/src/main.rs", "daemon/src/boot.rs"];
 
+/// Crates that must never link the daemon: the console talks to it over
+/// the admin socket, the admin API is shared by both sides, and the daemon
+/// takes the test kit as a dev-dependency.
+const NEVER_LINK_THE_DAEMON: &[&str] = &["tui", "admin-api", "testkit"];
+
 /// Directory names never read: build output and the fuzzers' generated
 /// inputs.
 const SKIPPED_DIRS: &[&str] = &["target", ".git", "corpus", "artifacts", "coverage"];
@@ -257,6 +262,30 @@ fn tests_skip_only_through_the_kit() {
         offences.is_empty(),
         "these lines print a skip; call `return iggyd_testkit::skip(\"why\")` instead, \
          so that CI=true fails rather than passes without running:\n{}",
+        offences.join("\n")
+    );
+}
+
+/// Proves the crates that must not link the daemon do not depend on it
+/// (`iggyd = …`, `iggyd.workspace = …` or a `[…dependencies.iggyd]` table
+/// in their manifest).
+#[test]
+fn some_crates_never_link_the_daemon() {
+    let mut offences = Vec::new();
+    for krate in NEVER_LINK_THE_DAEMON {
+        let manifest = format!("{krate}/Cargo.toml");
+        let text = std::fs::read_to_string(root().join(&manifest))
+            .unwrap_or_else(|error| panic!("{manifest}: {error}"));
+        for line in text.lines().map(str::trim) {
+            let key = line.split(['=', ' ']).next().unwrap_or_default();
+            if key == "iggyd" || key == "iggyd.workspace" || line.ends_with("dependencies.iggyd]") {
+                offences.push(format!("{manifest}: {line}"));
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "these crates must not depend on the daemon (`iggyd`):\n{}",
         offences.join("\n")
     );
 }
