@@ -212,7 +212,9 @@ impl<'a> OptionBlock<'a> {
         self.entries.iter().find(|entry| entry.key == key)
     }
 
-    /// Request form: entries without a length prefix.
+    /// Request form: entries without a length prefix (the client's side;
+    /// the daemon's tests only).
+    #[cfg(test)]
     pub fn encode(&self, out: &mut Vec<u8>) {
         encode_option_entries(&self.entries, out);
     }

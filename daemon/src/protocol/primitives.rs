@@ -2,15 +2,19 @@
 //! (§4.3), optional partition id (§4.4), Partitioning (§4.5), polling
 //! strategy (§4.6), ack level (§4.7) and the login version prefix (§4.11).
 //!
-//! Each type decodes from a [`Reader`] and encodes into a `Vec<u8>`, and its
-//! doc comment is the byte layout. Decoding validates kinds and lengths but
-//! nothing that needs server state (an id may still name nothing).
+//! Each type decodes from a [`Reader`], and its doc comment is the byte
+//! layout. Decoding validates kinds and lengths but nothing that needs
+//! server state (an id may still name nothing). The encoders are the
+//! client's side, compiled for this crate's unit tests only: clients (and
+//! the e2e tests) encode with the workspace's test kit.
 
 use xxhash_rust::xxh32::xxh32;
 
 use super::error::WireError;
 use super::limits::{PROTOCOL_VERSION, PROTOCOL_VERSION_MIN};
-use super::reader::{Reader, WireWrite};
+use super::reader::Reader;
+#[cfg(test)]
+use super::reader::WireWrite;
 
 /// A stream, topic, group or user reference.
 ///
@@ -51,6 +55,7 @@ impl<'a> Identifier<'a> {
         }
     }
 
+    #[cfg(test)]
     pub fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Self::Numeric(id) => {
@@ -66,6 +71,7 @@ impl<'a> Identifier<'a> {
     }
 
     /// Encoded size in bytes.
+    #[cfg(test)]
     pub fn encoded_len(&self) -> usize {
         match self {
             Self::Numeric(_) => 6,
@@ -109,6 +115,7 @@ impl<'a> Consumer<'a> {
         Ok(Self { kind, id })
     }
 
+    #[cfg(test)]
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.put_u8(self.kind as u8);
         self.id.encode(out);
@@ -142,6 +149,7 @@ impl OptionalPartition {
         Ok(present.then_some(partition_id))
     }
 
+    #[cfg(test)]
     pub fn encode(partition_id: Option<u32>, out: &mut Vec<u8>) {
         out.put_bool(partition_id.is_some());
         out.put_u32(partition_id.unwrap_or(0));
@@ -183,6 +191,7 @@ impl<'a> Partitioning<'a> {
         }
     }
 
+    #[cfg(test)]
     pub fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Self::Balanced => {
@@ -204,6 +213,7 @@ impl<'a> Partitioning<'a> {
     }
 
     /// Encoded size in bytes.
+    #[cfg(test)]
     pub fn encoded_len(&self) -> usize {
         match self {
             Self::Balanced => 2,
@@ -253,6 +263,7 @@ impl PollingStrategy {
         }
     }
 
+    #[cfg(test)]
     pub fn encode(&self, out: &mut Vec<u8>) {
         let (kind, value) = match self {
             Self::Offset(value) => (1, *value),
@@ -328,6 +339,7 @@ impl<'a> ClientVersionInfo<'a> {
         })
     }
 
+    #[cfg(test)]
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.put_u32(self.protocol_version);
         out.put_name(self.sdk_name);
