@@ -201,9 +201,12 @@ mod tests {
         assert!(password_matches("secret", &first));
         assert!(!password_matches("Secret", &first));
         assert!(!password_matches("secret", "not a hash"));
-        assert_eq!(validate_password("ab").unwrap_err().wire_code(), 44);
+        assert_eq!(validate_password("ab").unwrap_err().status().code(), 44);
         assert_eq!(
-            validate_password(&"x".repeat(101)).unwrap_err().wire_code(),
+            validate_password(&"x".repeat(101))
+                .unwrap_err()
+                .status()
+                .code(),
             44
         );
         assert!(validate_password("abc").is_ok());

@@ -145,11 +145,6 @@ impl MetadataError {
         }
     }
 
-    /// The number that goes on the wire.
-    pub fn wire_code(&self) -> u32 {
-        self.status().code()
-    }
-
     pub(crate) fn invalid_option(key: &str, reason: impl Into<String>) -> Self {
         Self::InvalidOptionValue {
             key: key.to_owned(),

@@ -631,7 +631,7 @@ mod tests {
     }
 
     fn code(result: Result<TopicOptions, MetadataError>) -> u32 {
-        result.unwrap_err().wire_code()
+        result.unwrap_err().status().code()
     }
 
     // Proves an empty block gives the documented defaults, all derived,
@@ -822,16 +822,18 @@ mod tests {
         assert_eq!(
             parse_update_options(&block(&[string("segment_size", "16 MiB")]))
                 .unwrap_err()
-                .wire_code(),
+                .status()
+                .code(),
             4041
         );
         let shrink = parse_update_options(&block(&[string("max_topic_size", "1 MiB")])).unwrap();
-        assert_eq!(before.updated(&shrink).unwrap_err().wire_code(), 1019);
+        assert_eq!(before.updated(&shrink).unwrap_err().status().code(), 1019);
         assert!(check_no_options(&block(&[])).is_ok());
         assert_eq!(
             check_no_options(&block(&[string("x", "y")]))
                 .unwrap_err()
-                .wire_code(),
+                .status()
+                .code(),
             4041
         );
     }

@@ -26,6 +26,7 @@ use super::journal::{self, JOURNAL_FILE, JournalError, JournalRecord, TornTail};
 use super::model::Metadata;
 use super::snapshot::{SNAPSHOT_FILE, Snapshot, SnapshotError};
 use super::view::MetadataView;
+use crate::protocol::codes::Status;
 
 /// A persistence failure: fatal for shard 0.
 #[derive(Debug, thiserror::Error)]
@@ -54,12 +55,23 @@ pub enum StoreError {
 #[derive(Debug, thiserror::Error)]
 pub enum ExecuteError {
     /// The command is invalid in the current state: answer the client with
-    /// `error.wire_code()`; nothing changed.
+    /// `error.status()`; nothing changed.
     #[error(transparent)]
     Rejected(#[from] MetadataError),
     /// Persistence failed: the store is poisoned; report and exit.
     #[error(transparent)]
     Fatal(#[from] StoreError),
+}
+
+impl ExecuteError {
+    /// The wire status the requester gets: the rejection's own, or the
+    /// generic error for a persistence failure.
+    pub fn status(&self) -> Status {
+        match self {
+            ExecuteError::Rejected(error) => error.status(),
+            ExecuteError::Fatal(_) => Status::Error,
+        }
+    }
 }
 
 /// What recovery found and did, for the start-up log and `STATUS=`.

@@ -68,7 +68,7 @@ fn user_command(username: &str) -> C {
 }
 
 fn code(result: Result<Applied, super::MetadataError>) -> u32 {
-    result.unwrap_err().wire_code()
+    result.unwrap_err().status().code()
 }
 
 // Proves streams, topics and users reuse the lowest free id, and names are
@@ -241,7 +241,7 @@ fn consumer_groups_through_commands() {
         }) {
             Ok(Applied::GroupCreated { group_id, .. }) => Ok(group_id),
             Ok(other) => panic!("{other:?}"),
-            Err(error) => Err(error.wire_code()),
+            Err(error) => Err(error.status().code()),
         };
     assert_eq!(group(&mut metadata, "g0"), Ok(0));
     assert_eq!(group(&mut metadata, "g1"), Ok(1));
@@ -532,21 +532,24 @@ fn login_helpers() {
         metadata
             .verify_password("alice", "wrong")
             .unwrap_err()
-            .wire_code(),
+            .status()
+            .code(),
         42
     );
     assert_eq!(
         metadata
             .verify_password("nobody", "password")
             .unwrap_err()
-            .wire_code(),
+            .status()
+            .code(),
         42
     );
     assert_eq!(
         metadata
             .verify_password("al", "password")
             .unwrap_err()
-            .wire_code(),
+            .status()
+            .code(),
         42
     );
     assert!(metadata.check_current_password(1, "password").is_ok());
@@ -563,11 +566,19 @@ fn login_helpers() {
         .unwrap();
     assert_eq!(metadata.verify_token(&raw, 999), Ok(1));
     assert_eq!(
-        metadata.verify_token(&raw, 1_000).unwrap_err().wire_code(),
+        metadata
+            .verify_token(&raw, 1_000)
+            .unwrap_err()
+            .status()
+            .code(),
         54
     );
     assert_eq!(
-        metadata.verify_token("nope", 0).unwrap_err().wire_code(),
+        metadata
+            .verify_token("nope", 0)
+            .unwrap_err()
+            .status()
+            .code(),
         53
     );
 
@@ -582,13 +593,20 @@ fn login_helpers() {
         metadata
             .verify_password("alice", "password")
             .unwrap_err()
-            .wire_code(),
+            .status()
+            .code(),
         42
     );
-    assert_eq!(metadata.verify_token(&raw, 0).unwrap_err().wire_code(), 47);
+    assert_eq!(
+        metadata.verify_token(&raw, 0).unwrap_err().status().code(),
+        47
+    );
 
     metadata.apply(C::DeleteUser { user: id(1) }).unwrap();
-    assert_eq!(metadata.verify_token(&raw, 0).unwrap_err().wire_code(), 53);
+    assert_eq!(
+        metadata.verify_token(&raw, 0).unwrap_err().status().code(),
+        53
+    );
     metadata.check_invariants().unwrap();
 }
 
@@ -1099,7 +1117,7 @@ fn error_wire_codes() {
         (E::Unauthorized, 41),
     ];
     for (error, expected) in cases {
-        assert_eq!(error.wire_code(), expected, "{error:?}");
+        assert_eq!(error.status().code(), expected, "{error:?}");
     }
 }
 

@@ -855,6 +855,7 @@ fn decode_body(code: CommandCode, body: &[u8]) -> Result<Command<'_>, WireError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::codes::Status;
     use crate::protocol::reader::WireWrite;
 
     fn version_prefix() -> Vec<u8> {
@@ -905,7 +906,10 @@ mod tests {
         ));
         body.push(7);
         assert_eq!(
-            Command::decode(&header, &body).unwrap_err().status(),
+            Command::decode(&header, &body)
+                .unwrap_err()
+                .status()
+                .map(Status::code),
             Some(3)
         );
 
@@ -921,7 +925,10 @@ mod tests {
         Identifier::Numeric(1).encode(&mut body);
         body.extend_from_slice(&[0, 1, 3]);
         assert_eq!(
-            Command::decode(&header, &body).unwrap_err().status(),
+            Command::decode(&header, &body)
+                .unwrap_err()
+                .status()
+                .map(Status::code),
             Some(45)
         );
     }

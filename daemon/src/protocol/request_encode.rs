@@ -312,6 +312,7 @@ mod tests {
     use xxhash_rust::xxh3::xxh3_64;
 
     use super::*;
+    use crate::protocol::codes::Status;
     use crate::protocol::command::{OptionScope, PollMessages, SendMessages};
     use crate::protocol::error::WireAction;
     use crate::protocol::frame::{decode_frame, verify_request_checksum};
@@ -758,12 +759,18 @@ mod tests {
             Err(WireError::UnknownCommand { code: 9999 })
         );
         assert_eq!(
-            Command::decode(&op2(9999), &[]).unwrap_err().status(),
+            Command::decode(&op2(9999), &[])
+                .unwrap_err()
+                .status()
+                .map(Status::code),
             Some(3)
         );
         for code in [33, 39, 40, 45, 101, 121, 202, 302, 402, 503, 604] {
             assert_eq!(
-                Command::decode(&op2(code), &[]).unwrap_err().status(),
+                Command::decode(&op2(code), &[])
+                    .unwrap_err()
+                    .status()
+                    .map(Status::code),
                 Some(5),
                 "code {code}"
             );
@@ -781,7 +788,10 @@ mod tests {
         }
         // Trailing bytes after an empty-bodied command are malformed.
         assert_eq!(
-            Command::decode(&op2(1), &[0]).unwrap_err().status(),
+            Command::decode(&op2(1), &[0])
+                .unwrap_err()
+                .status()
+                .map(Status::code),
             Some(3)
         );
     }
@@ -824,7 +834,10 @@ mod tests {
         let mut too_many = body.clone();
         too_many[4..8].copy_from_slice(&1001u32.to_le_bytes());
         assert_eq!(
-            Command::decode(&header, &too_many).unwrap_err().status(),
+            Command::decode(&header, &too_many)
+                .unwrap_err()
+                .status()
+                .map(Status::code),
             Some(2015)
         );
     }
@@ -850,7 +863,12 @@ mod tests {
         assert_eq!(send.messages_count, 2);
         assert_eq!(send.batch.len(), 362);
 
-        let status = |body: &[u8]| Command::decode(&header, body).unwrap_err().status();
+        let status = |body: &[u8]| {
+            Command::decode(&header, body)
+                .unwrap_err()
+                .status()
+                .map(Status::code)
+        };
         let mut bad_metadata = body.clone();
         bad_metadata[0] = 17;
         assert_eq!(status(&bad_metadata), Some(3));

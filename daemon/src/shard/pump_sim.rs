@@ -790,7 +790,7 @@ impl Sim {
         let model = &mut self.parts[part];
         match (answer.try_recv(), refusal) {
             (Ok(Err(error)), Some(status)) => {
-                assert_eq!(error.wire_status(), status, "seed {}: {error}", self.seed);
+                assert_eq!(error.status().code(), status, "seed {}: {error}", self.seed);
             }
             (Ok(Err(error)), None) if self.disk_full && is_no_space(&error) => {
                 self.coverage.offset_stores_refused_no_space += 1;
