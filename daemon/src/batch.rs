@@ -28,7 +28,8 @@ const PARTITION_ID_AT: usize = 0;
 const BASE_OFFSET_AT: usize = 8;
 const BASE_TIMESTAMP_AT: usize = 16;
 const ORIGIN_TIMESTAMP_AT: usize = 24;
-const BATCH_LENGTH_AT: usize = 32;
+/// Offset of `batch_length` (u64), which the request decoder checks too.
+pub const BATCH_LENGTH_AT: usize = 32;
 const BATCH_CHECKSUM_AT: usize = 40;
 const MESSAGE_COUNT_AT: usize = 48;
 const BATCH_RESERVED: Range<usize> = 52..256;

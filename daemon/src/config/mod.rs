@@ -14,12 +14,13 @@
 mod layers;
 mod units;
 
+use crate::limits::PU_ID_LIMIT;
 use figment::Figment;
 use figment::value::Value;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use units::{CPU_ALLOCATION_FORMS, DURATION_FORMS, PU_ID_LIMIT, SIZE_FORMS};
+use units::{CPU_ALLOCATION_FORMS, DURATION_FORMS, SIZE_FORMS};
 
 /// How shards are placed on CPUs (`sharding.cpu_allocation`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

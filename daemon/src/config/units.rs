@@ -7,6 +7,7 @@
 //! is rejected rather than rounded. Every printer's output parses back to the
 //! same value.
 
+use crate::limits::PU_ID_LIMIT;
 use std::time::Duration;
 
 /// The accepted size forms, for error messages.
@@ -146,10 +147,6 @@ pub(super) fn format_duration(duration: Duration) -> String {
     }
     unreachable!("every duration is a whole number of nanoseconds")
 }
-
-/// Highest PU OS index accepted, exclusive. Linux's largest `CONFIG_NR_CPUS`
-/// is 8192; the cap only stops `"0..4000000000"` from allocating gigabytes.
-pub(super) const PU_ID_LIMIT: u32 = 1 << 16;
 
 /// The accepted `sharding.cpu_allocation` forms, for error messages.
 pub(super) const CPU_ALLOCATION_FORMS: &str = "\"physical\", \"all\", a shard count N >= 1, a \

@@ -13,11 +13,10 @@ use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use argon2::{Algorithm, Argon2, Params, Version};
 use blake2::{Blake2b256, Digest};
 
+use super::PAT_TOKEN_BYTES;
 use super::error::MetadataError;
 use super::model::{Metadata, TokenHash, UserStatus};
-use super::{
-    PASSWORD_LEN_MAX, PASSWORD_LEN_MIN, PAT_TOKEN_BYTES, USERNAME_LEN_MAX, USERNAME_LEN_MIN,
-};
+use crate::limits::{PASSWORD_LEN_MAX, PASSWORD_LEN_MIN, USERNAME_LEN_MAX, USERNAME_LEN_MIN};
 
 /// The random source failed (getrandom); the only way these helpers fail
 /// besides bad input.

@@ -18,7 +18,6 @@
 
 use std::sync::Arc;
 
-use super::SNAPSHOT_INTERVAL_COMMANDS;
 use super::command::{Applied, MetadataCommand};
 use super::error::MetadataError;
 use super::io::MetadataIo;
@@ -26,6 +25,7 @@ use super::journal::{self, JOURNAL_FILE, JournalError, JournalRecord, TornTail};
 use super::model::Metadata;
 use super::snapshot::{SNAPSHOT_FILE, Snapshot, SnapshotError};
 use super::view::MetadataView;
+use crate::limits::SNAPSHOT_INTERVAL_COMMANDS;
 use crate::protocol::codes::Status;
 
 /// A persistence failure: fatal for shard 0.

@@ -504,7 +504,7 @@ fn apply_error_codes() {
 
     metadata.apply(pat("token", 1, None)).unwrap();
     assert_eq!(code(metadata.apply(pat("token", 2, None))), 51);
-    for index in 1..super::PATS_PER_USER_MAX {
+    for index in 1..crate::limits::PATS_PER_USER_MAX {
         metadata
             .apply(pat(&format!("token-{index}"), index as u8 + 1, None))
             .unwrap();
@@ -978,7 +978,7 @@ fn std_io_round_trip() {
 fn too_many_topics() {
     let mut metadata = Metadata::new();
     let stream = create_stream(&mut metadata, "s");
-    for index in 0..super::TOPICS_PER_STREAM_MAX {
+    for index in 0..crate::limits::TOPICS_PER_STREAM_MAX {
         metadata
             .apply(topic_command(id(stream), &format!("t{index}"), 0, 1))
             .unwrap();

@@ -416,7 +416,7 @@ impl<I: StorageIo + Clone> Pump<I> {
         if request.count == 0 {
             return Ok((empty, None));
         }
-        let cap = crate::storage::READ_BYTES_MAX_DEFAULT;
+        let cap = crate::limits::READ_BYTES_MAX_DEFAULT;
         let start = match request.strategy {
             PollingStrategy::Offset(offset) => offset.max(first),
             PollingStrategy::First => first,
