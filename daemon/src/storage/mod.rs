@@ -94,6 +94,8 @@ pub mod sim;
 
 #[cfg(test)]
 mod sim_test;
+#[cfg(test)]
+pub(crate) mod sim_workload;
 
 use std::path::PathBuf;
 
