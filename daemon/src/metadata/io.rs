@@ -28,6 +28,10 @@ pub trait MetadataIo {
     /// Replaces the file atomically: write a temporary file, fsync it,
     /// rename it over `name`, fsync the directory.
     fn replace_durable(&mut self, name: &str, bytes: &[u8]) -> io::Result<()>;
+    /// Makes an existing file and its directory entry durable as they are
+    /// now (fsync the file, then the directory): recovery calls it so that
+    /// what it read and will serve cannot be taken back by a power loss.
+    fn sync_durable(&mut self, name: &str) -> io::Result<()>;
 }
 
 /// `std::fs` in one directory (created if missing).
@@ -92,6 +96,11 @@ impl MetadataIo for StdIo {
         fs::rename(&temporary, self.dir.join(name))?;
         self.sync_dir()
     }
+
+    fn sync_durable(&mut self, name: &str) -> io::Result<()> {
+        File::open(self.dir.join(name))?.sync_all()?;
+        self.sync_dir()
+    }
 }
 
 /// In-memory files with injectable faults, for tests and the simulator.
@@ -149,6 +158,14 @@ impl MetadataIo for MemIo {
     fn replace_durable(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
         self.injected_failure()?;
         self.files.insert(name.to_owned(), bytes.to_vec());
+        Ok(())
+    }
+
+    fn sync_durable(&mut self, name: &str) -> io::Result<()> {
+        self.injected_failure()?;
+        if !self.files.contains_key(name) {
+            return Err(io::Error::from(io::ErrorKind::NotFound));
+        }
         Ok(())
     }
 }

@@ -10,9 +10,11 @@
 //!
 //! Recovery (`open`): load the snapshot (if any), replay journal records
 //! with a higher sequence number in order (gaps are errors), truncate a
-//! torn tail (reported in [`RecoveryReport`]), then — if any consumer group
-//! still lists members — journal a `ResetMembers`, because no session
-//! survives a restart. Every `SNAPSHOT_INTERVAL_COMMANDS` commands the
+//! torn tail (reported in [`RecoveryReport`]), fsync the snapshot, the
+//! journal and their directory (what was read may have been only in the
+//! page cache after a failed fsync, and must not vanish once served), then
+//! — if any consumer group still lists members — journal a `ResetMembers`,
+//! because no session survives a restart. Every `SNAPSHOT_INTERVAL_COMMANDS` commands the
 //! state is snapshotted and the journal truncated; a crash between the two
 //! only leaves records the next recovery skips by sequence number.
 
@@ -136,11 +138,13 @@ impl<Io: MetadataIo> MetadataStore<Io> {
             }
             None => (Metadata::new(), 0),
         };
+        let snapshot_found = report.snapshot_seq.is_some();
         let mut last_seq = snapshot_seq;
-        if let Some(bytes) = io
+        let journal = io
             .read(JOURNAL_FILE)
-            .map_err(io_error("read", JOURNAL_FILE))?
-        {
+            .map_err(io_error("read", JOURNAL_FILE))?;
+        let journal_found = journal.is_some();
+        if let Some(bytes) = journal {
             let scan = journal::scan(&bytes)?;
             for record in scan.records {
                 if record.seq <= snapshot_seq {
@@ -171,6 +175,17 @@ impl<Io: MetadataIo> MetadataStore<Io> {
                 io.truncate_durable(JOURNAL_FILE, scan.valid_len)
                     .map_err(io_error("truncate", JOURNAL_FILE))?;
                 report.torn_tail = Some(torn);
+            }
+        }
+        // What was read may be only in the page cache (a write whose fsync
+        // failed before the restart, or a file whose directory entry was
+        // never synced): make it durable before anything is served from it.
+        for (found, file) in [
+            (snapshot_found, SNAPSHOT_FILE),
+            (journal_found, JOURNAL_FILE),
+        ] {
+            if found {
+                io.sync_durable(file).map_err(io_error("sync", file))?;
             }
         }
         let mut store = Self {
