@@ -43,6 +43,8 @@ pub mod store;
 pub mod view;
 
 #[cfg(test)]
+mod sim_test;
+#[cfg(test)]
 mod tests;
 
 pub use command::{Applied, Ident, MetadataCommand, PartitionRef};
