@@ -16,6 +16,8 @@ use std::ops::Range;
 
 use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
 
+use crate::protocol::codes::Status;
+
 /// Size of the batch header that starts every record.
 pub const BATCH_HEADER_SIZE: usize = 256;
 /// Size of the header that starts every frame (message).
@@ -26,7 +28,8 @@ const PARTITION_ID_AT: usize = 0;
 const BASE_OFFSET_AT: usize = 8;
 const BASE_TIMESTAMP_AT: usize = 16;
 const ORIGIN_TIMESTAMP_AT: usize = 24;
-const BATCH_LENGTH_AT: usize = 32;
+/// Offset of `batch_length` (u64), which the request decoder checks too.
+pub const BATCH_LENGTH_AT: usize = 32;
 const BATCH_CHECKSUM_AT: usize = 40;
 const MESSAGE_COUNT_AT: usize = 48;
 const BATCH_RESERVED: Range<usize> = 52..256;
@@ -39,19 +42,6 @@ const FRAME_TIMESTAMP_DELTA_AT: usize = 28;
 const FRAME_USER_HEADERS_LENGTH_AT: usize = 32;
 const FRAME_PAYLOAD_LENGTH_AT: usize = 36;
 const FRAME_RESERVED: Range<usize> = 40..48;
-
-/// Wire status codes a [`BatchError`] maps to (the full table lives with the
-/// protocol codes; these four are the ones a batch can produce).
-pub mod status {
-    /// Malformed request body.
-    pub const INVALID_COMMAND: u32 = 3;
-    /// `message_count` is zero.
-    pub const INVALID_MESSAGES_COUNT: u32 = 4009;
-    /// A frame checksum does not match its bytes.
-    pub const INVALID_MESSAGE_CHECKSUM: u32 = 4027;
-    /// The batch checksum does not match the header and frame checksums.
-    pub const INVALID_BATCH_CHECKSUM: u32 = 4039;
-}
 
 /// Why a byte string is not a valid batch record. Each variant names the
 /// check that failed and carries expected versus found values.
@@ -110,12 +100,12 @@ pub enum BatchError {
 }
 
 impl BatchError {
-    /// The wire status code a producer sees for this rejection.
-    pub fn wire_status(&self) -> u32 {
+    /// The wire status a producer sees for this rejection.
+    pub fn status(&self) -> Status {
         match self {
-            BatchError::FrameChecksum { .. } => status::INVALID_MESSAGE_CHECKSUM,
-            BatchError::BatchChecksum { .. } => status::INVALID_BATCH_CHECKSUM,
-            BatchError::EmptyBatch => status::INVALID_MESSAGES_COUNT,
+            BatchError::FrameChecksum { .. } => Status::InvalidMessageChecksum,
+            BatchError::BatchChecksum { .. } => Status::InvalidBatchChecksum,
+            BatchError::EmptyBatch => Status::InvalidMessagesCount,
             BatchError::HeaderTruncated { .. }
             | BatchError::LengthMismatch { .. }
             | BatchError::ReservedNotZero { .. }
@@ -124,7 +114,7 @@ impl BatchError {
             | BatchError::OffsetDeltaMismatch { .. }
             | BatchError::FrameCountMismatch { .. }
             | BatchError::TrailingBytes { .. }
-            | BatchError::SliceOutOfRange { .. } => status::INVALID_COMMAND,
+            | BatchError::SliceOutOfRange { .. } => Status::InvalidCommand,
         }
     }
 }
@@ -668,7 +658,7 @@ mod tests {
             matches!(error, BatchError::FrameChecksum { index: 1, .. }),
             "{error}"
         );
-        assert_eq!(error.wire_status(), 4027);
+        assert_eq!(error.status().code(), 4027);
     }
 
     // Changing a frame's checksum field (and fixing nothing else) is caught by
@@ -679,11 +669,11 @@ mod tests {
         bytes[ORIGIN_TIMESTAMP_AT] ^= 0x40;
         let error = validate(&bytes).unwrap_err();
         assert!(matches!(error, BatchError::BatchChecksum { .. }), "{error}");
-        assert_eq!(error.wire_status(), 4039);
+        assert_eq!(error.status().code(), 4039);
 
         let mut bytes = good_batch();
         bytes[BATCH_CHECKSUM_AT] ^= 1;
-        assert_eq!(validate(&bytes).unwrap_err().wire_status(), 4039);
+        assert_eq!(validate(&bytes).unwrap_err().status().code(), 4039);
     }
 
     // Every prefix of a valid batch is rejected without a panic.
@@ -692,7 +682,7 @@ mod tests {
         let bytes = good_batch();
         for len in 0..bytes.len() {
             let error = validate(&bytes[..len]).unwrap_err();
-            assert_eq!(error.wire_status(), 3, "len {len}: {error}");
+            assert_eq!(error.status().code(), 3, "len {len}: {error}");
         }
         // Truncated and length field fixed up: frames no longer tile.
         let mut short = bytes[..bytes.len() - 1].to_vec();
@@ -732,7 +722,7 @@ mod tests {
         write_u32(&mut bytes, MESSAGE_COUNT_AT, 0);
         let error = validate(&bytes).unwrap_err();
         assert_eq!(error, BatchError::EmptyBatch);
-        assert_eq!(error.wire_status(), 4009);
+        assert_eq!(error.status().code(), 4009);
 
         let mut bytes = good_batch();
         write_u32(&mut bytes, MESSAGE_COUNT_AT, 2);

@@ -1,7 +1,28 @@
 //! Every bound of the daemon in one place, so a reader can see at a glance how
 //! much of anything can exist at once. Values are checked at the edge where
 //! they enter (config, socket, disk); nothing here allocates.
+//!
+//! Where a bound is written, once:
+//!
+//! - `protocol::limits` holds the facts of the Iggy 0.11.0 wire that the
+//!   codec enforces (frame and header sizes, name and option caps, partitions
+//!   per request, the protocol version): every client and the Apache server
+//!   agree on them, they are not tunables, and the codec stays a leaf that
+//!   must not import this module. The admin socket's protocol keeps its own
+//!   wire caps next to its types (`control/api.rs`) for the same reason.
+//! - This module holds every other bound: what iggyd lets clients,
+//!   configuration and disk content create or claim (counts, lengths, sizes,
+//!   the ranges configuration keys accept), its queue depths, and the
+//!   intervals and timeouts of its own machinery. It may use
+//!   `protocol::limits` (a bound derived from the wire says so by naming it).
+//!
+//! Not bounds, and so not here: byte layouts (record, header and field
+//! sizes live with the type that encodes them: `batch.rs`,
+//! `protocol/header.rs`, `storage/`, `metadata/journal.rs`), and constants
+//! that only size a buffer or a read chunk for speed; changing those changes
+//! how fast iggyd is, never what it accepts.
 
+use crate::protocol::limits::FRAME_SIZE_MAX;
 use std::time::Duration;
 
 /// Messages a shard's inbox (the mesh queue into its pump) holds before
@@ -12,6 +33,10 @@ pub const SHARD_INBOX_DEPTH: usize = 4096;
 /// shard cannot hold its runtime, its io_uring rings and a few connections'
 /// buffers, so start-up refuses instead of failing later inside a shard.
 pub const SHARD_MEMORY_MIN_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Smallest `memory.budget` the configuration accepts at all (the per-shard
+/// minimum above is checked at start, once the shard count is known).
+pub const MEMORY_BUDGET_MIN_BYTES: u64 = 1024 * 1024;
 
 /// Fraction of the memory the machine and the cgroup can give that a derived
 /// (`memory.budget = "auto"`) budget takes: the page cache serves reads, so
@@ -37,17 +62,27 @@ pub const IO_URING_ENTRIES: u32 = 1024;
 /// latency an fsync adds to the first op of a round.
 pub const PUMP_OPS_PER_COMMIT: usize = 1024;
 
-/// Default interval of the `replicated` flush policy (`storage.flush_interval`).
+/// Default interval of the `replicated` flush policy (`storage.flush_interval`,
+/// whose built-in default this is).
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// `storage.flush_interval` accepts 0 (off) or this range: below 10 ms the
+/// fsyncs would be the workload, above 1 h "replicated" means "at shutdown".
+pub const FLUSH_INTERVAL_MIN: Duration = Duration::from_millis(10);
+/// See [`FLUSH_INTERVAL_MIN`].
+pub const FLUSH_INTERVAL_MAX: Duration = Duration::from_secs(3600);
 
 /// How often each shard publishes its report (partitions, latencies) for
 /// the console.
 pub const REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How often each pump checks its partitions for expired segments and
-/// `max_topic_size` by default (`retention.check_interval` overrides it; the
-/// config default must match).
+/// `max_topic_size` by default (the built-in default of
+/// `retention.check_interval`).
 pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(10);
+/// `retention.check_interval` accepts this range.
+pub const RETENTION_CHECK_INTERVAL_MIN: Duration = Duration::from_millis(100);
+/// See [`RETENTION_CHECK_INTERVAL_MIN`].
+pub const RETENTION_CHECK_INTERVAL_MAX: Duration = Duration::from_secs(3600);
 
 /// A consumer-group member that sends no request for this long is stale:
 /// evicted and removed from its groups (1.2 x Apache's 30 s heartbeat).
@@ -59,6 +94,12 @@ pub const STOP_GRACE: Duration = Duration::from_millis(200);
 
 /// Longest wait for connections to finish before the pumps drain anyway.
 pub const QUIESCE_MAX: Duration = Duration::from_secs(5);
+
+/// `shutdown.drain_timeout` accepts this range: a stop needs at least a
+/// second to drain, and systemd's stop timeout must stay above the maximum.
+pub const DRAIN_TIMEOUT_MIN: Duration = Duration::from_secs(1);
+/// See [`DRAIN_TIMEOUT_MIN`].
+pub const DRAIN_TIMEOUT_MAX: Duration = Duration::from_secs(300);
 
 /// How often the `STATUS=` summary is refreshed.
 pub const STATUS_EVERY: Duration = Duration::from_secs(5);
@@ -85,7 +126,131 @@ pub const ADMIN_CLIENT_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 /// after their connections were shut down.
 pub const ADMIN_STOP_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// How long a client thread drains a refused admin client's input before
+/// closing.
+pub const ADMIN_CLOSE_LINGER: Duration = Duration::from_millis(200);
+
+/// How long an admin action (flush, fault) waits for a shard.
+pub const ADMIN_ACTION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest Unix socket path (`admin.socket`): `sockaddr_un` holds 108 bytes
+/// including the terminating NUL.
+pub const UNIX_SOCKET_PATH_BYTES_MAX: usize = 107;
+
 /// While a listener stops: how long handshakes already under way get to
 /// complete after new SYNs are filtered out (loopback and LAN round trips are
 /// far shorter).
 pub const HANDSHAKE_SETTLE: Duration = Duration::from_millis(20);
+
+// Configuration forms (`config/`).
+
+/// Highest PU OS index `sharding.cpu_allocation` accepts, exclusive. Linux's
+/// largest `CONFIG_NR_CPUS` is 8192; the cap only stops `"0..4000000000"`
+/// from allocating gigabytes.
+pub const PU_ID_LIMIT: u32 = 1 << 16;
+
+// Logging (`logging/`).
+
+/// Lines queued for `log-writer` before new ones are dropped (and counted).
+/// At ~150 bytes a line that is ~2.5 MiB: seconds of trace-level logging
+/// from every shard while the disk stalls.
+pub const LOG_QUEUE_DEPTH: usize = 16_384;
+/// How long `flush` (and the shutdown flush) waits for the writer. A disk
+/// that takes longer is hung; the caller logs that and carries on.
+pub const LOG_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+/// `logging.max_file_size` is 0 (no limit) or at least this.
+pub const LOG_FILE_SIZE_MIN_BYTES: u64 = 4096;
+/// `logging.rotation_check_interval` is at least this, so the checker
+/// cannot spin.
+pub const LOG_ROTATION_CHECK_INTERVAL_MIN: Duration = Duration::from_secs(1);
+/// File logging pauses while free space on the log filesystem is under
+/// `min(LOG_LOW_DISK_FLOOR_BYTES, LOG_LOW_DISK_PERCENT % of the filesystem)`:
+/// 1 GiB on any disk of 20 GiB or more, 5 % on smaller ones, so a small test
+/// or container filesystem is not declared full while it has room.
+pub const LOG_LOW_DISK_FLOOR_BYTES: u64 = 1 << 30;
+/// See [`LOG_LOW_DISK_FLOOR_BYTES`].
+pub const LOG_LOW_DISK_PERCENT: u64 = 5;
+/// Free space is checked when this many bytes were written since the last
+/// check, or `LOG_DISK_CHECK_INTERVAL` passed, whichever comes first: one
+/// statvfs per MiB or per second, never one per line.
+pub const LOG_DISK_CHECK_BYTES: u64 = 1 << 20;
+/// See [`LOG_DISK_CHECK_BYTES`].
+pub const LOG_DISK_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// Warnings and errors kept for the admin socket, newest last.
+pub const RECENT_EVENTS_MAX: usize = 200;
+/// Longest event text kept (a bounded buffer in bytes, too).
+pub const RECENT_EVENT_TEXT_MAX: usize = 512;
+
+// Metadata (`metadata/`): the caps Apache's server applies, enforced by
+// shard 0 when it applies a command (the codec only checks the wire).
+
+/// Streams the server holds at most (Apache: 1,048,576); beyond → 1020.
+pub const STREAMS_MAX: usize = 1_048_576;
+/// Topics per stream at most (Apache: 4,096); beyond → 2021.
+pub const TOPICS_PER_STREAM_MAX: usize = 4_096;
+/// Partition ids of one topic live in `0..PARTITION_ID_SPACE` (Apache:
+/// 1,000,000); a create that would pass it → 3013.
+pub const PARTITION_ID_SPACE: u32 = 1_000_000;
+/// Usernames: 3..=50 characters (Apache's login rules, §6.2); outside → 43
+/// (42 at login). `root.username` accepts the same.
+pub const USERNAME_LEN_MIN: usize = 3;
+/// See [`USERNAME_LEN_MIN`].
+pub const USERNAME_LEN_MAX: usize = 50;
+/// Passwords: 3..=100 characters; outside → 44 (42 at login).
+/// `root.password` accepts the same (or empty: generate one).
+pub const PASSWORD_LEN_MIN: usize = 3;
+/// See [`PASSWORD_LEN_MIN`].
+pub const PASSWORD_LEN_MAX: usize = 100;
+/// Personal access tokens per user (Apache default, §6.3); beyond → 52.
+pub const PATS_PER_USER_MAX: usize = 100;
+/// Token names: 3..=30 characters (Apache's command validation); outside → 50.
+pub const PAT_NAME_LEN_MIN: usize = 3;
+/// See [`PAT_NAME_LEN_MIN`].
+pub const PAT_NAME_LEN_MAX: usize = 30;
+/// Members one consumer group may hold; the SDK gives each client one
+/// membership per group, so this bounds per-group memory.
+pub const GROUP_MEMBERS_MAX: usize = 65_536;
+/// Commands between two snapshots. Metadata changes are rare; 1,024 keeps
+/// replay at start well under a second while snapshots stay infrequent.
+pub const SNAPSHOT_INTERVAL_COMMANDS: u64 = 1_024;
+/// Largest journal record payload accepted from disk. A length above it is
+/// corruption, not a reason to allocate.
+pub const RECORD_PAYLOAD_MAX_BYTES: usize = 16 * 1024 * 1024;
+/// Largest snapshot accepted from disk.
+pub const SNAPSHOT_MAX_BYTES: usize = 1024 * 1024 * 1024;
+
+// Topic options (§4.9), checked when a topic is created or updated.
+
+/// `segment_size`: a multiple of [`SEGMENT_SIZE_ALIGN_BYTES`] in this range.
+pub const SEGMENT_SIZE_MIN_BYTES: u64 = 1024 * 1024;
+/// See [`SEGMENT_SIZE_MIN_BYTES`].
+pub const SEGMENT_SIZE_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+/// Segment sizes are multiples of this.
+pub const SEGMENT_SIZE_ALIGN_BYTES: u64 = 512;
+/// Default segment size (Apache's default is 1 GiB).
+pub const SEGMENT_SIZE_DEFAULT_BYTES: u64 = 1024 * 1024 * 1024;
+/// `messages_required_to_save`: 1..=16,777,216.
+pub const MESSAGES_REQUIRED_TO_SAVE_MAX: u32 = 16_777_216;
+/// Default `messages_required_to_save`.
+pub const MESSAGES_REQUIRED_TO_SAVE_DEFAULT: u32 = 1_024;
+/// `size_of_messages_required_to_save`: at most 1 GiB.
+pub const SIZE_OF_MESSAGES_REQUIRED_TO_SAVE_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+/// Default `size_of_messages_required_to_save`: 1 MiB.
+pub const SIZE_OF_MESSAGES_REQUIRED_TO_SAVE_DEFAULT_BYTES: u64 = 1024 * 1024;
+
+// Storage (`storage/`).
+
+/// Largest batch record the storage accepts or believes when reading a
+/// length from disk: the wire's frame cap, since a batch arrives in one frame.
+pub const BATCH_BYTES_MAX: u64 = FRAME_SIZE_MAX as u64;
+/// Every n-th index entry of a segment is kept in memory; a lookup reads at
+/// most this many entries from the `.index` file. 1,024 keeps a 1 GiB
+/// segment of 1 KiB batches at ~24 KiB of memory.
+pub const INDEX_SAMPLE_EVERY: u32 = 1024;
+/// Default byte cap of one read (poll) when the caller gives none.
+pub const READ_BYTES_MAX_DEFAULT: u64 = 8 * 1024 * 1024;
+/// Upper bound on index entries read in one window by the read path.
+pub const INDEX_READ_ENTRIES_MAX: u64 = 4096;
+/// A consumer-offsets file larger than this is not replayed (bounded memory
+/// on open).
+pub const CONSUMER_OFFSETS_FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;

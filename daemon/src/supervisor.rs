@@ -526,41 +526,11 @@ impl Watchdog {
 
 /// Flatten a configuration to `dotted.key = value` pairs, for diffs.
 fn flatten(config: &Config) -> BTreeMap<String, String> {
-    fn walk(prefix: &str, value: &toml::Value, out: &mut BTreeMap<String, String>) {
-        match value {
-            toml::Value::Table(table) => {
-                for (key, value) in table {
-                    let path = if prefix.is_empty() {
-                        key.clone()
-                    } else {
-                        format!("{prefix}.{key}")
-                    };
-                    walk(&path, value, out);
-                }
-            }
-            other => {
-                out.insert(prefix.to_string(), other.to_string());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    if let Ok(value) = toml::from_str::<toml::Value>(&config.to_toml()) {
-        walk("", &value, &mut out);
-    }
-    out
-}
-
-/// Keys a reload applies to the running daemon.
-fn applies_live(key: &str) -> bool {
-    matches!(
-        key,
-        "logging.level"
-            | "logging.max_file_size"
-            | "logging.max_total_size"
-            | "logging.retention"
-            | "logging.rotation_check_interval"
-            | "shutdown.drain_timeout"
-    )
+    config
+        .entries()
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value.to_string()))
+        .collect()
 }
 
 /// SIGHUP: returns the new drain timeout when the reload was applied.
@@ -587,7 +557,7 @@ fn reload_config(reload: &mut Reload, headline: &str) -> Option<Duration> {
                 }
                 let old = old.map_or("(unset)", String::as_str);
                 let new = new.map_or("(unset)", String::as_str);
-                if key == "logging.dir" || !applies_live(key) {
+                if !crate::config::applies_live(key) {
                     restart.push(format!("{key}: {old} -> {new}"));
                 } else {
                     applied.push(format!("{key}: {old} -> {new}"));

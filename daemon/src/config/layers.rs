@@ -5,51 +5,14 @@
 //! each value with where it came from, and an error can name the file, the
 //! environment variable or the flag. Environment variables come from
 //! `Sources::env`, never from the process, so tests stay hermetic. This module
-//! also owns the key schema and the unknown-key check; it does not interpret
-//! values.
+//! also owns the unknown-key check (the schema is the key table, `keys`); it
+//! does not interpret values.
 
-use super::{ConfigError, Sources};
+use super::keys::{self, BuiltIn, KEYS};
+use super::{ConfigError, Sources, units};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider, Source};
 use std::path::{Path, PathBuf};
-
-/// Every key a config file may hold: a top-level leaf has no fields, a table
-/// lists its fields. Adding a key means adding it here and reading it in
-/// `mod.rs`.
-pub(super) const SCHEMA: &[(&str, &[&str])] = &[
-    ("data_dir", &[]),
-    ("tcp", &["address"]),
-    ("admin", &["socket"]),
-    ("sharding", &["cpu_allocation", "require_io_uring"]),
-    ("memory", &["budget"]),
-    ("root", &["username", "password"]),
-    (
-        "logging",
-        &[
-            "level",
-            "dir",
-            "max_file_size",
-            "max_total_size",
-            "retention",
-            "rotation_check_interval",
-        ],
-    ),
-    ("shutdown", &["drain_timeout"]),
-    ("retention", &["check_interval"]),
-    ("storage", &["default_durability", "flush_interval"]),
-];
-
-/// Keys whose environment values are taken verbatim rather than parsed like
-/// figment's `Env` does: a password of `0123` must not become the number 123.
-const VERBATIM_KEYS: &[&str] = &[
-    "data_dir",
-    "tcp.address",
-    "admin.socket",
-    "root.username",
-    "root.password",
-    "logging.level",
-    "logging.dir",
-];
 
 /// The default system-wide config file, read only when it exists.
 pub(super) const SYSTEM_CONFIG_FILE: &str = "/etc/iggyd/iggyd.toml";
@@ -91,28 +54,16 @@ pub(super) fn figment(sources: &Sources) -> Result<Figment, ConfigError> {
 
 fn defaults() -> Layer {
     let mut dict = Dict::new();
-    let entries: &[(&str, Value)] = &[
-        ("data_dir", "local_data".into()),
-        ("tcp.address", "127.0.0.1:8090".into()),
-        ("sharding.cpu_allocation", "physical".into()),
-        ("sharding.require_io_uring", false.into()),
-        ("memory.budget", "auto".into()),
-        ("root.username", "iggy".into()),
-        ("root.password", "iggy".into()),
-        ("logging.level", "info".into()),
-        ("logging.max_file_size", "500 MB".into()),
-        ("logging.max_total_size", "4 GiB".into()),
-        ("logging.retention", "7 days".into()),
-        ("logging.rotation_check_interval", "1 m".into()),
-        ("shutdown.drain_timeout", "30 s".into()),
-        ("retention.check_interval", "10 s".into()),
-        ("storage.default_durability", "persisted".into()),
-        ("storage.flush_interval", "1 s".into()),
-    ];
-    // `admin.socket` and `logging.dir` are absent on purpose: they are derived
-    // from the final `data_dir` after merging, so `--data-dir` moves them.
-    for (key, value) in entries {
-        insert(&mut dict, key, value.clone());
+    for key in KEYS {
+        let value = match key.default {
+            BuiltIn::Text(text) => Value::from(text),
+            BuiltIn::Bool(value) => Value::from(value),
+            BuiltIn::Duration(duration) => Value::from(units::format_duration(duration)),
+            // Derived from the final `data_dir` after merging, so that
+            // `--data-dir` moves it: absent here on purpose.
+            BuiltIn::InDataDir(_) => continue,
+        };
+        insert(&mut dict, key.name, value);
     }
     Layer {
         metadata: Metadata::named(DEFAULTS_NAME),
@@ -207,7 +158,8 @@ fn env_layers(env: &[(String, String)]) -> Vec<Layer> {
             }
             _ => continue,
         };
-        let value = if VERBATIM_KEYS.contains(&key.as_str()) {
+        let verbatim = keys::find(&key).is_some_and(|key| key.kind.env_verbatim());
+        let value = if verbatim {
             Value::from(raw.clone())
         } else {
             // Integers, booleans, `[0, 2]` arrays, else the string: the same
@@ -267,7 +219,7 @@ fn flag_layer(flag: &str, key: &str, value: String) -> Layer {
 
 /// Inserts `value` at dotted `key`, creating (or replacing non-table)
 /// intermediate tables.
-fn insert(dict: &mut Dict, key: &str, value: Value) {
+pub(super) fn insert(dict: &mut Dict, key: &str, value: Value) {
     match key.split_once('.') {
         None => {
             dict.insert(key.to_string(), value);
@@ -298,51 +250,46 @@ pub(super) fn origin(figment: &Figment, value: &Value) -> Option<String> {
     }
 }
 
-/// Rejects keys the schema does not know, anywhere, and sections that are not
-/// tables. Runs before any value is read so a typo is reported as a typo, not
-/// as a missing value.
+/// Rejects keys the key table does not know, anywhere, and tables given as
+/// something else. Runs before any value is read so a typo is reported as a
+/// typo, not as a missing value.
 pub(super) fn check_keys(figment: &Figment, root: &Dict) -> Result<(), ConfigError> {
-    for (key, value) in root {
-        let Some(&(_, fields)) = SCHEMA.iter().find(|(name, _)| name == key) else {
-            return Err(unknown(figment, key, value, &top_level_candidates()));
+    check_table(figment, "", root)
+}
+
+fn check_table(figment: &Figment, table: &str, dict: &Dict) -> Result<(), ConfigError> {
+    for (name, value) in dict {
+        let path = if table.is_empty() {
+            name.clone()
+        } else {
+            format!("{table}.{name}")
         };
-        if fields.is_empty() {
+        if keys::find(&path).is_some() {
             continue;
         }
-        let Some(table) = value.as_dict() else {
+        if !keys::is_table(&path) {
+            let candidates = if table.is_empty() {
+                keys::all_paths()
+            } else {
+                keys::children(table)
+            };
+            return Err(unknown(figment, &path, value, &candidates));
+        }
+        let Some(inner) = value.as_dict() else {
+            let fields: Vec<String> = keys::children(&path)
+                .iter()
+                .map(|child| child[path.len() + 1..].to_string())
+                .collect();
             return Err(ConfigError::Invalid {
-                key: key.clone(),
-                value: super::show(key, value),
+                key: path.clone(),
+                value: super::show(&path, value),
                 expected: format!("a table with the keys {}", fields.join(", ")),
                 origin: origin(figment, value),
             });
         };
-        for (field, value) in table {
-            if !fields.contains(&field.as_str()) {
-                let candidates: Vec<String> = fields.iter().map(|f| format!("{key}.{f}")).collect();
-                return Err(unknown(
-                    figment,
-                    &format!("{key}.{field}"),
-                    value,
-                    &candidates,
-                ));
-            }
-        }
+        check_table(figment, &path, inner)?;
     }
     Ok(())
-}
-
-/// Every dotted key, for suggestions on an unknown top-level key: `address`
-/// or `tcp_address` (a single `_` in `IGGYD_TCP_ADDRESS`) both mean
-/// `tcp.address`.
-fn top_level_candidates() -> Vec<String> {
-    SCHEMA
-        .iter()
-        .flat_map(|&(name, fields)| {
-            let nested = fields.iter().map(move |field| format!("{name}.{field}"));
-            std::iter::once(name.to_string()).chain(nested)
-        })
-        .collect()
 }
 
 fn unknown(figment: &Figment, key: &str, value: &Value, candidates: &[String]) -> ConfigError {
@@ -375,10 +322,7 @@ fn unknown(figment: &Figment, key: &str, value: &Value, candidates: &[String]) -
         });
     let accepted = match key.rsplit_once('.') {
         Some((section, _)) => format!("the keys under `{section}` are {}", candidates.join(", ")),
-        None => {
-            let names: Vec<&str> = SCHEMA.iter().map(|(name, _)| *name).collect();
-            format!("the top-level keys are {}", names.join(", "))
-        }
+        None => format!("the top-level keys are {}", keys::children("").join(", ")),
     };
     ConfigError::UnknownKey {
         key: key.to_string(),

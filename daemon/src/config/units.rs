@@ -7,6 +7,7 @@
 //! is rejected rather than rounded. Every printer's output parses back to the
 //! same value.
 
+use crate::limits::PU_ID_LIMIT;
 use std::time::Duration;
 
 /// The accepted size forms, for error messages.
@@ -122,34 +123,56 @@ pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|_| DURATION_FORMS.to_string())
 }
 
+/// Duration units as printed (singular, plural) with their length in
+/// nanoseconds, largest first.
+const DURATION_UNITS: &[(&str, &str, u128)] = &[
+    ("day", "days", 86_400_000_000_000),
+    ("h", "h", 3_600_000_000_000),
+    ("m", "m", 60_000_000_000),
+    ("s", "s", 1_000_000_000),
+    ("ms", "ms", 1_000_000),
+    ("us", "us", 1_000),
+    ("ns", "ns", 1),
+];
+
+/// The largest unit that divides `nanos` exactly (nanoseconds divide all).
+fn largest_unit(nanos: u128) -> (&'static str, &'static str, u128) {
+    DURATION_UNITS
+        .iter()
+        .copied()
+        .find(|&(_, _, unit)| nanos.is_multiple_of(unit))
+        .unwrap_or(("ns", "ns", 1))
+}
+
+fn in_unit(nanos: u128, (one, many, unit): (&str, &str, u128)) -> String {
+    let count = nanos / unit;
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
 /// Prints `duration` in the largest unit that divides it exactly (`"7 days"`,
 /// `"90 m"`, `"1500 ms"`); `Duration::ZERO` prints as `"0"`.
 pub(super) fn format_duration(duration: Duration) -> String {
-    const UNITS: &[(&str, &str, u128)] = &[
-        ("day", "days", 86_400_000_000_000),
-        ("h", "h", 3_600_000_000_000),
-        ("m", "m", 60_000_000_000),
-        ("s", "s", 1_000_000_000),
-        ("ms", "ms", 1_000_000),
-        ("us", "us", 1_000),
-        ("ns", "ns", 1),
-    ];
     let nanos = duration.as_nanos();
     if nanos == 0 {
         return "0".to_string();
     }
-    for &(one, many, unit) in UNITS {
-        if nanos.is_multiple_of(unit) {
-            let count = nanos / unit;
-            return format!("{count} {}", if count == 1 { one } else { many });
-        }
-    }
-    unreachable!("every duration is a whole number of nanoseconds")
+    in_unit(nanos, largest_unit(nanos))
 }
 
-/// Highest PU OS index accepted, exclusive. Linux's largest `CONFIG_NR_CPUS`
-/// is 8192; the cap only stops `"0..4000000000"` from allocating gigabytes.
-pub(super) const PU_ID_LIMIT: u32 = 1 << 16;
+/// Prints the bounds of a duration range so that they read in one unit
+/// when that stays short: `1 s` to `300 s` rather than `1 s` to `5 m`, but
+/// `100 ms` to `1 h` rather than `100 ms` to `3600000 ms`.
+pub(super) fn format_duration_range(min: Duration, max: Duration) -> (String, String) {
+    let (min_nanos, max_nanos) = (min.as_nanos(), max.as_nanos());
+    let unit = largest_unit(min_nanos);
+    let max_text =
+        if min_nanos != 0 && max_nanos.is_multiple_of(unit.2) && max_nanos / unit.2 <= 1000 {
+            in_unit(max_nanos, unit)
+        } else {
+            format_duration(max)
+        };
+    (format_duration(min), max_text)
+}
 
 /// The accepted `sharding.cpu_allocation` forms, for error messages.
 pub(super) const CPU_ALLOCATION_FORMS: &str = "\"physical\", \"all\", a shard count N >= 1, a \
@@ -369,5 +392,19 @@ mod tests {
             let err = parse_pu_range(text).unwrap().unwrap_err();
             assert!(err.contains("both ends"), "{text}: {err}");
         }
+    }
+
+    /// Range bounds read in the lower bound's unit while that stays short,
+    /// else each in its own largest unit.
+    #[test]
+    fn duration_range_bounds() {
+        let range = |min: u64, max: u64| {
+            format_duration_range(Duration::from_millis(min), Duration::from_millis(max))
+        };
+        assert_eq!(range(1_000, 300_000), ("1 s".into(), "300 s".into()));
+        assert_eq!(range(100, 3_600_000), ("100 ms".into(), "1 h".into()));
+        assert_eq!(range(10, 3_600_000), ("10 ms".into(), "1 h".into()));
+        assert_eq!(range(0, 60_000), ("0".into(), "1 m".into()));
+        assert_eq!(range(1_000, 1_500), ("1 s".into(), "1500 ms".into()));
     }
 }

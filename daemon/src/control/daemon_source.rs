@@ -344,7 +344,7 @@ impl ControlSource for DaemonSource {
                 let mut fsyncs = 0;
                 for shard in 0..self.parts.shards.len() {
                     let (reply, answer) = flume::bounded(1);
-                    let deadline = Instant::now() + ACTION_TIMEOUT;
+                    let deadline = Instant::now() + crate::limits::ADMIN_ACTION_TIMEOUT;
                     let op = PartitionOp::SyncAll { reply };
                     self.parts
                         .mesh
@@ -367,7 +367,7 @@ impl ControlSource for DaemonSource {
             )),
             #[cfg(any(debug_assertions, feature = "fault-injection"))]
             Action::FreezeShard(shard) => {
-                let deadline = Instant::now() + ACTION_TIMEOUT;
+                let deadline = Instant::now() + crate::limits::ADMIN_ACTION_TIMEOUT;
                 self.parts
                     .mesh
                     .send_deadline(shard, ShardMessage::Freeze, deadline)
@@ -378,9 +378,6 @@ impl ControlSource for DaemonSource {
         }
     }
 }
-
-/// How long an admin action waits for a shard.
-const ACTION_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl DaemonSource {
     /// Topics from the published metadata view and the shards' published

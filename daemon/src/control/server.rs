@@ -32,9 +32,6 @@ use std::time::{Duration, Instant};
 /// Mode of the socket file: read/write for the daemon's user and group.
 pub const SOCKET_MODE: u32 = 0o660;
 
-/// How long a client thread drains a refused client's input before closing.
-const CLOSE_LINGER: Duration = Duration::from_millis(200);
-
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     #[error("admin.socket: cannot create the directory {path}: {source}")]
@@ -493,7 +490,7 @@ fn serve(stream: &UnixStream, shared: &Shared) {
             "admin socket: refused a client"
         );
         let _ = write_response(stream, &Response::error(message));
-        close_gently(stream, CLOSE_LINGER);
+        close_gently(stream, limits::ADMIN_CLOSE_LINGER);
         return;
     }
     let _ = stream.set_write_timeout(Some(limits::ADMIN_CLIENT_WRITE_TIMEOUT));
@@ -513,7 +510,7 @@ fn serve(stream: &UnixStream, shared: &Shared) {
                     api::REQUEST_LINE_BYTES_MAX
                 );
                 let _ = write_response(stream, &Response::error(message));
-                close_gently(stream, CLOSE_LINGER);
+                close_gently(stream, limits::ADMIN_CLOSE_LINGER);
                 return;
             }
         }
@@ -593,7 +590,7 @@ fn subscribe(
                     let message = "a subscription takes no further requests; open another \
                                    connection for them";
                     let _ = write_response(stream, &Response::error(message));
-                    close_gently(stream, CLOSE_LINGER);
+                    close_gently(stream, limits::ADMIN_CLOSE_LINGER);
                     return;
                 }
                 Err(error)

@@ -8,6 +8,7 @@
 
 use super::format::{FieldWriter, Record};
 use super::writer::{Console, Message};
+use crate::limits::{RECENT_EVENT_TEXT_MAX, RECENT_EVENTS_MAX};
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,11 +130,6 @@ pub struct RecentEvent {
     pub level: tracing::Level,
     pub text: String,
 }
-
-/// Warnings and errors kept for the admin socket, newest last.
-pub const RECENT_EVENTS_MAX: usize = 200;
-/// Longest event text kept (a bounded buffer in bytes, too).
-const RECENT_EVENT_TEXT_MAX: usize = 512;
 
 static RECENT: std::sync::Mutex<std::collections::VecDeque<RecentEvent>> =
     std::sync::Mutex::new(std::collections::VecDeque::new());

@@ -43,7 +43,7 @@ mod writer;
 
 pub use files::ACTIVE_NAME;
 pub use journal::{JournalStream, priority, stderr_is_journal};
-pub use writer::{FreeSpace, LOW_DISK_FLOOR_BYTES, LOW_DISK_PERCENT, low_disk_threshold};
+pub use writer::{FreeSpace, low_disk_threshold};
 
 use crate::config::LoggingConfig;
 use files::{CheckHook, Limits, LogFiles};
@@ -61,14 +61,6 @@ use tracing::Dispatch;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{EnvFilter, Registry, reload};
 use writer::{Console, ConsoleSink, FreeSpaceFn, JanitorControl, Message, Shared, lock};
-
-/// Lines queued for `log-writer` before new ones are dropped (and counted).
-/// At ~150 bytes a line that is ~2.5 MiB: seconds of trace-level logging
-/// from every shard while the disk stalls.
-pub const QUEUE_DEPTH: usize = 16_384;
-/// How long `flush` (and the shutdown flush) waits for the writer. A disk
-/// that takes longer is hung; the caller logs that and carries on.
-pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoggingError {
@@ -225,9 +217,9 @@ pub fn init(config: &LoggingConfig) -> Result<LogHandle, LoggingError> {
             style: detect_style(),
         },
         free_space: Arc::new(writer::statvfs_free_space),
-        disk_check_interval: writer::DISK_CHECK_INTERVAL,
+        disk_check_interval: crate::limits::LOG_DISK_CHECK_INTERVAL,
         hook: None,
-        queue_depth: QUEUE_DEPTH,
+        queue_depth: crate::limits::LOG_QUEUE_DEPTH,
     };
     let (handle, dispatch) = build(config, setup)?;
     tracing::dispatcher::set_global_default(dispatch)
@@ -429,11 +421,12 @@ impl LogHandle {
         }
     }
 
-    /// Waits (at most `FLUSH_TIMEOUT`) until every line logged before this
+    /// Waits (at most `limits::LOG_FLUSH_TIMEOUT`) until every line logged before this
     /// call is in the file (written to the OS, not fsynced). Never call it
     /// from a shard.
     pub fn flush(&self) -> Result<(), LoggingError> {
-        self.inner.control(Message::Flush, FLUSH_TIMEOUT)
+        self.inner
+            .control(Message::Flush, crate::limits::LOG_FLUSH_TIMEOUT)
     }
 
     /// Bytes of iggyd log files in the log directory (active + rotated).
@@ -495,7 +488,9 @@ impl Drop for Inner {
     /// Flush, fsync and stop both threads. A writer stuck on a hung disk is
     /// left behind rather than joined: exit must not hang on the log.
     fn drop(&mut self) {
-        let stopped = self.control(Message::Shutdown, FLUSH_TIMEOUT).is_ok();
+        let stopped = self
+            .control(Message::Shutdown, crate::limits::LOG_FLUSH_TIMEOUT)
+            .is_ok();
         lock(&self.shared.janitor).stop = true;
         self.shared.janitor_wake.notify_all();
         if stopped && let Some(writer) = lock(&self.writer).take() {
@@ -541,7 +536,7 @@ mod tests {
             free_space: plenty_of_space(),
             disk_check_interval: Duration::from_millis(20),
             hook: None,
-            queue_depth: QUEUE_DEPTH,
+            queue_depth: crate::limits::LOG_QUEUE_DEPTH,
         }
     }
 

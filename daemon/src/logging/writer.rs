@@ -7,6 +7,7 @@
 
 use super::files::{Limits, LogFiles};
 use super::format::{ConsoleStyle, Record, console_line, plain_line};
+use crate::limits::{LOG_DISK_CHECK_BYTES, LOG_LOW_DISK_FLOOR_BYTES, LOG_LOW_DISK_PERCENT};
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,22 +16,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 use tracing::Level;
 
-/// File logging pauses while free space on the log filesystem is under
-/// `min(LOW_DISK_FLOOR_BYTES, LOW_DISK_PERCENT % of the filesystem)`: 1 GiB
-/// on any disk of 20 GiB or more, 5 % on smaller ones, so a small test or
-/// container filesystem is not declared full while it has room.
-pub const LOW_DISK_FLOOR_BYTES: u64 = 1 << 30;
-pub const LOW_DISK_PERCENT: u64 = 5;
-/// Free space is checked when this many bytes were written since the last
-/// check, or `DISK_CHECK_INTERVAL` passed, whichever comes first: one statvfs
-/// per MiB or per second, never one per line.
-pub const DISK_CHECK_BYTES: u64 = 1 << 20;
-pub const DISK_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// Messages the writer takes from the queue before flushing its buffer.
 const BATCH: usize = 1024;
 
 pub fn low_disk_threshold(filesystem_bytes: u64) -> u64 {
-    LOW_DISK_FLOOR_BYTES.min(filesystem_bytes / 100 * LOW_DISK_PERCENT)
+    LOG_LOW_DISK_FLOOR_BYTES.min(filesystem_bytes / 100 * LOG_LOW_DISK_PERCENT)
 }
 
 /// Free and total bytes of the filesystem holding a path.
@@ -331,7 +321,7 @@ impl Writer {
         let due = self
             .last_disk_check
             .is_none_or(|last| now.duration_since(last) >= self.shared.disk_check_interval)
-            || self.bytes_since_check >= DISK_CHECK_BYTES;
+            || self.bytes_since_check >= LOG_DISK_CHECK_BYTES;
         if !due {
             return;
         }

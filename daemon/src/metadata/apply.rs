@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use super::ROOT_USER_ID;
 use super::command::{Applied, GroupRef, Ident, MetadataCommand, PartitionRef};
 use super::error::MetadataError;
 use super::groups;
@@ -18,11 +19,11 @@ use super::model::{
     ConsumerGroup, Member, Metadata, Partition, PersonalAccessToken, Stream, Topic, User,
     lowest_free_id,
 };
-use super::{
-    GROUP_MEMBERS_MAX, NAME_LEN_MAX, NAME_LEN_MIN, PARTITION_ID_SPACE, PARTITIONS_PER_REQUEST_MAX,
-    PAT_NAME_LEN_MAX, PAT_NAME_LEN_MIN, PATS_PER_USER_MAX, ROOT_USER_ID, STREAMS_MAX,
-    TOPICS_PER_STREAM_MAX, USERNAME_LEN_MAX, USERNAME_LEN_MIN,
+use crate::limits::{
+    GROUP_MEMBERS_MAX, PARTITION_ID_SPACE, PAT_NAME_LEN_MAX, PAT_NAME_LEN_MIN, PATS_PER_USER_MAX,
+    STREAMS_MAX, TOPICS_PER_STREAM_MAX, USERNAME_LEN_MAX, USERNAME_LEN_MIN,
 };
+use crate::protocol::limits::{NAME_LEN_MAX, NAME_LEN_MIN, PARTITIONS_PER_REQUEST_MAX};
 
 fn name_ok(name: &str) -> bool {
     (NAME_LEN_MIN..=NAME_LEN_MAX).contains(&name.len())

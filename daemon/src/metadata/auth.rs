@@ -13,11 +13,10 @@ use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use argon2::{Algorithm, Argon2, Params, Version};
 use blake2::{Blake2b256, Digest};
 
+use super::PAT_TOKEN_BYTES;
 use super::error::MetadataError;
 use super::model::{Metadata, TokenHash, UserStatus};
-use super::{
-    PASSWORD_LEN_MAX, PASSWORD_LEN_MIN, PAT_TOKEN_BYTES, USERNAME_LEN_MAX, USERNAME_LEN_MIN,
-};
+use crate::limits::{PASSWORD_LEN_MAX, PASSWORD_LEN_MIN, USERNAME_LEN_MAX, USERNAME_LEN_MIN};
 
 /// The random source failed (getrandom); the only way these helpers fail
 /// besides bad input.
@@ -201,9 +200,12 @@ mod tests {
         assert!(password_matches("secret", &first));
         assert!(!password_matches("Secret", &first));
         assert!(!password_matches("secret", "not a hash"));
-        assert_eq!(validate_password("ab").unwrap_err().wire_code(), 44);
+        assert_eq!(validate_password("ab").unwrap_err().status().code(), 44);
         assert_eq!(
-            validate_password(&"x".repeat(101)).unwrap_err().wire_code(),
+            validate_password(&"x".repeat(101))
+                .unwrap_err()
+                .status()
+                .code(),
             44
         );
         assert!(validate_password("abc").is_ok());

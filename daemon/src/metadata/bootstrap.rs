@@ -176,10 +176,10 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
-    use crate::metadata::io::MemIo;
+    use crate::metadata::io::SimDirIo;
 
-    fn store() -> MetadataStore<MemIo> {
-        MetadataStore::open(MemIo::default()).unwrap().0
+    fn store() -> MetadataStore<SimDirIo> {
+        MetadataStore::open(SimDirIo::new(1)).unwrap().0
     }
 
     // Proves first start creates root (id 0, every permission) from the

@@ -6,7 +6,12 @@
 //! a client). The status numbers come from `protocol::codes::Status`, the
 //! one compat table.
 
+use crate::limits::{
+    PASSWORD_LEN_MAX, PASSWORD_LEN_MIN, PAT_NAME_LEN_MAX, PAT_NAME_LEN_MIN, USERNAME_LEN_MAX,
+    USERNAME_LEN_MIN,
+};
 use crate::protocol::codes::Status;
+use crate::protocol::limits::{NAME_LEN_MAX, NAME_LEN_MIN};
 
 /// A refused metadata operation. Each variant carries what a log line needs
 /// (ids, names, the offending value); the client only ever sees the code.
@@ -18,7 +23,7 @@ pub enum MetadataError {
     StreamNotFound { stream: String },
     #[error("stream name {name:?} already exists")]
     StreamNameAlreadyExists { name: String },
-    #[error("invalid stream name ({len} bytes; 1..=255)")]
+    #[error("invalid stream name ({len} bytes; {NAME_LEN_MIN}..={NAME_LEN_MAX})")]
     InvalidStreamName { len: usize },
     #[error("too many streams (at most {max})")]
     TooManyStreams { max: usize },
@@ -27,7 +32,7 @@ pub enum MetadataError {
     TopicNotFound { stream_id: u32, topic: String },
     #[error("topic name {name:?} already exists in stream {stream_id}")]
     TopicNameAlreadyExists { stream_id: u32, name: String },
-    #[error("invalid topic name ({len} bytes; 1..=255)")]
+    #[error("invalid topic name ({len} bytes; {NAME_LEN_MIN}..={NAME_LEN_MAX})")]
     InvalidTopicName { len: usize },
     #[error("too many topics in stream {stream_id} (at most {max})")]
     TooManyTopics { stream_id: u32, max: usize },
@@ -52,9 +57,9 @@ pub enum MetadataError {
     InvalidOptionValue { key: String, reason: String },
     #[error("user not found")]
     UserNotFound,
-    #[error("invalid username ({len} characters; 3..=50)")]
+    #[error("invalid username ({len} characters; {USERNAME_LEN_MIN}..={USERNAME_LEN_MAX})")]
     InvalidUsername { len: usize },
-    #[error("invalid password ({len} characters; 3..=100)")]
+    #[error("invalid password ({len} characters; {PASSWORD_LEN_MIN}..={PASSWORD_LEN_MAX})")]
     InvalidPassword { len: usize },
     #[error("user {username:?} already exists")]
     UserAlreadyExists { username: String },
@@ -64,7 +69,9 @@ pub enum MetadataError {
     CannotChangePermissions,
     #[error("invalid credentials")]
     InvalidCredentials,
-    #[error("invalid personal access token name ({len} characters; 3..=30)")]
+    #[error(
+        "invalid personal access token name ({len} characters; {PAT_NAME_LEN_MIN}..={PAT_NAME_LEN_MAX})"
+    )]
     InvalidPersonalAccessTokenName { len: usize },
     #[error("personal access token {name:?} already exists")]
     PersonalAccessTokenAlreadyExists { name: String },
@@ -85,7 +92,7 @@ pub enum MetadataError {
     ConsumerGroupNotFound { group: String },
     #[error("consumer group {name:?} already exists")]
     ConsumerGroupNameAlreadyExists { name: String },
-    #[error("invalid consumer group name ({len} bytes; 1..=255)")]
+    #[error("invalid consumer group name ({len} bytes; {NAME_LEN_MIN}..={NAME_LEN_MAX})")]
     InvalidConsumerGroupName { len: usize },
     #[error("member is not in consumer group {group_id}")]
     ConsumerGroupMemberNotFound { group_id: u32 },
@@ -143,11 +150,6 @@ impl MetadataError {
             E::ConsumerGroupIdsExhausted | E::ConsumerGroupFull { .. } => Status::Error,
             E::Unauthorized => Status::Unauthorized,
         }
-    }
-
-    /// The number that goes on the wire.
-    pub fn wire_code(&self) -> u32 {
-        self.status().code()
     }
 
     pub(crate) fn invalid_option(key: &str, reason: impl Into<String>) -> Self {

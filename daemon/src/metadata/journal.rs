@@ -12,8 +12,8 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::RECORD_PAYLOAD_MAX_BYTES;
 use super::command::MetadataCommand;
+use crate::limits::RECORD_PAYLOAD_MAX_BYTES;
 
 /// File name of the journal inside the metadata directory.
 pub const JOURNAL_FILE: &str = "metadata.journal";

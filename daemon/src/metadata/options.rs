@@ -22,7 +22,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::MetadataError;
-use super::{
+use crate::limits::{
     MESSAGES_REQUIRED_TO_SAVE_DEFAULT, MESSAGES_REQUIRED_TO_SAVE_MAX, SEGMENT_SIZE_ALIGN_BYTES,
     SEGMENT_SIZE_DEFAULT_BYTES, SEGMENT_SIZE_MAX_BYTES, SEGMENT_SIZE_MIN_BYTES,
     SIZE_OF_MESSAGES_REQUIRED_TO_SAVE_DEFAULT_BYTES, SIZE_OF_MESSAGES_REQUIRED_TO_SAVE_MAX_BYTES,
@@ -330,7 +330,7 @@ pub fn parse_create_options(
                 if !(1..=u64::from(MESSAGES_REQUIRED_TO_SAVE_MAX)).contains(&value) {
                     return Err(MetadataError::invalid_option(
                         entry.key,
-                        "must be 1..=16777216",
+                        format!("must be 1..={MESSAGES_REQUIRED_TO_SAVE_MAX}"),
                     ));
                 }
                 options.messages_required_to_save = u32::try_from(value)
@@ -342,7 +342,7 @@ pub fn parse_create_options(
                 if !(1..=SIZE_OF_MESSAGES_REQUIRED_TO_SAVE_MAX_BYTES).contains(&value) {
                     return Err(MetadataError::invalid_option(
                         entry.key,
-                        "must be 1 B..=1 GiB",
+                        format!("must be 1..={SIZE_OF_MESSAGES_REQUIRED_TO_SAVE_MAX_BYTES} bytes"),
                     ));
                 }
                 options.size_of_messages_required_to_save_bytes = value;
@@ -537,7 +537,10 @@ fn parse_segment_size(entry: &OptionEntry<'_>) -> Result<u64, MetadataError> {
     {
         return Err(MetadataError::invalid_option(
             entry.key,
-            "must be a multiple of 512 bytes in 1 MiB..=1 GiB",
+            format!(
+                "must be a multiple of {SEGMENT_SIZE_ALIGN_BYTES} bytes in \
+                 {SEGMENT_SIZE_MIN_BYTES}..={SEGMENT_SIZE_MAX_BYTES} bytes"
+            ),
         ));
     }
     Ok(bytes)
@@ -629,7 +632,7 @@ mod tests {
     }
 
     fn code(result: Result<TopicOptions, MetadataError>) -> u32 {
-        result.unwrap_err().wire_code()
+        result.unwrap_err().status().code()
     }
 
     // Proves an empty block gives the documented defaults, all derived,
@@ -820,16 +823,18 @@ mod tests {
         assert_eq!(
             parse_update_options(&block(&[string("segment_size", "16 MiB")]))
                 .unwrap_err()
-                .wire_code(),
+                .status()
+                .code(),
             4041
         );
         let shrink = parse_update_options(&block(&[string("max_topic_size", "1 MiB")])).unwrap();
-        assert_eq!(before.updated(&shrink).unwrap_err().wire_code(), 1019);
+        assert_eq!(before.updated(&shrink).unwrap_err().status().code(), 1019);
         assert!(check_no_options(&block(&[])).is_ok());
         assert_eq!(
             check_no_options(&block(&[string("x", "y")]))
                 .unwrap_err()
-                .wire_code(),
+                .status()
+                .code(),
             4041
         );
     }

@@ -47,7 +47,7 @@ pub enum Prepared {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PrepareError {
-    /// Answer the client with `wire_code()`.
+    /// Answer the client with `status()`.
     #[error(transparent)]
     Rejected(#[from] MetadataError),
     /// The random source or the hasher failed: a server fault (status 1).
@@ -266,7 +266,7 @@ mod tests {
 
     fn code(result: Result<Prepared, PrepareError>) -> u32 {
         match result {
-            Err(PrepareError::Rejected(error)) => error.wire_code(),
+            Err(PrepareError::Rejected(error)) => error.status().code(),
             other => panic!("{other:?}"),
         }
     }
@@ -367,7 +367,8 @@ mod tests {
             metadata
                 .verify_token(&raw_token, 1_500)
                 .unwrap_err()
-                .wire_code(),
+                .status()
+                .code(),
             54
         );
 

@@ -10,8 +10,8 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use super::SNAPSHOT_MAX_BYTES;
 use super::model::Metadata;
+use crate::limits::SNAPSHOT_MAX_BYTES;
 
 /// File name of the snapshot inside the metadata directory.
 pub const SNAPSHOT_FILE: &str = "metadata.snapshot";

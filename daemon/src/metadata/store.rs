@@ -10,15 +10,16 @@
 //!
 //! Recovery (`open`): load the snapshot (if any), replay journal records
 //! with a higher sequence number in order (gaps are errors), truncate a
-//! torn tail (reported in [`RecoveryReport`]), then — if any consumer group
-//! still lists members — journal a `ResetMembers`, because no session
-//! survives a restart. Every `SNAPSHOT_INTERVAL_COMMANDS` commands the
+//! torn tail (reported in [`RecoveryReport`]), fsync the snapshot, the
+//! journal and their directory (what was read may have been only in the
+//! page cache after a failed fsync, and must not vanish once served), then
+//! — if any consumer group still lists members — journal a `ResetMembers`,
+//! because no session survives a restart. Every `SNAPSHOT_INTERVAL_COMMANDS` commands the
 //! state is snapshotted and the journal truncated; a crash between the two
 //! only leaves records the next recovery skips by sequence number.
 
 use std::sync::Arc;
 
-use super::SNAPSHOT_INTERVAL_COMMANDS;
 use super::command::{Applied, MetadataCommand};
 use super::error::MetadataError;
 use super::io::MetadataIo;
@@ -26,6 +27,8 @@ use super::journal::{self, JOURNAL_FILE, JournalError, JournalRecord, TornTail};
 use super::model::Metadata;
 use super::snapshot::{SNAPSHOT_FILE, Snapshot, SnapshotError};
 use super::view::MetadataView;
+use crate::limits::SNAPSHOT_INTERVAL_COMMANDS;
+use crate::protocol::codes::Status;
 
 /// A persistence failure: fatal for shard 0.
 #[derive(Debug, thiserror::Error)]
@@ -54,12 +57,23 @@ pub enum StoreError {
 #[derive(Debug, thiserror::Error)]
 pub enum ExecuteError {
     /// The command is invalid in the current state: answer the client with
-    /// `error.wire_code()`; nothing changed.
+    /// `error.status()`; nothing changed.
     #[error(transparent)]
     Rejected(#[from] MetadataError),
     /// Persistence failed: the store is poisoned; report and exit.
     #[error(transparent)]
     Fatal(#[from] StoreError),
+}
+
+impl ExecuteError {
+    /// The wire status the requester gets: the rejection's own, or the
+    /// generic error for a persistence failure.
+    pub fn status(&self) -> Status {
+        match self {
+            ExecuteError::Rejected(error) => error.status(),
+            ExecuteError::Fatal(_) => Status::Error,
+        }
+    }
 }
 
 /// What recovery found and did, for the start-up log and `STATUS=`.
@@ -124,11 +138,13 @@ impl<Io: MetadataIo> MetadataStore<Io> {
             }
             None => (Metadata::new(), 0),
         };
+        let snapshot_found = report.snapshot_seq.is_some();
         let mut last_seq = snapshot_seq;
-        if let Some(bytes) = io
+        let journal = io
             .read(JOURNAL_FILE)
-            .map_err(io_error("read", JOURNAL_FILE))?
-        {
+            .map_err(io_error("read", JOURNAL_FILE))?;
+        let journal_found = journal.is_some();
+        if let Some(bytes) = journal {
             let scan = journal::scan(&bytes)?;
             for record in scan.records {
                 if record.seq <= snapshot_seq {
@@ -159,6 +175,17 @@ impl<Io: MetadataIo> MetadataStore<Io> {
                 io.truncate_durable(JOURNAL_FILE, scan.valid_len)
                     .map_err(io_error("truncate", JOURNAL_FILE))?;
                 report.torn_tail = Some(torn);
+            }
+        }
+        // What was read may be only in the page cache (a write whose fsync
+        // failed before the restart, or a file whose directory entry was
+        // never synced): make it durable before anything is served from it.
+        for (found, file) in [
+            (snapshot_found, SNAPSHOT_FILE),
+            (journal_found, JOURNAL_FILE),
+        ] {
+            if found {
+                io.sync_durable(file).map_err(io_error("sync", file))?;
             }
         }
         let mut store = Self {

@@ -7,13 +7,14 @@
 
 use super::auth::{self, HashCost};
 use super::command::{Applied, Ident, MetadataCommand as C};
-use super::io::{MemIo, MetadataIo, StdIo};
+use super::io::{MetadataIo, SimDirIo, StdIo};
 use super::journal::JOURNAL_FILE;
 use super::model::{MemberKey, Metadata, UserStatus};
 use super::options::{Durability, TopicOptions, TopicOptionsUpdate};
+use super::sim_test::random_command;
 use super::snapshot::SNAPSHOT_FILE;
 use super::store::{ExecuteError, MetadataStore, StoreError};
-use crate::protocol::permissions::Permissions;
+use crate::storage::sim::SimRng;
 
 fn id(value: u32) -> Ident {
     Ident::Id(value)
@@ -68,7 +69,7 @@ fn user_command(username: &str) -> C {
 }
 
 fn code(result: Result<Applied, super::MetadataError>) -> u32 {
-    result.unwrap_err().wire_code()
+    result.unwrap_err().status().code()
 }
 
 // Proves streams, topics and users reuse the lowest free id, and names are
@@ -241,7 +242,7 @@ fn consumer_groups_through_commands() {
         }) {
             Ok(Applied::GroupCreated { group_id, .. }) => Ok(group_id),
             Ok(other) => panic!("{other:?}"),
-            Err(error) => Err(error.wire_code()),
+            Err(error) => Err(error.status().code()),
         };
     assert_eq!(group(&mut metadata, "g0"), Ok(0));
     assert_eq!(group(&mut metadata, "g1"), Ok(1));
@@ -504,7 +505,7 @@ fn apply_error_codes() {
 
     metadata.apply(pat("token", 1, None)).unwrap();
     assert_eq!(code(metadata.apply(pat("token", 2, None))), 51);
-    for index in 1..super::PATS_PER_USER_MAX {
+    for index in 1..crate::limits::PATS_PER_USER_MAX {
         metadata
             .apply(pat(&format!("token-{index}"), index as u8 + 1, None))
             .unwrap();
@@ -532,21 +533,24 @@ fn login_helpers() {
         metadata
             .verify_password("alice", "wrong")
             .unwrap_err()
-            .wire_code(),
+            .status()
+            .code(),
         42
     );
     assert_eq!(
         metadata
             .verify_password("nobody", "password")
             .unwrap_err()
-            .wire_code(),
+            .status()
+            .code(),
         42
     );
     assert_eq!(
         metadata
             .verify_password("al", "password")
             .unwrap_err()
-            .wire_code(),
+            .status()
+            .code(),
         42
     );
     assert!(metadata.check_current_password(1, "password").is_ok());
@@ -563,11 +567,19 @@ fn login_helpers() {
         .unwrap();
     assert_eq!(metadata.verify_token(&raw, 999), Ok(1));
     assert_eq!(
-        metadata.verify_token(&raw, 1_000).unwrap_err().wire_code(),
+        metadata
+            .verify_token(&raw, 1_000)
+            .unwrap_err()
+            .status()
+            .code(),
         54
     );
     assert_eq!(
-        metadata.verify_token("nope", 0).unwrap_err().wire_code(),
+        metadata
+            .verify_token("nope", 0)
+            .unwrap_err()
+            .status()
+            .code(),
         53
     );
 
@@ -582,130 +594,21 @@ fn login_helpers() {
         metadata
             .verify_password("alice", "password")
             .unwrap_err()
-            .wire_code(),
+            .status()
+            .code(),
         42
     );
-    assert_eq!(metadata.verify_token(&raw, 0).unwrap_err().wire_code(), 47);
+    assert_eq!(
+        metadata.verify_token(&raw, 0).unwrap_err().status().code(),
+        47
+    );
 
     metadata.apply(C::DeleteUser { user: id(1) }).unwrap();
-    assert_eq!(metadata.verify_token(&raw, 0).unwrap_err().wire_code(), 53);
+    assert_eq!(
+        metadata.verify_token(&raw, 0).unwrap_err().status().code(),
+        53
+    );
     metadata.check_invariants().unwrap();
-}
-
-/// SplitMix64: a seeded PRNG so failures reproduce from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-
-    fn small(&mut self) -> u32 {
-        self.below(4) as u32
-    }
-}
-
-/// A random command over a small id/name space, so that both successes and
-/// rejections are frequent.
-fn random_command(rng: &mut Rng, step: u64) -> C {
-    let stream = if rng.below(2) == 0 {
-        id(rng.small())
-    } else {
-        name(&format!("s{}", rng.small()))
-    };
-    let topic = id(rng.small());
-    let group = id(rng.small());
-    let member = MemberKey(u128::from(rng.small()));
-    match rng.below(16) {
-        0 | 1 => C::CreateStream {
-            name: format!("s{}", rng.small()),
-            created_at_us: step,
-        },
-        2 => C::DeleteStream { stream },
-        3 => C::UpdateStream {
-            stream,
-            name: format!("s{}", rng.small()),
-        },
-        4 | 5 => C::CreateTopic {
-            stream,
-            name: format!("t{}", rng.small()),
-            partitions_count: rng.small(),
-            options: TopicOptions::defaults(Durability::Replicated),
-            created_at_us: step,
-            shard_count: 3,
-        },
-        6 => C::DeleteTopic { stream, topic },
-        7 => C::CreatePartitions {
-            stream,
-            topic,
-            count: rng.small() + 1,
-            created_at_us: step,
-            shard_count: 3,
-        },
-        8 => C::DeletePartitions {
-            stream,
-            topic,
-            count: rng.small() + 1,
-        },
-        9 => C::CreateConsumerGroup {
-            stream,
-            topic,
-            name: format!("g{}", rng.small()),
-        },
-        10 => C::DeleteConsumerGroup {
-            stream,
-            topic,
-            group,
-        },
-        11 | 12 => C::JoinConsumerGroup {
-            stream,
-            topic,
-            group,
-            member,
-        },
-        13 => C::LeaveConsumerGroup {
-            stream,
-            topic,
-            group,
-            member,
-        },
-        14 => C::MemberGone { member },
-        _ => match rng.below(5) {
-            0 => C::CreateUser {
-                username: format!("user{}", rng.small()),
-                password_hash: format!("hash{step}"),
-                status: UserStatus::Active,
-                permissions: Some(Permissions::default()),
-                created_at_us: step,
-            },
-            1 => C::DeleteUser {
-                user: id(rng.small()),
-            },
-            2 => C::UpdatePermissions {
-                user: id(rng.small()),
-                permissions: None,
-            },
-            3 => C::CreatePat {
-                user_id: rng.small(),
-                name: format!("pat{}", rng.small()),
-                token_hash: [step as u8; 32],
-                expiry_at_us: None,
-                created_at_us: step,
-            },
-            _ => C::DeletePat {
-                user_id: rng.small(),
-                name: format!("pat{}", rng.small()),
-            },
-        },
-    }
 }
 
 // Proves replay equals live state: for several seeds, a random command
@@ -716,8 +619,8 @@ fn random_command(rng: &mut Rng, step: u64) -> C {
 #[test]
 fn replay_equals_live_state() {
     for seed in 1..=8u64 {
-        let mut rng = Rng(seed);
-        let (mut store, _) = MetadataStore::open_with_interval(MemIo::default(), 7).unwrap();
+        let mut rng = SimRng::new(seed);
+        let (mut store, _) = MetadataStore::open_with_interval(SimDirIo::new(seed), 7).unwrap();
         let mut accepted = 0;
         for step in 0..300 {
             match store.execute(random_command(&mut rng, step)) {
@@ -752,8 +655,8 @@ fn replay_equals_live_state() {
     }
 }
 
-fn store_with_streams(count: u32) -> MetadataStore<MemIo> {
-    let (mut store, _) = MetadataStore::open_with_interval(MemIo::default(), 1_000).unwrap();
+fn store_with_streams(count: u32) -> MetadataStore<SimDirIo> {
+    let (mut store, _) = MetadataStore::open_with_interval(SimDirIo::new(1), 1_000).unwrap();
     for index in 0..count {
         store
             .execute(C::CreateStream {
@@ -765,13 +668,14 @@ fn store_with_streams(count: u32) -> MetadataStore<MemIo> {
     store
 }
 
-// Proves a torn last append (crash mid-write) is truncated at recovery and
-// reported, and earlier commands survive; the store poisons itself after a
-// failed append.
+// Proves a torn last append (the disk filled up mid-write) is truncated at
+// recovery and reported, and earlier commands survive; the store poisons
+// itself after a failed append.
 #[test]
 fn torn_tail_is_truncated_and_reported() {
     let mut store = store_with_streams(3);
-    store.io_mut().tear_next_append_at = Some(10);
+    let used = store.io_mut().io.used_bytes();
+    store.io_mut().io.set_capacity(Some(used + 10));
     let failed = store.execute(C::CreateStream {
         name: "torn".into(),
         created_at_us: 1,
@@ -785,18 +689,16 @@ fn torn_tail_is_truncated_and_reported() {
         }),
         Err(ExecuteError::Fatal(StoreError::Poisoned))
     ));
-    let mut io = store.into_io();
-    let torn_len = io.files[JOURNAL_FILE].len();
-    let (recovered, report) = MetadataStore::open(io.clone()).unwrap();
+    let io = store.into_io();
+    io.io.set_capacity(None);
+    let torn_len = io.contents(JOURNAL_FILE).unwrap().len();
+    let (recovered, report) = MetadataStore::open(io).unwrap();
     assert_eq!(recovered.metadata().streams_count(), 3);
     let torn = report.torn_tail.unwrap();
     assert_eq!(torn.bytes, 10);
-    assert_eq!(recovered.into_io().files[JOURNAL_FILE].len(), torn_len - 10);
+    let io = recovered.into_io();
+    assert_eq!(io.contents(JOURNAL_FILE).unwrap().len(), torn_len - 10);
     // The next append continues at the right sequence number.
-    io.files
-        .get_mut(JOURNAL_FILE)
-        .unwrap()
-        .truncate(torn_len - 10);
     let (mut again, _) = MetadataStore::open(io).unwrap();
     again
         .execute(C::CreateStream {
@@ -812,7 +714,7 @@ fn torn_tail_is_truncated_and_reported() {
 #[test]
 fn mid_journal_corruption_is_a_typed_error() {
     let store = store_with_streams(3);
-    let mut io = store.into_io();
+    let io = store.into_io();
     io.flip_bit(JOURNAL_FILE, 20, 3);
     let error = MetadataStore::open(io).unwrap_err();
     assert!(
@@ -830,7 +732,7 @@ fn mid_journal_corruption_is_a_typed_error() {
 // a damaged snapshot is a typed error.
 #[test]
 fn snapshot_and_journal_recovery() {
-    let (mut store, _) = MetadataStore::open_with_interval(MemIo::default(), 4).unwrap();
+    let (mut store, _) = MetadataStore::open_with_interval(SimDirIo::new(1), 4).unwrap();
     for index in 0..6 {
         store
             .execute(C::CreateStream {
@@ -841,7 +743,7 @@ fn snapshot_and_journal_recovery() {
     }
     let live = store.metadata().clone();
     let io = store.into_io();
-    assert!(io.files.contains_key(SNAPSHOT_FILE));
+    assert!(io.contents(SNAPSHOT_FILE).is_some());
     let (recovered, report) = MetadataStore::open_with_interval(io.clone(), 4).unwrap();
     assert_eq!(report.snapshot_seq, Some(4));
     assert_eq!(report.replayed, 2);
@@ -849,7 +751,7 @@ fn snapshot_and_journal_recovery() {
 
     // Crash between snapshot rename and journal cut: the journal still
     // holds records 1..=4 that the snapshot covers.
-    let (mut store, _) = MetadataStore::open_with_interval(MemIo::default(), 1_000).unwrap();
+    let (mut store, _) = MetadataStore::open_with_interval(SimDirIo::new(2), 1_000).unwrap();
     for index in 0..4 {
         store
             .execute(C::CreateStream {
@@ -858,7 +760,7 @@ fn snapshot_and_journal_recovery() {
             })
             .unwrap();
     }
-    let journal = store.io_mut().files[JOURNAL_FILE].clone();
+    let journal = store.io_mut().contents(JOURNAL_FILE).unwrap();
     store.snapshot().unwrap();
     store
         .execute(C::CreateStream {
@@ -866,11 +768,11 @@ fn snapshot_and_journal_recovery() {
             created_at_us: 1,
         })
         .unwrap();
-    let mut io = store.into_io();
-    let tail = io.files[JOURNAL_FILE].clone();
+    let io = store.into_io();
+    let tail = io.contents(JOURNAL_FILE).unwrap();
     let mut stale = journal;
     stale.extend(tail);
-    io.files.insert(JOURNAL_FILE.into(), stale);
+    io.set_contents(JOURNAL_FILE, stale);
     let (recovered, report) = MetadataStore::open(io.clone()).unwrap();
     assert_eq!(report.skipped, 4);
     assert_eq!(report.replayed, 1);
@@ -887,7 +789,7 @@ fn snapshot_and_journal_recovery() {
 // ResetMembers, and a second recovery replays it.
 #[test]
 fn members_are_reset_on_recovery() {
-    let (mut store, _) = MetadataStore::open(MemIo::default()).unwrap();
+    let (mut store, _) = MetadataStore::open(SimDirIo::new(1)).unwrap();
     store
         .execute(C::CreateStream {
             name: "s".into(),
@@ -960,7 +862,7 @@ fn std_io_round_trip() {
 fn too_many_topics() {
     let mut metadata = Metadata::new();
     let stream = create_stream(&mut metadata, "s");
-    for index in 0..super::TOPICS_PER_STREAM_MAX {
+    for index in 0..crate::limits::TOPICS_PER_STREAM_MAX {
         metadata
             .apply(topic_command(id(stream), &format!("t{index}"), 0, 1))
             .unwrap();
@@ -1099,7 +1001,7 @@ fn error_wire_codes() {
         (E::Unauthorized, 41),
     ];
     for (error, expected) in cases {
-        assert_eq!(error.wire_code(), expected, "{error:?}");
+        assert_eq!(error.status().code(), expected, "{error:?}");
     }
 }
 

@@ -12,7 +12,7 @@
 use super::codes::{CommandCode, Operation};
 use super::error::WireError;
 use super::header::RequestHeader;
-use super::limits::{BATCH_HEADER_SIZE, BATCH_LENGTH_OFFSET, PARTITIONS_PER_REQUEST_MAX};
+use super::limits::PARTITIONS_PER_REQUEST_MAX;
 use super::options::OptionBlock;
 use super::permissions::Permissions;
 use super::primitives::{
@@ -20,6 +20,7 @@ use super::primitives::{
     PollingStrategy, UserStatus,
 };
 use super::reader::Reader;
+use crate::batch::{BATCH_HEADER_SIZE, BATCH_LENGTH_AT};
 
 /// Username/password shape of a Register body, after the version prefix:
 /// `[username Name][pw_len u8][password][context_len u32][context]`.
@@ -558,12 +559,12 @@ fn decode_send<'a>(reader: &mut Reader<'a>) -> Result<Command<'a>, WireError> {
         });
     }
     let mut header_reader = Reader::new(batch);
-    header_reader.bytes(BATCH_LENGTH_OFFSET, "batch header")?;
+    header_reader.bytes(BATCH_LENGTH_AT, "batch header")?;
     let batch_length = header_reader.u64("batch length")?;
     if u64::try_from(batch.len()).ok() != Some(batch_length) {
         return Err(WireError::Malformed {
             what: "batch length",
-            offset: batch_offset.saturating_add(BATCH_LENGTH_OFFSET),
+            offset: batch_offset.saturating_add(BATCH_LENGTH_AT),
             reason: "does not equal the bytes remaining in the body",
         });
     }
@@ -855,6 +856,7 @@ fn decode_body(code: CommandCode, body: &[u8]) -> Result<Command<'_>, WireError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::codes::Status;
     use crate::protocol::reader::WireWrite;
 
     fn version_prefix() -> Vec<u8> {
@@ -905,7 +907,10 @@ mod tests {
         ));
         body.push(7);
         assert_eq!(
-            Command::decode(&header, &body).unwrap_err().status(),
+            Command::decode(&header, &body)
+                .unwrap_err()
+                .status()
+                .map(Status::code),
             Some(3)
         );
 
@@ -921,7 +926,10 @@ mod tests {
         Identifier::Numeric(1).encode(&mut body);
         body.extend_from_slice(&[0, 1, 3]);
         assert_eq!(
-            Command::decode(&header, &body).unwrap_err().status(),
+            Command::decode(&header, &body)
+                .unwrap_err()
+                .status()
+                .map(Status::code),
             Some(45)
         );
     }

@@ -12,7 +12,7 @@ use super::codes::{EvictionReason, Status};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WireAction {
     /// Answer the request with this status and an empty body.
-    Reply { status: u32 },
+    Reply { status: Status },
     /// Answer with an eviction frame carrying this reason (§2.6); the
     /// connection may stay open.
     Evict { reason: EvictionReason },
@@ -136,14 +136,12 @@ impl WireError {
             Self::PartitionsCount { .. } => Status::TooManyPartitions,
             Self::ReplyTooLarge { .. } => Status::Error,
         };
-        WireAction::Reply {
-            status: status.code(),
-        }
+        WireAction::Reply { status }
     }
 
     /// The status to reply with, or `None` when the connection must evict
     /// or close instead (see [`WireError::action`]).
-    pub fn status(&self) -> Option<u32> {
+    pub fn status(&self) -> Option<Status> {
         match self.action() {
             WireAction::Reply { status } => Some(status),
             WireAction::Evict { .. } | WireAction::Close => None,
@@ -242,7 +240,7 @@ mod tests {
             ),
         ];
         for (error, status) in replies {
-            assert_eq!(error.status(), Some(status), "{error}");
+            assert_eq!(error.status().map(Status::code), Some(status), "{error}");
         }
     }
 }

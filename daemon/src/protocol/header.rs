@@ -7,7 +7,7 @@
 //! `command.rs`'s. Reserved bytes are written as zero and ignored on read.
 
 use super::codes::{
-    EvictionReason, HEADER_COMMAND_EVICTION, HEADER_COMMAND_REPLY, HEADER_COMMAND_REQUEST,
+    EvictionReason, HEADER_COMMAND_EVICTION, HEADER_COMMAND_REPLY, HEADER_COMMAND_REQUEST, Status,
 };
 use super::limits::{HEADER_SIZE, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN};
 
@@ -216,7 +216,7 @@ impl ReplyHeader {
     /// `reply::encode_reply`), and the saturation only guards arithmetic.
     pub fn for_request(
         request: &RequestHeader,
-        status: u32,
+        status: Status,
         session: u64,
         commit: u64,
         body_len: usize,
@@ -235,7 +235,7 @@ impl ReplyHeader {
             timestamp: request.timestamp,
             request: request.request,
             operation: request.operation,
-            status,
+            status: status.code(),
         }
     }
 
@@ -403,7 +403,7 @@ mod tests {
             operation: 132,
             ..RequestHeader::client_request(132, 0, 10)
         };
-        let reply = ReplyHeader::for_request(&request, 1012, 42, 50, 0);
+        let reply = ReplyHeader::for_request(&request, Status::StreamNameAlreadyExists, 42, 50, 0);
         let bytes = reply.encode();
         assert_eq!(&bytes[48..52], &256u32.to_le_bytes());
         assert_eq!(bytes[60], 8);
@@ -419,7 +419,10 @@ mod tests {
         assert!(bytes[220..].iter().all(|byte| *byte == 0));
         assert_eq!(ReplyHeader::decode(&bytes), reply);
         // commit never goes below op.
-        assert_eq!(ReplyHeader::for_request(&request, 0, 42, 3, 0).commit, 42);
+        assert_eq!(
+            ReplyHeader::for_request(&request, Status::Ok, 42, 3, 0).commit,
+            42
+        );
     }
 
     // Proves the eviction layout of §2.6, versions only for reason 14.

@@ -2,9 +2,11 @@
 //! option-block caps and per-request counts, as numbers the decoder enforces.
 //!
 //! These are facts of the wire (what the official SDKs and the Apache server
-//! agree on), not tunables. Operational bounds of iggyd (connections, inbox
-//! depths, memory budgets) live in `crate::limits`, which this module must not
-//! depend on, so that the codec stays a leaf.
+//! agree on), not tunables. Every other bound (server-side rules such as
+//! username and password lengths, inbox depths, memory budgets) lives in
+//! `crate::limits`, which this module must not depend on, so that the codec
+//! stays a leaf. The batch record's layout (header and frame sizes, field
+//! offsets) is `crate::batch`'s.
 
 /// Size of every frame header in both directions (§2.2).
 pub const HEADER_SIZE: usize = 256;
@@ -22,16 +24,6 @@ pub const NAME_LEN_MIN: usize = 1;
 /// Upper bound of a wire name; a `u8` length cannot say more.
 pub const NAME_LEN_MAX: usize = 255;
 
-/// Login rules of Apache (§6.2); checked by the server, not the decoder,
-/// because a bad length is "wrong credentials", not a malformed frame.
-pub const USERNAME_LEN_MIN: usize = 3;
-/// See [`USERNAME_LEN_MIN`].
-pub const USERNAME_LEN_MAX: usize = 50;
-/// See [`USERNAME_LEN_MIN`].
-pub const PASSWORD_LEN_MIN: usize = 3;
-/// See [`USERNAME_LEN_MIN`].
-pub const PASSWORD_LEN_MAX: usize = 100;
-
 /// Option blocks: at most this many key/value entries (§4.8).
 pub const OPTIONS_ENTRIES_MAX: usize = 1024;
 /// Option blocks: at most this many bytes (§4.8).
@@ -44,24 +36,13 @@ pub const TLV_VALUE_LEN_MAX: usize = 255;
 /// CreatePartitions takes 1..=1000, CreateTopic 0..=1000 partitions (§6.7, §6.8).
 pub const PARTITIONS_PER_REQUEST_MAX: u32 = 1000;
 
-/// Size of the batch header that starts every message batch record (§5.1).
-pub const BATCH_HEADER_SIZE: usize = 256;
-/// Offset of `batch_length` (u64) inside the batch header (§5.1).
-pub const BATCH_LENGTH_OFFSET: usize = 32;
-/// Size of the per-message frame header inside a batch (§5.1).
-pub const MESSAGE_FRAME_HEADER_SIZE: usize = 48;
-
 /// Protocol 0.11.0 packed as `major<<20 | minor<<10 | patch` (§1.2).
 pub const PROTOCOL_VERSION: u32 = 11 << 10;
 /// Lowest protocol version accepted at login (§3): any 0.11.x.
 pub const PROTOCOL_VERSION_MIN: u32 = PROTOCOL_VERSION;
-
-/// Maximum personal access tokens per user (Apache default, §6.3).
-pub const PERSONAL_ACCESS_TOKENS_PER_USER_MAX: usize = 100;
 
 /// Partition id a poll reply carries when the caller's consumer-group
 /// assignment is stale (§5.3): the SDK re-syncs on seeing it.
 pub const STALE_ASSIGNMENT_PARTITION_ID: u32 = u32::MAX;
 
 const _: () = assert!(PROTOCOL_VERSION == 0x2C00);
-const _: () = assert!(HEADER_SIZE == BATCH_HEADER_SIZE);

@@ -10,7 +10,7 @@
 
 use std::num::NonZeroU64;
 
-use super::codes::{EvictionReason, is_result_framed};
+use super::codes::{EvictionReason, Status, is_result_framed};
 use super::error::{WireAction, WireError};
 use super::header::{EvictionHeader, ReplyHeader, RequestHeader};
 use super::limits::{BODY_SIZE_MAX, HEADER_SIZE};
@@ -26,17 +26,17 @@ use super::reader::WireWrite;
 pub const RESULT_OK: [u8; 4] = [0; 4];
 
 /// A rejection result section (§2.7): `[count u32 = 1][index u32 = 0][result u32 = code]`.
-pub fn result_rejection(code: u32) -> [u8; 12] {
+pub fn result_rejection(status: Status) -> [u8; 12] {
     let mut section = [0u8; 12];
     section[0] = 1;
-    section[8..12].copy_from_slice(&code.to_le_bytes());
+    section[8..12].copy_from_slice(&status.code().to_le_bytes());
     section
 }
 
 /// A complete reply frame to `request`.
 ///
-/// * `status != 0`: header only, whatever `payload` holds (§2.5).
-/// * `status == 0` on a result-framed operation (§2.4): body is
+/// * `status != Ok`: header only, whatever `payload` holds (§2.5).
+/// * `status == Ok` on a result-framed operation (§2.4): body is
 ///   `00 00 00 00` ‖ `payload`, so callers pass only the typed payload.
 /// * otherwise: body is `payload`.
 ///
@@ -44,13 +44,13 @@ pub fn result_rejection(code: u32) -> [u8; 12] {
 /// `session`. Fails only if the frame would exceed 64 MiB.
 pub fn encode_reply(
     request: &RequestHeader,
-    status: u32,
+    status: Status,
     payload: &[u8],
     session: u64,
     commit: u64,
 ) -> Result<Vec<u8>, WireError> {
-    let framed = status == 0 && is_result_framed(request.operation);
-    let payload = if status == 0 { payload } else { &[] };
+    let framed = status == Status::Ok && is_result_framed(request.operation);
+    let payload = if status == Status::Ok { payload } else { &[] };
     let body_len = payload
         .len()
         .saturating_add(if framed { RESULT_OK.len() } else { 0 });
@@ -69,11 +69,11 @@ pub fn encode_reply(
     Ok(frame)
 }
 
-/// A header-only reply carrying `status` (0 = ok with an empty body, only
+/// A header-only reply carrying `status` (`Ok` = an empty body, only
 /// valid for operations that are not result-framed).
 pub fn encode_status_reply(
     request: &RequestHeader,
-    status: u32,
+    status: Status,
     session: u64,
     commit: u64,
 ) -> Vec<u8> {
@@ -82,16 +82,21 @@ pub fn encode_status_reply(
         .to_vec()
 }
 
-/// An error answer with `code`: a result-section rejection for
+/// An error answer with `status`: a result-section rejection for
 /// result-framed operations (the Apache channel for metadata rejections),
 /// a status reply for everything else. The SDK raises the same error for
 /// both.
-pub fn encode_rejection(request: &RequestHeader, code: u32, session: u64, commit: u64) -> Vec<u8> {
+pub fn encode_rejection(
+    request: &RequestHeader,
+    status: Status,
+    session: u64,
+    commit: u64,
+) -> Vec<u8> {
     if !is_result_framed(request.operation) {
-        return encode_status_reply(request, code, session, commit);
+        return encode_status_reply(request, status, session, commit);
     }
-    let section = result_rejection(code);
-    let header = ReplyHeader::for_request(request, 0, session, commit, section.len());
+    let section = result_rejection(status);
+    let header = ReplyHeader::for_request(request, Status::Ok, session, commit, section.len());
     let mut frame = header.encode().to_vec();
     frame.extend_from_slice(&section);
     frame
@@ -737,7 +742,8 @@ mod tests {
     // Proves the §12 ping reply: header only, command 8, op 2, status 0.
     #[test]
     fn ping_reply_is_header_only() {
-        let frame = encode_reply(&request(Operation::NonReplicated, 1), 0, &[], 0, 0).unwrap();
+        let frame =
+            encode_reply(&request(Operation::NonReplicated, 1), Status::Ok, &[], 0, 0).unwrap();
         assert_eq!(frame.len(), 256);
         assert_eq!(frame[60], 8);
         assert_eq!(frame[208], 2);
@@ -751,30 +757,33 @@ mod tests {
     #[test]
     fn result_section_rules() {
         let create = request(Operation::CreateStream, 0);
-        let frame = encode_reply(&create, 0, &[7, 7], 5, 5).unwrap();
+        let frame = encode_reply(&create, Status::Ok, &[7, 7], 5, 5).unwrap();
         assert_eq!(body(&frame), &[0, 0, 0, 0, 7, 7]);
         assert_eq!(reply_header(&frame).size, 262);
-        let frame = encode_reply(&create, 0, &[], 5, 5).unwrap();
+        let frame = encode_reply(&create, Status::Ok, &[], 5, 5).unwrap();
         assert_eq!(body(&frame), &[0, 0, 0, 0]);
-        let frame = encode_reply(&create, 1012, &[7, 7], 5, 5).unwrap();
+        let frame = encode_reply(&create, Status::StreamNameAlreadyExists, &[7, 7], 5, 5).unwrap();
         assert_eq!(body(&frame), &[] as &[u8]);
         assert_eq!(reply_header(&frame).status, 1012);
-        let frame = encode_rejection(&create, 1012, 5, 5);
+        let frame = encode_rejection(&create, Status::StreamNameAlreadyExists, 5, 5);
         assert_eq!(body(&frame), &[1, 0, 0, 0, 0, 0, 0, 0, 0xF4, 0x03, 0, 0]);
         assert_eq!(reply_header(&frame).status, 0);
 
         let send = request(Operation::SendMessages, 0);
-        let frame = encode_reply(&send, 0, &[1, 2], 5, 5).unwrap();
+        let frame = encode_reply(&send, Status::Ok, &[1, 2], 5, 5).unwrap();
         assert_eq!(body(&frame), &[1, 2]);
-        let frame = encode_rejection(&send, 4027, 5, 5);
+        let frame = encode_rejection(&send, Status::InvalidMessageChecksum, 5, 5);
         assert_eq!(body(&frame), &[] as &[u8]);
         assert_eq!(reply_header(&frame).status, 4027);
         let logout = request(Operation::Logout, 0);
-        assert_eq!(encode_reply(&logout, 0, &[], 5, 5).unwrap().len(), 256);
+        assert_eq!(
+            encode_reply(&logout, Status::Ok, &[], 5, 5).unwrap().len(),
+            256
+        );
 
         let too_big = vec![0u8; BODY_SIZE_MAX + 1];
         assert!(matches!(
-            encode_reply(&send, 0, &too_big, 0, 0),
+            encode_reply(&send, Status::Ok, &too_big, 0, 0),
             Err(WireError::ReplyTooLarge { .. })
         ));
     }
@@ -819,7 +828,7 @@ mod tests {
         );
         let frame = encode_reply(
             &request(Operation::Register, 0),
-            0,
+            Status::Ok,
             &payload,
             0x0102,
             0x0102,

@@ -6,6 +6,7 @@
 use super::context::ClientInfo;
 use crate::limits;
 use crate::metadata::{Applied, MetadataCommand, MetadataView};
+use crate::protocol::codes::Status;
 use std::sync::Arc;
 
 pub type ShardId = usize;
@@ -35,7 +36,7 @@ pub enum Response {
     /// The outcome of a metadata change: what was applied and the view that
     /// includes it (so the requester reads its own write at once), or the
     /// wire status of the rejection.
-    Metadata(Result<(Applied, Arc<MetadataView>), u32>),
+    Metadata(Result<(Applied, Arc<MetadataView>), Status>),
     Clients(Vec<ClientInfo>),
 }
 

@@ -26,6 +26,7 @@ use crate::metadata::store::{ExecuteError, MetadataStore};
 use crate::metadata::{MetadataView, io::StdIo};
 use crate::net::listener;
 use crate::preflight::Driver;
+use crate::protocol::codes::Status;
 use crate::storage::{MonoioIo, SystemClock};
 use context::{ContextSettings, ShardContext};
 use heartbeat::Heartbeats;
@@ -423,17 +424,17 @@ impl ShardLoop {
     /// Shard 0: apply, journal, publish, and enqueue the new view to every
     /// other shard before answering (so a requester that then pings a shard
     /// knows that shard has installed it: inboxes are FIFO). Rejections come
-    /// back as wire status codes.
+    /// back as their wire status.
     async fn apply_metadata(
         &mut self,
         command: crate::metadata::MetadataCommand,
-    ) -> Result<(crate::metadata::Applied, Arc<MetadataView>), u32> {
+    ) -> Result<(crate::metadata::Applied, Arc<MetadataView>), Status> {
         let Some(store) = self.store.as_mut() else {
             tracing::error!(
                 shard = self.context.shard,
                 "metadata change sent to a shard without the store"
             );
-            return Err(crate::protocol::codes::Status::Error as u32);
+            return Err(Status::Error);
         };
         match store.execute(command) {
             Ok(applied) => {
@@ -454,11 +455,12 @@ impl ShardLoop {
                 }
                 Ok((applied, view))
             }
-            Err(ExecuteError::Rejected(error)) => Err(error.wire_code()),
-            Err(ExecuteError::Fatal(error)) => {
-                tracing::error!(%error, "metadata store failed: stopping");
-                self.fatal = Some(error.to_string());
-                Err(crate::protocol::codes::Status::Error as u32)
+            Err(error) => {
+                if let ExecuteError::Fatal(fatal) = &error {
+                    tracing::error!(error = %fatal, "metadata store failed: stopping");
+                    self.fatal = Some(fatal.to_string());
+                }
+                Err(error.status())
             }
         }
     }

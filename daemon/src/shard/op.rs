@@ -146,16 +146,14 @@ pub enum PumpError {
 
 impl PumpError {
     /// The wire status a client gets for this error.
-    pub fn wire_status(&self) -> u32 {
+    pub fn status(&self) -> Status {
         match self {
-            PumpError::NotHere(_) => Status::PartitionNotFound as u32,
-            PumpError::Storage(StorageError::InvalidBatch(error)) => error.wire_status(),
-            PumpError::Storage(StorageError::BatchTooLarge { .. }) => {
-                Status::InvalidMessagesCount as u32
-            }
-            PumpError::Storage(_) | PumpError::Stopping => Status::Error as u32,
-            PumpError::InvalidOffset { .. } => Status::InvalidOffset as u32,
-            PumpError::OffsetNotFound => Status::ConsumerOffsetNotFound as u32,
+            PumpError::NotHere(_) => Status::PartitionNotFound,
+            PumpError::Storage(StorageError::InvalidBatch(error)) => error.status(),
+            PumpError::Storage(StorageError::BatchTooLarge { .. }) => Status::InvalidMessagesCount,
+            PumpError::Storage(_) | PumpError::Stopping => Status::Error,
+            PumpError::InvalidOffset { .. } => Status::InvalidOffset,
+            PumpError::OffsetNotFound => Status::ConsumerOffsetNotFound,
         }
     }
 

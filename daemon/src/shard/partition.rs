@@ -88,7 +88,7 @@ impl Default for PartitionSettings {
         PartitionSettings {
             durability: Durability::Persisted,
             offset_durability: Durability::Persisted,
-            segment_size_bytes: crate::storage::SEGMENT_SIZE_BYTES_DEFAULT,
+            segment_size_bytes: crate::limits::SEGMENT_SIZE_DEFAULT_BYTES,
             messages_required_to_save: 1024,
             size_required_to_save_bytes: 1024 * 1024,
             message_expiry_us: None,

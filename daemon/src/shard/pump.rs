@@ -416,7 +416,7 @@ impl<I: StorageIo + Clone> Pump<I> {
         if request.count == 0 {
             return Ok((empty, None));
         }
-        let cap = crate::storage::READ_BYTES_MAX_DEFAULT;
+        let cap = crate::limits::READ_BYTES_MAX_DEFAULT;
         let start = match request.strategy {
             PollingStrategy::Offset(offset) => offset.max(first),
             PollingStrategy::First => first,
@@ -717,6 +717,7 @@ async fn repair_consumer_offsets<I: StorageIo + Clone>(
 mod tests {
     use super::*;
     use crate::batch::{MessageSpec, encode_producer_batch};
+    use crate::protocol::codes::Status;
     use crate::storage::consumer_offsets::ConsumerKind;
     use crate::storage::sim::{SimClock, SimIo, block_on};
 
@@ -918,7 +919,10 @@ mod tests {
             reply,
         };
         block_on(pump.apply(op));
-        assert_eq!(answer.try_recv().unwrap().unwrap_err().wire_status(), 4100);
+        assert_eq!(
+            answer.try_recv().unwrap().unwrap_err().status(),
+            Status::InvalidOffset
+        );
         let (reply, answer) = channel();
         let op = PartitionOp::StoreOffset {
             key: KEY,
@@ -946,7 +950,10 @@ mod tests {
             consumer: other,
             reply,
         }));
-        assert_eq!(answer.try_recv().unwrap().unwrap_err().wire_status(), 3021);
+        assert_eq!(
+            answer.try_recv().unwrap().unwrap_err().status(),
+            Status::ConsumerOffsetNotFound
+        );
     }
 
     // Proves purge deletes messages and offsets and restarts offsets at 0,
@@ -992,7 +999,10 @@ mod tests {
             batch: batch(1),
             reply,
         }));
-        assert_eq!(answer.try_recv().unwrap().unwrap_err().wire_status(), 3007);
+        assert_eq!(
+            answer.try_recv().unwrap().unwrap_err().status(),
+            Status::PartitionNotFound
+        );
     }
 
     // Regression (pump simulation): on a `replicated` topic with `persisted`

@@ -41,10 +41,11 @@ use super::partition::{Durability, PartitionKey, PartitionSettings};
 use super::pump::{
     AppendAck, PartitionOp, PartitionReport, PollRequest, PollResult, Pump, PumpError, StoredOffset,
 };
-use crate::batch::{self, BATCH_HEADER_SIZE, BatchHeader, MessageSpec, encode_producer_batch};
+use crate::batch::{self, BATCH_HEADER_SIZE, BatchHeader};
 use crate::protocol::primitives::PollingStrategy;
 use crate::storage::consumer_offsets::{ConsumerKey, ConsumerKind};
 use crate::storage::sim::{SimClock, SimIo, SimRng, block_on};
+use crate::storage::sim_workload::{BatchGenerator, BatchShape, run_seeds};
 use crate::storage::{Clock, DeletedSegments, StorageError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -52,6 +53,20 @@ use std::rc::Rc;
 
 const ROUNDS_PER_SEED: u64 = 70;
 const SEEDS_DEFAULT: u64 = 200;
+
+/// 1..4 messages (1..30 one time in five), payloads up to 48 bytes (600 one
+/// batch in four), user headers on one message in five.
+const BATCH_SHAPE: BatchShape = BatchShape {
+    large_batch_one_in: 5,
+    small_batch_max: 4,
+    large_batch_max: 30,
+    large_payloads_one_in: 4,
+    small_payload_max: 48,
+    large_payload_max: 600,
+    user_headers_one_in: 5,
+    user_headers_max: 32,
+    timestamp_step: 1,
+};
 const CONSUMERS: [ConsumerKey; 3] = [
     ConsumerKey {
         kind: ConsumerKind::Consumer,
@@ -325,7 +340,7 @@ struct Sim {
     pumps: Vec<Pump<SimIo>>,
     parts: Vec<PartitionModel>,
     waiting: Vec<Waiting>,
-    next_message_id: u128,
+    batches: BatchGenerator,
     /// A full disk is being simulated: `NoSpace` refusals are expected.
     disk_full: bool,
     coverage: Coverage,
@@ -418,7 +433,7 @@ impl Sim {
             pumps: Vec::new(),
             parts,
             waiting: Vec::new(),
-            next_message_id: 1,
+            batches: BatchGenerator::new(BATCH_SHAPE),
             disk_full: false,
             coverage: Coverage::default(),
         };
@@ -443,35 +458,7 @@ impl Sim {
     }
 
     fn random_batch(&mut self) -> (Vec<u8>, Vec<Vec<u8>>) {
-        let count = if self.rng.chance(1, 5) {
-            self.rng.range(1, 30)
-        } else {
-            self.rng.range(1, 4)
-        };
-        let payload_max = if self.rng.chance(1, 4) { 600 } else { 48 };
-        let mut specs = Vec::new();
-        for index in 0..count {
-            let mut payload = vec![0u8; self.rng.range(0, payload_max) as usize];
-            self.rng.fill(&mut payload);
-            let mut user_headers = Vec::new();
-            if self.rng.chance(1, 5) {
-                user_headers = vec![0u8; self.rng.range(1, 32) as usize];
-                self.rng.fill(&mut user_headers);
-            }
-            specs.push(MessageSpec {
-                id: self.next_message_id,
-                timestamp_delta: index as u32,
-                payload,
-                user_headers,
-            });
-            self.next_message_id += 1;
-        }
-        let bytes = encode_producer_batch(self.clock.now_micros(), &specs);
-        let frames = batch::frames(&bytes)
-            .unwrap()
-            .map(|frame| bytes[frame.unwrap().frame].to_vec())
-            .collect();
-        (bytes, frames)
+        self.batches.next(&mut self.rng, self.clock.now_micros())
     }
 
     /// `IGGYD_SIM_TRACE=1` prints every step (to debug one seed).
@@ -790,7 +777,7 @@ impl Sim {
         let model = &mut self.parts[part];
         match (answer.try_recv(), refusal) {
             (Ok(Err(error)), Some(status)) => {
-                assert_eq!(error.wire_status(), status, "seed {}: {error}", self.seed);
+                assert_eq!(error.status().code(), status, "seed {}: {error}", self.seed);
             }
             (Ok(Err(error)), None) if self.disk_full && is_no_space(&error) => {
                 self.coverage.offset_stores_refused_no_space += 1;
@@ -1395,35 +1382,17 @@ fn run_seed(seed: u64) -> Sim {
     sim
 }
 
-fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("IGGYD_SIM_SEED") {
-        return vec![seed.parse().expect("IGGYD_SIM_SEED is a u64")];
-    }
-    let count = std::env::var("IGGYD_SIM_SEEDS")
-        .ok()
-        .map_or(SEEDS_DEFAULT, |count| {
-            count.parse().expect("IGGYD_SIM_SEEDS is a count")
-        });
-    (0..count).collect()
-}
-
 // Runs the seeded pump workload for every seed against the model; a failure
 // names its seed so that `IGGYD_SIM_SEED=<seed>` reproduces it exactly.
 #[test]
 fn pump_simulation() {
+    let runs = run_seeds("pump", SEEDS_DEFAULT, |seed| run_seed(seed).coverage);
     let mut coverage = Coverage::default();
-    for seed in seeds() {
-        let outcome = std::panic::catch_unwind(|| run_seed(seed).coverage);
-        match outcome {
-            Ok(seed_coverage) => coverage.add(&seed_coverage),
-            Err(panic) => {
-                eprintln!("pump simulation failed; reproduce with IGGYD_SIM_SEED={seed}");
-                std::panic::resume_unwind(panic);
-            }
-        }
+    for seed_coverage in &runs {
+        coverage.add(seed_coverage);
     }
     eprintln!("pump simulation: {coverage:?}");
-    if seeds().len() >= 100 {
+    if runs.len() >= 100 {
         assert!(coverage.appends_acked > 0);
         assert!(coverage.appends_refused_no_space > 0);
         assert!(coverage.polls_auto_commit > 0);

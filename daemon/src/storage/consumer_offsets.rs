@@ -28,6 +28,7 @@
 
 use super::io::{OpenMode, StorageIo};
 use super::{StorageError, is_no_space};
+use crate::limits::CONSUMER_OFFSETS_FILE_BYTES_MAX;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -36,8 +37,6 @@ const TEMP_NAME: &str = "consumer_offsets.log.tmp";
 pub const RECORD_SIZE: usize = 32;
 /// Compact when dead records outnumber live ones by this many.
 const COMPACT_SLACK_RECORDS: u64 = 4096;
-/// Refuse to replay files larger than this (bounded memory on open).
-const FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ConsumerKind {
@@ -138,11 +137,11 @@ impl<I: StorageIo + Clone> ConsumerOffsets<I> {
                 .await
                 .map_err(|source| StorageError::io("sync dir", dir, source))?;
         }
-        if length > FILE_BYTES_MAX {
+        if length > CONSUMER_OFFSETS_FILE_BYTES_MAX {
             return Err(StorageError::Layout {
                 path,
                 reason: format!(
-                    "consumer offsets file is {length} bytes, over the {FILE_BYTES_MAX}-byte limit"
+                    "consumer offsets file is {length} bytes, over the {CONSUMER_OFFSETS_FILE_BYTES_MAX}-byte limit"
                 ),
             });
         }

@@ -31,7 +31,7 @@
 //!   order (relative offset, message count, byte position, batch length,
 //!   base timestamp, XXH32 of the entry). The index is derived data: it can
 //!   always be rebuilt from the log. In memory a segment keeps only every
-//!   [`INDEX_SAMPLE_EVERY`]-th entry; a lookup reads one window of entries
+//!   [`INDEX_SAMPLE_EVERY`](crate::limits::INDEX_SAMPLE_EVERY)-th entry; a lookup reads one window of entries
 //!   from the `.index` file.
 //!
 //! # Durability contract
@@ -95,6 +95,8 @@ pub mod sim;
 
 #[cfg(test)]
 mod sim_test;
+#[cfg(test)]
+pub(crate) mod sim_workload;
 
 use std::path::PathBuf;
 
@@ -107,23 +109,13 @@ pub use recovery::RecoveryReport;
 
 use crate::batch::BatchError;
 
-/// Largest batch record the storage accepts or believes when reading a
-/// length from disk (matches the 64 MiB wire frame cap).
-pub const BATCH_BYTES_MAX: u64 = 64 * 1024 * 1024;
+// Storage's bounds (batch size, index sampling and read windows, the
+// default segment size) are written in `crate::limits`.
+
 /// Size of one `.index` entry.
 pub const INDEX_ENTRY_SIZE: usize = 32;
-/// Every n-th index entry of a segment is kept in memory; a lookup reads at
-/// most this many entries from the `.index` file. 1,024 keeps a 1 GiB
-/// segment of 1 KiB batches at ~24 KiB of memory.
-pub const INDEX_SAMPLE_EVERY: u32 = 1024;
-/// Default byte cap of one read (poll) when the caller gives none.
-pub const READ_BYTES_MAX_DEFAULT: u64 = 8 * 1024 * 1024;
-/// Upper bound on index entries read in one window by the read path.
-pub const INDEX_READ_ENTRIES_MAX: u64 = 4096;
 /// Read-ahead used while scanning a log file during recovery.
 pub const SCAN_CHUNK_BYTES: u64 = 1024 * 1024;
-/// Default segment size (Apache's default is 1 GiB).
-pub const SEGMENT_SIZE_BYTES_DEFAULT: u64 = 1024 * 1024 * 1024;
 /// Width of the zero-padded start offset in segment file names.
 pub const SEGMENT_NAME_DIGITS: usize = 20;
 

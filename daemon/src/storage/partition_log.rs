@@ -17,11 +17,11 @@ use super::index::IndexEntry;
 use super::io::{OpenMode, StorageIo};
 use super::recovery::{RecoveryReport, create_segment_files, recover};
 use super::segment::Segment;
-use super::{
-    BATCH_BYTES_MAX, INDEX_ENTRY_SIZE, INDEX_READ_ENTRIES_MAX, INDEX_SAMPLE_EVERY,
-    SEGMENT_SIZE_BYTES_DEFAULT, StorageError, is_no_space,
-};
+use super::{INDEX_ENTRY_SIZE, StorageError, is_no_space};
 use crate::batch::{self, BatchHeader};
+use crate::limits::{
+    BATCH_BYTES_MAX, INDEX_READ_ENTRIES_MAX, INDEX_SAMPLE_EVERY, SEGMENT_SIZE_DEFAULT_BYTES,
+};
 
 /// Time source for server timestamps, in µs since the Unix epoch.
 pub trait Clock {
@@ -64,7 +64,7 @@ impl PartitionConfig {
 
 impl Default for PartitionConfig {
     fn default() -> Self {
-        PartitionConfig::new(0, SEGMENT_SIZE_BYTES_DEFAULT)
+        PartitionConfig::new(0, SEGMENT_SIZE_DEFAULT_BYTES)
     }
 }
 
@@ -879,7 +879,7 @@ impl<I: StorageIo> PartitionLog<I> {
         let mut offset = self.first_offset();
         while offset < self.next_offset {
             let read = self
-                .read_by_offset(offset, u32::MAX, super::READ_BYTES_MAX_DEFAULT)
+                .read_by_offset(offset, u32::MAX, crate::limits::READ_BYTES_MAX_DEFAULT)
                 .await?;
             let Some(last) = read.last_offset else { break };
             checked += u64::from(read.message_count);

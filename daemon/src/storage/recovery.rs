@@ -37,8 +37,9 @@ use std::path::{Path, PathBuf};
 use super::index::{IndexEntry, decode_entries};
 use super::io::{OpenMode, StorageIo};
 use super::segment::{Segment, SegmentFileKind, index_path, log_path, parse_segment_file_name};
-use super::{BATCH_BYTES_MAX, INDEX_ENTRY_SIZE, SCAN_CHUNK_BYTES, StorageError};
+use super::{INDEX_ENTRY_SIZE, SCAN_CHUNK_BYTES, StorageError};
 use crate::batch::{BATCH_HEADER_SIZE, BatchHeader, FRAME_HEADER_SIZE, validate};
+use crate::limits::BATCH_BYTES_MAX;
 
 /// What recovery found and did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

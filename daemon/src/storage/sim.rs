@@ -12,10 +12,16 @@
 //!   prefix of its unsynced tail (a torn write).
 //! * A file created since the last [`StorageIo::sync_dir`] of its directory
 //!   disappears on crash. Removals and renames are durable at once (a
-//!   simplification: a removed segment never comes back).
+//!   simplification: a removed segment never comes back, and a renamed file
+//!   keeps its new name, whatever its contents).
 //! * Faults: [`SimIo::flip_bit`] (both copies), [`SimIo::fail_next_fsync`]
-//!   (EIO), [`SimIo::set_capacity`] (writes past it store what fits and fail
-//!   with ENOSPC).
+//!   and [`SimIo::fail_fsync_after`] (EIO, on a file or a directory; with a
+//!   crash after it this is a crash at that point of a write sequence),
+//!   [`SimIo::set_capacity`] (writes past it store what fits and fail with
+//!   ENOSPC).
+//!
+//! Storage (`StorageIo`) and the metadata store (`metadata::io::SimDirIo`,
+//! which drives this disk through the same operations) share this model.
 //! * Handles opened before a crash fail with EBADF afterwards, so a test
 //!   cannot keep using a "dead process"'s files.
 
@@ -137,7 +143,8 @@ struct SimDisk {
     next_inode: u64,
     generation: u64,
     capacity_bytes: Option<u64>,
-    fail_next_fsync: bool,
+    /// Successful fsyncs left before one fails with EIO.
+    fsyncs_until_failure: Option<u64>,
     torn_writes: bool,
     stats: SimStats,
 }
@@ -153,6 +160,21 @@ pub struct SimStats {
 }
 
 impl SimDisk {
+    /// Counts an fsync down towards the armed failure.
+    fn injected_fsync_failure(&mut self) -> io::Result<()> {
+        match self.fsyncs_until_failure {
+            Some(0) => {
+                self.fsyncs_until_failure = None;
+                Err(os_error(libc::EIO))
+            }
+            Some(left) => {
+                self.fsyncs_until_failure = Some(left - 1);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
     fn used_bytes(&self) -> u64 {
         self.files
             .values()
@@ -190,7 +212,7 @@ impl SimIo {
                 next_inode: 1,
                 generation: 0,
                 capacity_bytes: None,
-                fail_next_fsync: false,
+                fsyncs_until_failure: None,
                 torn_writes: false,
                 stats: SimStats::default(),
             })),
@@ -213,7 +235,20 @@ impl SimIo {
 
     /// The next fsync (file or directory) fails with EIO.
     pub fn fail_next_fsync(&self) {
-        self.disk.borrow_mut().fail_next_fsync = true;
+        self.fail_fsync_after(0);
+    }
+
+    /// After `successes` more successful fsyncs (file or directory), the
+    /// next one fails with EIO. A crash disarms it.
+    pub fn fail_fsync_after(&self, successes: u64) {
+        self.disk.borrow_mut().fsyncs_until_failure = Some(successes);
+    }
+
+    /// Current contents of a file by path (test helper).
+    pub fn contents_of(&self, path: &Path) -> Option<Vec<u8>> {
+        let disk = self.disk.borrow();
+        let inode = disk.names.get(path)?;
+        Some(disk.files[inode].current.clone())
     }
 
     pub fn stats(&self) -> SimStats {
@@ -259,7 +294,7 @@ impl SimIo {
             disk.files.remove(&inode);
             disk.names.retain(|_, value| *value != inode);
         }
-        disk.fail_next_fsync = false;
+        disk.fsyncs_until_failure = None;
     }
 
     /// Flips one bit of a file in both its durable and current contents
@@ -439,10 +474,7 @@ impl StorageIo for SimIo {
     async fn sync(&self, file: &SimFileHandle) -> io::Result<()> {
         self.with_file(file, |disk, inode| {
             disk.stats.fsyncs += 1;
-            if disk.fail_next_fsync {
-                disk.fail_next_fsync = false;
-                return Err(os_error(libc::EIO));
-            }
+            disk.injected_fsync_failure()?;
             let file = disk.files.get_mut(&inode).expect("live inode");
             file.durable = file.current.clone();
             Ok(())
@@ -483,6 +515,10 @@ impl StorageIo for SimIo {
         if let Some(replaced) = disk.names.insert(target.to_path_buf(), inode) {
             disk.files.remove(&replaced);
         }
+        // The rename is durable at once, so the entry it made is too.
+        if let Some(file) = disk.files.get_mut(&inode) {
+            file.linked_durable = true;
+        }
         Ok(())
     }
 
@@ -515,10 +551,7 @@ impl StorageIo for SimIo {
         let mut disk = self.disk.borrow_mut();
         let disk = &mut *disk;
         disk.stats.fsyncs += 1;
-        if disk.fail_next_fsync {
-            disk.fail_next_fsync = false;
-            return Err(os_error(libc::EIO));
-        }
+        disk.injected_fsync_failure()?;
         for (name, inode) in &disk.names {
             if name.parent() == Some(path)
                 && let Some(file) = disk.files.get_mut(inode)
@@ -608,6 +641,40 @@ mod tests {
             }
             assert!(lengths.contains(&0));
             assert!(lengths.len() > 2);
+        });
+    }
+
+    // A failure armed a few fsyncs ahead lands on exactly that fsync (file
+    // or directory), and a crash disarms it; a renamed file keeps its new
+    // name across a crash although its directory was never synced.
+    #[test]
+    fn fsync_failure_after_successes_and_durable_rename() {
+        let io = SimIo::new(3);
+        block_on(async {
+            let dir = Path::new("/p");
+            io.create_dir_all(dir).await.unwrap();
+            let file = io.open(&dir.join("a"), OpenMode::Create).await.unwrap();
+            io.fail_fsync_after(2);
+            io.sync(&file).await.unwrap();
+            io.sync_dir(dir).await.unwrap();
+            assert_eq!(
+                io.sync(&file).await.unwrap_err().raw_os_error(),
+                Some(libc::EIO)
+            );
+            io.sync(&file).await.unwrap();
+            io.fail_fsync_after(0);
+            io.crash();
+            let file = io.open(&dir.join("a"), OpenMode::Existing).await.unwrap();
+            io.sync(&file).await.unwrap();
+
+            let temporary = io.open(&dir.join("b.tmp"), OpenMode::Create).await.unwrap();
+            let (result, _) = io.write_at(&temporary, b"new".to_vec(), 0).await;
+            result.unwrap();
+            io.sync(&temporary).await.unwrap();
+            io.rename(&dir.join("b.tmp"), &dir.join("b")).await.unwrap();
+            io.crash();
+            assert_eq!(io.contents_of(&dir.join("b")), Some(b"new".to_vec()));
+            assert_eq!(io.contents_of(&dir.join("b.tmp")), None);
         });
     }
 }

@@ -22,13 +22,27 @@ use std::rc::Rc;
 use super::partition_log::{Clock, PartitionConfig, PartitionLog, PartitionState, ReadBatches};
 use super::segment::log_path;
 use super::sim::{SimClock, SimIo, SimRng, block_on};
+use super::sim_workload::{BatchGenerator, BatchShape, run_seeds};
 use super::{INDEX_ENTRY_SIZE, StorageError};
-use crate::batch::{
-    self, BATCH_HEADER_SIZE, BatchHeader, FRAME_HEADER_SIZE, MessageSpec, encode_producer_batch,
-};
+use crate::batch::{self, BATCH_HEADER_SIZE, BatchHeader, FRAME_HEADER_SIZE};
 
 const STEPS_PER_SEED: u64 = 250;
 const PARTITIONS: usize = 2;
+const SEEDS_DEFAULT: u64 = 200;
+
+/// 1..5 messages (1..50 one time in four), payloads up to 64 bytes (2,000 one
+/// batch in three), user headers on one message in four.
+const BATCH_SHAPE: BatchShape = BatchShape {
+    large_batch_one_in: 4,
+    small_batch_max: 5,
+    large_batch_max: 50,
+    large_payloads_one_in: 3,
+    small_payload_max: 64,
+    large_payload_max: 2000,
+    user_headers_one_in: 4,
+    user_headers_max: 64,
+    timestamp_step: 3,
+};
 
 /// One message as the model remembers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,7 +102,7 @@ struct Sim {
     dirs: Vec<PathBuf>,
     logs: Vec<PartitionLog<SimIo>>,
     models: Vec<Model>,
-    next_message_id: u128,
+    batches: BatchGenerator,
     crashes: u64,
     torn_tails: u64,
     rotations_seen: usize,
@@ -157,7 +171,7 @@ impl Sim {
             dirs,
             logs: Vec::new(),
             models: (0..PARTITIONS).map(|_| Model::default()).collect(),
-            next_message_id: 1,
+            batches: BatchGenerator::new(BATCH_SHAPE),
             crashes: 0,
             torn_tails: 0,
             rotations_seen: 0,
@@ -183,35 +197,7 @@ impl Sim {
     }
 
     fn random_batch(&mut self) -> (Vec<u8>, Vec<Vec<u8>>) {
-        let count = if self.rng.chance(1, 4) {
-            self.rng.range(1, 50)
-        } else {
-            self.rng.range(1, 5)
-        };
-        let payload_max = if self.rng.chance(1, 3) { 2000 } else { 64 };
-        let mut specs = Vec::new();
-        for index in 0..count {
-            let mut payload = vec![0u8; self.rng.range(0, payload_max) as usize];
-            self.rng.fill(&mut payload);
-            let mut user_headers = Vec::new();
-            if self.rng.chance(1, 4) {
-                user_headers = vec![0u8; self.rng.range(1, 64) as usize];
-                self.rng.fill(&mut user_headers);
-            }
-            specs.push(MessageSpec {
-                id: self.next_message_id,
-                timestamp_delta: index as u32 * 3,
-                payload,
-                user_headers,
-            });
-            self.next_message_id += 1;
-        }
-        let bytes = encode_producer_batch(self.clock.now_micros(), &specs);
-        let frames = batch::frames(&bytes)
-            .unwrap()
-            .map(|frame| bytes[frame.unwrap().frame].to_vec())
-            .collect();
-        (bytes, frames)
+        self.batches.next(&mut self.rng, self.clock.now_micros())
     }
 
     fn append(&mut self, partition: usize) -> Result<(), StorageError> {
@@ -670,49 +656,31 @@ fn run_seed(seed: u64) -> Sim {
     sim
 }
 
-fn seeds() -> Vec<u64> {
-    if let Ok(seed) = std::env::var("IGGYD_SIM_SEED") {
-        return vec![seed.parse().expect("IGGYD_SIM_SEED is a u64")];
-    }
-    let count = std::env::var("IGGYD_SIM_SEEDS").ok().map_or(200, |count| {
-        count.parse().expect("IGGYD_SIM_SEEDS is a count")
-    });
-    (0..count).collect()
-}
-
 // Runs the seeded workload for every seed; a failure names its seed so that
 // `IGGYD_SIM_SEED=<seed>` reproduces it exactly.
 #[test]
 fn simulation() {
+    let runs = run_seeds("storage", SEEDS_DEFAULT, |seed| {
+        let sim = run_seed(seed);
+        (sim.crashes, sim.torn_tails, sim.rotations_seen, sim.faults)
+    });
     let mut crashes = 0;
     let mut torn_tails = 0;
     let mut rotations = 0;
     let mut faults = FaultCounts::default();
-    for seed in seeds() {
-        let outcome = std::panic::catch_unwind(|| {
-            let sim = run_seed(seed);
-            (sim.crashes, sim.torn_tails, sim.rotations_seen, sim.faults)
-        });
-        match outcome {
-            Ok((seed_crashes, seed_torn, seed_rotations, seed_faults)) => {
-                crashes += seed_crashes;
-                torn_tails += seed_torn;
-                rotations += seed_rotations;
-                faults.quarantined_on_open += seed_faults.quarantined_on_open;
-                faults.quarantined_on_read += seed_faults.quarantined_on_read;
-                faults.poisoned += seed_faults.poisoned;
-                faults.no_space_refused += seed_faults.no_space_refused;
-            }
-            Err(panic) => {
-                eprintln!("storage simulation failed; reproduce with IGGYD_SIM_SEED={seed}");
-                std::panic::resume_unwind(panic);
-            }
-        }
+    for (seed_crashes, seed_torn, seed_rotations, seed_faults) in &runs {
+        crashes += seed_crashes;
+        torn_tails += seed_torn;
+        rotations += seed_rotations;
+        faults.quarantined_on_open += seed_faults.quarantined_on_open;
+        faults.quarantined_on_read += seed_faults.quarantined_on_read;
+        faults.poisoned += seed_faults.poisoned;
+        faults.no_space_refused += seed_faults.no_space_refused;
     }
     eprintln!(
         "simulation: {crashes} crashes, {torn_tails} torn tails, {rotations} rotations, {faults:?}"
     );
-    if seeds().len() >= 100 {
+    if runs.len() >= 100 {
         assert!(crashes > 0);
         assert!(torn_tails > 0);
         assert!(rotations > 0);

@@ -7,7 +7,7 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use iggyd::protocol::codes::CommandCode;
+use iggyd::protocol::codes::{CommandCode, Status};
 use iggyd::protocol::command::{
     Command, GroupRef, OffsetTarget, OptionScope, PasswordLogin, PollMessages, Register,
     SendMessages, TokenLogin,
@@ -480,12 +480,18 @@ fn dispatch_errors() {
         Err(WireError::UnknownCommand { code: 9999 })
     );
     assert_eq!(
-        Command::decode(&op2(9999), &[]).unwrap_err().status(),
+        Command::decode(&op2(9999), &[])
+            .unwrap_err()
+            .status()
+            .map(Status::code),
         Some(3)
     );
     for code in [33, 39, 40, 45, 101, 121, 202, 302, 402, 503, 604] {
         assert_eq!(
-            Command::decode(&op2(code), &[]).unwrap_err().status(),
+            Command::decode(&op2(code), &[])
+                .unwrap_err()
+                .status()
+                .map(Status::code),
             Some(5),
             "code {code}"
         );
@@ -503,7 +509,10 @@ fn dispatch_errors() {
     }
     // Trailing bytes after an empty-bodied command are malformed.
     assert_eq!(
-        Command::decode(&op2(1), &[0]).unwrap_err().status(),
+        Command::decode(&op2(1), &[0])
+            .unwrap_err()
+            .status()
+            .map(Status::code),
         Some(3)
     );
 }
@@ -546,7 +555,10 @@ fn golden_create_topic_body() {
     let mut too_many = body.clone();
     too_many[4..8].copy_from_slice(&1001u32.to_le_bytes());
     assert_eq!(
-        Command::decode(&header, &too_many).unwrap_err().status(),
+        Command::decode(&header, &too_many)
+            .unwrap_err()
+            .status()
+            .map(Status::code),
         Some(2015)
     );
 }
@@ -572,7 +584,12 @@ fn golden_send_messages_framing() {
     assert_eq!(send.messages_count, 2);
     assert_eq!(send.batch.len(), 362);
 
-    let status = |body: &[u8]| Command::decode(&header, body).unwrap_err().status();
+    let status = |body: &[u8]| {
+        Command::decode(&header, body)
+            .unwrap_err()
+            .status()
+            .map(Status::code)
+    };
     let mut bad_metadata = body.clone();
     bad_metadata[0] = 17;
     assert_eq!(status(&bad_metadata), Some(3));

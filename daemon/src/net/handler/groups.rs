@@ -103,7 +103,7 @@ pub(crate) async fn change(
         _ => {
             return Ok(request
                 .replier
-                .status(crate::protocol::codes::Status::InvalidCommand as u32));
+                .status(crate::protocol::codes::Status::InvalidCommand));
         }
     };
     let (stream, topic) = view.topic(&Ident::from(stream), &Ident::from(topic))?;

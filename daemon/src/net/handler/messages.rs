@@ -39,7 +39,7 @@ fn partition_key(
     partition_id: u32,
 ) -> Handled<(PartitionKey, crate::shard::mesh::ShardId)> {
     let route = router::partition_route(stream, topic, partition_id, context.shards)
-        .ok_or(HandlerError::Status(Status::PartitionNotFound as u32))?;
+        .ok_or(HandlerError::Status(Status::PartitionNotFound))?;
     Ok((route.key, route.owner))
 }
 
@@ -133,7 +133,7 @@ pub(crate) async fn send(
     principal.send_messages(stream.id, topic.id)?;
     let partitions = topic.partitions_count();
     if partitions == 0 {
-        return Err(HandlerError::Status(Status::NoPartitions as u32));
+        return Err(HandlerError::Status(Status::NoPartitions));
     }
     let partition_id = match send.partitioning {
         Partitioning::PartitionId(partition_id) => partition_id,
@@ -143,10 +143,10 @@ pub(crate) async fn send(
     let (key, owner) = partition_key(request.context, stream, topic, partition_id)?;
     // Checksums are verified here, on the accepting shard, so the owner's
     // pump only appends.
-    let summary = crate::batch::validate(send.batch)
-        .map_err(|error| HandlerError::Status(error.wire_status()))?;
+    let summary =
+        crate::batch::validate(send.batch).map_err(|error| HandlerError::Status(error.status()))?;
     if summary.header.message_count != send.messages_count {
-        return Err(HandlerError::Status(Status::InvalidCommand as u32));
+        return Err(HandlerError::Status(Status::InvalidCommand));
     }
     let batch = send.batch.to_vec();
 
@@ -223,9 +223,7 @@ fn offset_route(
 
 /// Store and delete need a partition the caller owns (§6.5).
 fn owned_route(route: Option<OffsetRoute>) -> Handled<OffsetRoute> {
-    route.ok_or(HandlerError::Status(
-        Status::ConsumerGroupPartitionNotOwned as u32,
-    ))
+    route.ok_or(HandlerError::Status(Status::ConsumerGroupPartitionNotOwned))
 }
 
 pub(crate) async fn get_offset(

@@ -50,12 +50,12 @@ pub(crate) struct Replier<'a> {
 
 impl Replier<'_> {
     pub(crate) fn ok(&self, payload: &[u8]) -> Outcome {
-        match encode_reply(self.header, 0, payload, self.session, self.commit) {
+        match encode_reply(self.header, Status::Ok, payload, self.session, self.commit) {
             Ok(reply) => Outcome::Reply(reply),
             // Only a reply over 64 MiB fails to encode; say so instead.
             Err(error) => {
                 tracing::warn!(%error, "reply too large");
-                self.status(Status::Error as u32)
+                self.status(Status::Error)
             }
         }
     }
@@ -64,7 +64,7 @@ impl Replier<'_> {
         self.ok(&[])
     }
 
-    pub(crate) fn status(&self, status: u32) -> Outcome {
+    pub(crate) fn status(&self, status: Status) -> Outcome {
         Outcome::Reply(encode_status_reply(
             self.header,
             status,
@@ -87,14 +87,14 @@ impl Replier<'_> {
 pub(crate) enum HandlerError {
     Metadata(MetadataError),
     Pump(PumpError),
-    Status(u32),
+    Status(Status),
 }
 
 impl HandlerError {
-    pub(crate) fn status(&self) -> u32 {
+    pub(crate) fn status(&self) -> Status {
         match self {
-            HandlerError::Metadata(error) => error.wire_code(),
-            HandlerError::Pump(error) => error.wire_status(),
+            HandlerError::Metadata(error) => error.status(),
+            HandlerError::Pump(error) => error.status(),
             HandlerError::Status(status) => *status,
         }
     }
@@ -118,7 +118,7 @@ impl From<PrepareError> for HandlerError {
             PrepareError::Rejected(error) => HandlerError::Metadata(error),
             PrepareError::Credential(error) => {
                 tracing::error!(%error, "credential preparation failed");
-                HandlerError::Status(Status::Error as u32)
+                HandlerError::Status(Status::Error)
             }
         }
     }
@@ -178,7 +178,7 @@ pub async fn handle(
             session.login = None;
         }
         return if header.operation == Operation::NonReplicated as u8 {
-            replier.status(Status::Unauthenticated as u32)
+            replier.status(Status::Unauthenticated)
         } else {
             replier.evict(EvictionReason::NoSession)
         };
@@ -212,13 +212,13 @@ async fn dispatch(
     match command {
         C::Ping | C::Register(_) | C::Logout => Ok(request.replier.empty()),
         C::GetStats => system::stats(request, principal).await,
-        C::GetSnapshot { .. } => Ok(request.replier.status(Status::FeatureUnavailable as u32)),
+        C::GetSnapshot { .. } => Ok(request.replier.status(Status::FeatureUnavailable)),
         C::GetClusterMetadata => system::cluster_metadata(request),
         C::DescribeOptions { scope } => system::describe_options(request, scope),
         C::GetMe => system::me(request).await,
         C::GetClient { client_id } => system::client(request, principal, client_id).await,
         C::GetClients => system::clients(request, principal).await,
-        C::ClusterRouting { .. } => Ok(request.replier.status(Status::InvalidCommand as u32)),
+        C::ClusterRouting { .. } => Ok(request.replier.status(Status::InvalidCommand)),
         C::GetUser { user } => users::get_user(request, principal, user),
         C::GetUsers => users::get_users(request, principal),
         command @ (C::CreateUser { .. }
@@ -315,7 +315,7 @@ pub(crate) async fn prepare_and_apply(
     let (command, token) = match prepare(command, &request.view, &prepare_context)? {
         Prepared::Command(command) => (command, None),
         Prepared::CommandWithToken { command, raw_token } => (command, Some(raw_token)),
-        Prepared::NotMetadata => return Err(HandlerError::Status(Status::InvalidCommand as u32)),
+        Prepared::NotMetadata => return Err(HandlerError::Status(Status::InvalidCommand)),
     };
     let (applied, view) = apply(request.context, command).await?;
     request.view = view.clone();
@@ -332,7 +332,7 @@ pub(crate) async fn apply(
         .mesh
         .request(context.shard, 0, Request::Metadata(Box::new(command)))
         .await
-        .map_err(|_| HandlerError::Status(Status::Error as u32))?;
+        .map_err(|_| HandlerError::Status(Status::Error))?;
     match response {
         Response::Metadata(Ok((applied, view))) => {
             context.install_view(view.clone());
@@ -351,7 +351,7 @@ pub(crate) async fn apply(
             Ok((applied, view))
         }
         Response::Metadata(Err(status)) => Err(HandlerError::Status(status)),
-        _ => Err(HandlerError::Status(Status::Error as u32)),
+        _ => Err(HandlerError::Status(Status::Error)),
     }
 }
 
@@ -385,7 +385,10 @@ pub async fn session_ended(context: &Rc<ShardContext>, session: &mut Session) {
     if session.login.is_some() && !session.memberships.is_empty() {
         let member = member_key(session);
         if let Err(error) = apply(context, MetadataCommand::MemberGone { member }).await {
-            tracing::warn!(status = error.status(), "leaving consumer groups failed");
+            tracing::warn!(
+                status = error.status().code(),
+                "leaving consumer groups failed"
+            );
         }
     }
     session.memberships.clear();

@@ -424,7 +424,7 @@ pub(crate) async fn delete_segments(
     else {
         return Ok(request
             .replier
-            .status(crate::protocol::codes::Status::PartitionNotFound as u32));
+            .status(crate::protocol::codes::Status::PartitionNotFound));
     };
     let count = segments_count;
     partition_op(request.context, owner, |reply| {

@@ -32,7 +32,7 @@ pub(crate) async fn all_clients(context: &ShardContext) -> Handled<Vec<context::
             .await
         {
             Ok(Response::Clients(found)) => clients.extend(found),
-            _ => return Err(HandlerError::Status(Status::Error as u32)),
+            _ => return Err(HandlerError::Status(Status::Error)),
         }
     }
     clients.sort_by_key(|client| client.client_id);

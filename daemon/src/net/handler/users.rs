@@ -166,7 +166,7 @@ pub(crate) fn get_tokens(request: &mut Request_<'_>) -> Handled<Outcome> {
     let user_id = request
         .session
         .user_id()
-        .ok_or(HandlerError::Status(Status::Unauthenticated as u32))?;
+        .ok_or(HandlerError::Status(Status::Unauthenticated))?;
     let mut out = Vec::new();
     if let Some(user) = request.view.user_by_id(user_id) {
         let tokens: Vec<PersonalAccessTokenInfo<'_>> = user

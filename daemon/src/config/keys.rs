@@ -1,0 +1,321 @@
+//! The one table of configuration keys. Each [`Key`] says everything about a
+//! key except the field of [`super::Config`] that holds its value: its dotted
+//! name, the form of value it accepts (with the bounds, written in
+//! `crate::limits`), its built-in default, and whether a reload applies it.
+//!
+//! Derived from this table, and nowhere else written: the schema and the
+//! unknown-key check with its suggestions (`layers`), which environment values
+//! are taken verbatim, the defaults layer, the validation and its messages
+//! (`read`), `iggyd config`'s output (`print`), the keys a SIGHUP applies, and
+//! the checks that `packaging/iggyd.toml` and the README document exactly
+//! these keys (`tests`). Adding a key is one entry here plus its field in
+//! `Config` (serde names the field like the key's last segment); a nested
+//! table such as `tcp.tls.cert_file` is just a longer name.
+//!
+//! Must not: read values or know about figment (this is data, not code).
+
+use crate::limits;
+use std::time::Duration;
+
+/// One configuration key.
+pub(super) struct Key {
+    /// Dotted path, as a TOML file nests it: `tcp.address`.
+    pub name: &'static str,
+    /// What the key accepts.
+    pub kind: Kind,
+    /// What it holds when no source sets it.
+    pub default: BuiltIn,
+    /// Whether SIGHUP applies a change to the running daemon.
+    pub reload: Reload,
+}
+
+/// The forms of value a key accepts. Bounds come from `crate::limits`; the
+/// "like …" example of an error message is the key's default.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Kind {
+    /// A non-empty path.
+    Path,
+    /// A path a Unix socket is bound at: also at most
+    /// `limits::UNIX_SOCKET_PATH_BYTES_MAX` bytes.
+    SocketPath,
+    /// `ip:port`.
+    Address,
+    /// `true` or `false`.
+    Bool,
+    /// A string of `min..=max` characters. `secret` values are shown in
+    /// errors by length only; `empty` is what an empty string means, when it
+    /// is accepted at all.
+    Text {
+        min: usize,
+        max: usize,
+        secret: bool,
+        empty: Option<&'static str>,
+    },
+    /// A size in bytes: `0` meaning `zero` when that is accepted, otherwise
+    /// at least `min`.
+    Size {
+        min: u64,
+        zero: Option<&'static str>,
+    },
+    /// `"auto"` (derived at start) or a size of at least `min`.
+    Budget { min: u64, example: &'static str },
+    /// A duration: `0` meaning `zero` when that is accepted, otherwise in
+    /// `min..=max` (no upper bound when `max` is `None`).
+    Duration {
+        min: Duration,
+        max: Option<Duration>,
+        zero: Option<&'static str>,
+    },
+    /// A log level or a tracing `EnvFilter` directive list.
+    Level,
+    /// `sharding.cpu_allocation`'s forms (see `units::CPU_ALLOCATION_FORMS`).
+    CpuAllocation,
+    /// One of these words (the `Config` field deserializes from the word).
+    Choice(&'static [&'static str]),
+}
+
+impl Kind {
+    /// Whether an environment value is taken as the string it is rather than
+    /// parsed like figment's `Env` (a password of `0123` must not become the
+    /// number 123).
+    pub(super) fn env_verbatim(self) -> bool {
+        matches!(
+            self,
+            Kind::Path | Kind::SocketPath | Kind::Address | Kind::Text { .. } | Kind::Level
+        )
+    }
+
+    /// Whether error messages must not echo the value.
+    pub(super) fn is_secret(self) -> bool {
+        matches!(self, Kind::Text { secret: true, .. })
+    }
+}
+
+/// A key's built-in default.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum BuiltIn {
+    /// This text, as a file would hold it.
+    Text(&'static str),
+    Bool(bool),
+    /// A duration written in `crate::limits` (printed exactly).
+    Duration(Duration),
+    /// This name under the final `data_dir`, so that `--data-dir` moves it.
+    InDataDir(&'static str),
+}
+
+/// What a SIGHUP does with a changed value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reload {
+    /// Applied to the running daemon.
+    Live,
+    /// Logged as needing a restart.
+    Restart,
+}
+
+const fn key(name: &'static str, kind: Kind, default: BuiltIn, reload: Reload) -> Key {
+    Key {
+        name,
+        kind,
+        default,
+        reload,
+    }
+}
+
+// The forms with parameters, named for the table below.
+
+const BUDGET: Kind = Kind::Budget {
+    min: limits::MEMORY_BUDGET_MIN_BYTES,
+    example: "8 GiB",
+};
+const USERNAME: Kind = Kind::Text {
+    min: limits::USERNAME_LEN_MIN,
+    max: limits::USERNAME_LEN_MAX,
+    secret: false,
+    empty: None,
+};
+const PASSWORD: Kind = Kind::Text {
+    min: limits::PASSWORD_LEN_MIN,
+    max: limits::PASSWORD_LEN_MAX,
+    secret: true,
+    empty: Some("generate one at first start"),
+};
+const LOG_FILE_SIZE: Kind = Kind::Size {
+    min: limits::LOG_FILE_SIZE_MIN_BYTES,
+    zero: Some("no per-file limit"),
+};
+const LOG_TOTAL_SIZE: Kind = Kind::Size {
+    min: 0,
+    zero: Some("no total limit"),
+};
+const LOG_RETENTION: Kind = Kind::Duration {
+    min: Duration::ZERO,
+    max: None,
+    zero: Some("keep"),
+};
+const LOG_ROTATION_CHECK: Kind = Kind::Duration {
+    min: limits::LOG_ROTATION_CHECK_INTERVAL_MIN,
+    max: None,
+    zero: None,
+};
+const DRAIN_TIMEOUT: Kind = Kind::Duration {
+    min: limits::DRAIN_TIMEOUT_MIN,
+    max: Some(limits::DRAIN_TIMEOUT_MAX),
+    zero: None,
+};
+const RETENTION_CHECK: Kind = Kind::Duration {
+    min: limits::RETENTION_CHECK_INTERVAL_MIN,
+    max: Some(limits::RETENTION_CHECK_INTERVAL_MAX),
+    zero: None,
+};
+const FLUSH_INTERVAL: Kind = Kind::Duration {
+    min: limits::FLUSH_INTERVAL_MIN,
+    max: Some(limits::FLUSH_INTERVAL_MAX),
+    zero: Some("off"),
+};
+const DURABILITY: Kind = Kind::Choice(&["persisted", "replicated"]);
+
+const RETENTION_CHECK_DEFAULT: BuiltIn = BuiltIn::Duration(limits::RETENTION_CHECK_INTERVAL);
+const FLUSH_INTERVAL_DEFAULT: BuiltIn = BuiltIn::Duration(limits::FLUSH_INTERVAL);
+
+use BuiltIn::{InDataDir, Text};
+use Reload::{Live, Restart};
+
+/// Every key, in the order `iggyd config` prints them and errors are looked
+/// for. `data_dir` comes first: the `InDataDir` defaults hang off it.
+#[rustfmt::skip]
+pub(super) const KEYS: &[Key] = &[
+    key("data_dir",                        Kind::Path,          Text("local_data"),      Restart),
+    key("tcp.address",                     Kind::Address,       Text("127.0.0.1:8090"),  Restart),
+    key("admin.socket",                    Kind::SocketPath,    InDataDir("iggyd.sock"), Restart),
+    key("sharding.cpu_allocation",         Kind::CpuAllocation, Text("physical"),        Restart),
+    key("sharding.require_io_uring",       Kind::Bool,          BuiltIn::Bool(false),    Restart),
+    key("memory.budget",                   BUDGET,              Text("auto"),            Restart),
+    key("root.username",                   USERNAME,            Text("iggy"),            Restart),
+    key("root.password",                   PASSWORD,            Text("iggy"),            Restart),
+    key("logging.level",                   Kind::Level,         Text("info"),            Live),
+    key("logging.dir",                     Kind::Path,          InDataDir("logs"),       Restart),
+    key("logging.max_file_size",           LOG_FILE_SIZE,       Text("500 MB"),          Live),
+    key("logging.max_total_size",          LOG_TOTAL_SIZE,      Text("4 GiB"),           Live),
+    key("logging.retention",               LOG_RETENTION,       Text("7 days"),          Live),
+    key("logging.rotation_check_interval", LOG_ROTATION_CHECK,  Text("1 m"),             Live),
+    key("shutdown.drain_timeout",          DRAIN_TIMEOUT,       Text("30 s"),            Live),
+    key("retention.check_interval",        RETENTION_CHECK,     RETENTION_CHECK_DEFAULT, Restart),
+    key("storage.default_durability",      DURABILITY,          Text("persisted"),       Restart),
+    key("storage.flush_interval",          FLUSH_INTERVAL,      FLUSH_INTERVAL_DEFAULT,  Restart),
+];
+
+/// The key named `name`, if there is one.
+pub(super) fn find(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|key| key.name == name)
+}
+
+/// Whether `path` is a table (a proper prefix of some key).
+pub(super) fn is_table(path: &str) -> bool {
+    is_table_in(KEYS, path)
+}
+
+/// The full paths directly under table `path` (`""` = the top level), in
+/// table order: keys and sub-tables alike.
+pub(super) fn children(path: &str) -> Vec<String> {
+    children_in(KEYS, path)
+}
+
+/// Every table and key path, each after the tables it is in, in table order:
+/// the candidates for a "did you mean" on an unknown top-level key (`address`
+/// or `tcp_address` both mean `tcp.address`).
+pub(super) fn all_paths() -> Vec<String> {
+    all_paths_in(KEYS)
+}
+
+fn is_table_in(keys: &[Key], path: &str) -> bool {
+    keys.iter().any(|key| {
+        key.name
+            .strip_prefix(path)
+            .is_some_and(|rest| rest.starts_with('.'))
+    })
+}
+
+fn children_in(keys: &[Key], path: &str) -> Vec<String> {
+    let mut children: Vec<String> = Vec::new();
+    for key in keys {
+        let rest = if path.is_empty() {
+            Some(key.name)
+        } else {
+            key.name
+                .strip_prefix(path)
+                .and_then(|rest| rest.strip_prefix('.'))
+        };
+        let Some(rest) = rest else { continue };
+        let first = rest.split('.').next().unwrap_or(rest);
+        let child = if path.is_empty() {
+            first.to_string()
+        } else {
+            format!("{path}.{first}")
+        };
+        if !children.contains(&child) {
+            children.push(child);
+        }
+    }
+    children
+}
+
+fn all_paths_in(keys: &[Key]) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for key in keys {
+        let mut path = String::new();
+        for segment in key.name.split('.') {
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(segment);
+            if !paths.contains(&path) {
+                paths.push(path.clone());
+            }
+        }
+    }
+    paths
+}
+
+/// Whether a SIGHUP applies a change of `name` without a restart.
+pub fn applies_live(name: &str) -> bool {
+    find(name).is_some_and(|key| key.reload == Reload::Live)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the schema helpers handle tables nested deeper than one level
+    // (`tcp.tls.cert_file`), which is all a nested key needs from this table.
+    #[test]
+    fn nested_tables() {
+        let path = |name| key(name, Kind::Path, BuiltIn::Text("x"), Reload::Restart);
+        let keys = [
+            path("data_dir"),
+            path("tcp.address"),
+            path("tcp.tls.cert_file"),
+            path("tcp.tls.key_file"),
+        ];
+        assert_eq!(children_in(&keys, ""), ["data_dir", "tcp"]);
+        assert_eq!(children_in(&keys, "tcp"), ["tcp.address", "tcp.tls"]);
+        assert_eq!(
+            children_in(&keys, "tcp.tls"),
+            ["tcp.tls.cert_file", "tcp.tls.key_file"]
+        );
+        assert!(is_table_in(&keys, "tcp"));
+        assert!(is_table_in(&keys, "tcp.tls"));
+        assert!(!is_table_in(&keys, "tcp.tls.cert_file"));
+        assert!(!is_table_in(&keys, "tc"));
+        assert_eq!(
+            all_paths_in(&keys),
+            [
+                "data_dir",
+                "tcp",
+                "tcp.address",
+                "tcp.tls",
+                "tcp.tls.cert_file",
+                "tcp.tls.key_file"
+            ]
+        );
+    }
+}

@@ -1,0 +1,432 @@
+//! Reads and checks every key of the merged figment by its [`Kind`], in the
+//! order of the key table, and builds the [`Config`]: each accepted value is
+//! put, normalized, into a dictionary shaped like `Config`'s serde form, which
+//! is then deserialized. The first refused value is the error; it names the
+//! key, shows the value (a secret only by its length), says what is accepted
+//! (from the kind and its bounds, with the key's default as the example) and
+//! where the value came from.
+//!
+//! Must not: know individual keys, except for the rules that tie two keys
+//! together (`cross_checks`).
+
+use super::keys::{BuiltIn, KEYS, Key, Kind};
+use super::units::{self, CPU_ALLOCATION_FORMS, DURATION_FORMS, SIZE_FORMS};
+use super::{Config, ConfigError, CpuAllocation, from, layers, show};
+use crate::limits::{PU_ID_LIMIT, UNIX_SOCKET_PATH_BYTES_MAX};
+use figment::Figment;
+use figment::value::{Dict, Empty, Value};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error", "off"];
+
+/// Reads and checks each key of the merged figment.
+pub(super) struct Reader<'a> {
+    pub figment: &'a Figment,
+    pub root: &'a Value,
+}
+
+impl Reader<'_> {
+    pub(super) fn config(&self) -> Result<Config, ConfigError> {
+        let mut normalized = Dict::new();
+        for key in KEYS {
+            let value = self.key(key)?;
+            layers::insert(&mut normalized, key.name, value);
+        }
+        self.cross_checks()?;
+        Value::from(normalized).deserialize().map_err(|error| {
+            // Only a key table that disagrees with `Config` gets here; the
+            // tests load every key, so this is a programmer error, reported
+            // typed all the same.
+            ConfigError::Invalid {
+                key: error.path.join("."),
+                value: "a checked value".to_string(),
+                expected: format!("a value `Config` can hold ({})", error.kind),
+                origin: None,
+            }
+        })
+    }
+
+    /// The normalized value of `key`; `Empty` when it stays unset, so that an
+    /// `Option` field reads `None` and its table still exists.
+    fn key(&self, key: &Key) -> Result<Value, ConfigError> {
+        let name = key.name;
+        if self.root.find_ref(name).is_none()
+            && let BuiltIn::InDataDir(file) = key.default
+        {
+            let path = std::path::Path::new(&self.path("data_dir")?).join(file);
+            if matches!(key.kind, Kind::SocketPath) {
+                check_socket_path(name, &path, || {
+                    Some(format!("the default `<data_dir>/{file}`"))
+                })?;
+            }
+            return Ok(Value::from(path.to_string_lossy().into_owned()));
+        }
+        let value = match key.kind {
+            Kind::Path => Value::from(self.path(name)?),
+            Kind::SocketPath => {
+                let path = self.path(name)?;
+                check_socket_path(name, std::path::Path::new(&path), || {
+                    self.root
+                        .find_ref(name)
+                        .and_then(|value| layers::origin(self.figment, value))
+                })?;
+                Value::from(path)
+            }
+            Kind::Address => Value::from(self.address(name)?.to_string()),
+            Kind::Bool => Value::from(self.boolean(name)?),
+            Kind::Text {
+                min, max, empty, ..
+            } => Value::from(self.text(name, min, max, empty)?),
+            Kind::Size { min, zero } => Value::from(self.bounded_size(key, min, zero)?),
+            Kind::Budget { min, example } => match self.budget(name, min, example)? {
+                None => Value::from(Empty::None),
+                Some(bytes) => Value::from(bytes),
+            },
+            Kind::Duration { min, max, zero } => {
+                serialized(self.bounded_duration(key, min, max, zero)?)
+            }
+            Kind::Level => Value::from(self.level(name)?),
+            Kind::CpuAllocation => serialized(self.cpu_allocation(name)?),
+            Kind::Choice(words) => Value::from(self.choice(name, words)?),
+        };
+        Ok(value)
+    }
+
+    /// Rules between keys, once every key is accepted on its own.
+    fn cross_checks(&self) -> Result<(), ConfigError> {
+        let (file_value, file_bytes) = self.size("logging.max_file_size")?;
+        let (total_value, total_bytes) = self.size("logging.max_total_size")?;
+        if file_bytes != 0 && total_bytes != 0 && file_bytes > total_bytes {
+            let total_origin = from(&layers::origin(self.figment, total_value));
+            return Err(self.fail(
+                "logging.max_file_size",
+                file_value,
+                format!(
+                    "at most `logging.max_total_size` ({}{total_origin}), or 0 for no per-file \
+                     limit",
+                    show("logging.max_total_size", total_value)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn fail(&self, key: &str, value: &Value, expected: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            key: key.to_string(),
+            value: show(key, value),
+            expected: expected.into(),
+            origin: layers::origin(self.figment, value),
+        }
+    }
+
+    /// Every key read here has a built-in default or is read only when
+    /// present, so a miss means the key table and the defaults disagree.
+    fn value(&self, key: &str) -> Result<&Value, ConfigError> {
+        self.root.find_ref(key).ok_or_else(|| ConfigError::Invalid {
+            key: key.to_string(),
+            value: "nothing".to_string(),
+            expected: "a value (the built-in default is missing)".to_string(),
+            origin: None,
+        })
+    }
+
+    fn string(&self, key: &str, expected: &str) -> Result<(&Value, String), ConfigError> {
+        let value = self.value(key)?;
+        match value {
+            Value::String(_, s) => Ok((value, s.clone())),
+            Value::Char(_, c) => Ok((value, c.to_string())),
+            _ => Err(self.fail(key, value, expected)),
+        }
+    }
+
+    fn path(&self, key: &str) -> Result<String, ConfigError> {
+        let expected = "a non-empty path, like \"/var/lib/iggyd\"";
+        let (value, path) = self.string(key, expected)?;
+        if path.trim().is_empty() || path.contains('\0') {
+            return Err(self.fail(key, value, expected));
+        }
+        Ok(path)
+    }
+
+    fn address(&self, key: &str) -> Result<SocketAddr, ConfigError> {
+        let expected = "an IP address and port, like \"127.0.0.1:8090\" or \"[::]:8090\"";
+        let (value, text) = self.string(key, expected)?;
+        text.trim()
+            .parse()
+            .map_err(|_| self.fail(key, value, expected))
+    }
+
+    fn boolean(&self, key: &str) -> Result<bool, ConfigError> {
+        match self.value(key)? {
+            Value::Bool(_, b) => Ok(*b),
+            value => Err(self.fail(key, value, "true or false")),
+        }
+    }
+
+    /// A string of `min..=max` characters, or `""` when `empty` says what
+    /// that means.
+    fn text(
+        &self,
+        key: &str,
+        min: usize,
+        max: usize,
+        empty: Option<&str>,
+    ) -> Result<String, ConfigError> {
+        if empty.is_some()
+            && let Value::String(_, text) = self.value(key)?
+            && text.is_empty()
+        {
+            return Ok(String::new());
+        }
+        let expected = format!("a string of {min} to {max} characters");
+        let (value, text) = self.string(key, &expected)?;
+        if !(min..=max).contains(&text.chars().count()) {
+            return Err(self.fail(key, value, expected));
+        }
+        Ok(text)
+    }
+
+    /// Integers are bytes; strings go through the exact unit parser.
+    fn size(&self, key: &str) -> Result<(&Value, u64), ConfigError> {
+        let value = self.value(key)?;
+        let bytes = match value {
+            Value::String(_, text) => units::parse_size(text),
+            _ => integer(value)
+                .and_then(|i| u64::try_from(i).ok())
+                .ok_or_else(|| SIZE_FORMS.to_string()),
+        };
+        bytes
+            .map(|bytes| (value, bytes))
+            .map_err(|expected| self.fail(key, value, expected))
+    }
+
+    fn bounded_size(&self, key: &Key, min: u64, zero: Option<&str>) -> Result<u64, ConfigError> {
+        let (value, bytes) = self.size(key.name)?;
+        let accepted = (bytes == 0 && zero.is_some()) || bytes >= min;
+        if !accepted {
+            let zero = zero.map_or(String::new(), |zero| format!("0 ({zero}) or "));
+            return Err(self.fail(
+                key.name,
+                value,
+                format!(
+                    "{zero}a size of at least {}, like \"{}\"",
+                    units::format_size(min),
+                    example(key)
+                ),
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// Humantime strings; a bare number only when it is 0, because `30`
+    /// could mean seconds or milliseconds.
+    fn duration(&self, key: &str) -> Result<(&Value, Duration), ConfigError> {
+        let value = self.value(key)?;
+        let duration = match value {
+            Value::String(_, text) => units::parse_duration(text),
+            _ if integer(value) == Some(0) => Ok(Duration::ZERO),
+            _ => Err(DURATION_FORMS.to_string()),
+        };
+        duration
+            .map(|duration| (value, duration))
+            .map_err(|expected| self.fail(key, value, expected))
+    }
+
+    fn bounded_duration(
+        &self,
+        key: &Key,
+        min: Duration,
+        max: Option<Duration>,
+        zero: Option<&str>,
+    ) -> Result<Duration, ConfigError> {
+        let (value, duration) = self.duration(key.name)?;
+        let accepted = (duration.is_zero() && zero.is_some())
+            || (duration >= min && max.is_none_or(|max| duration <= max));
+        if !accepted {
+            let zero = zero.map_or(String::new(), |zero| format!("0 ({zero}) or "));
+            let range = match max {
+                Some(max) => {
+                    let (min, max) = units::format_duration_range(min, max);
+                    format!("from {min} to {max}")
+                }
+                None => format!("of at least {}", units::format_duration(min)),
+            };
+            return Err(self.fail(
+                key.name,
+                value,
+                format!("{zero}a duration {range}, like \"{}\"", example(key)),
+            ));
+        }
+        Ok(duration)
+    }
+
+    fn budget(&self, key: &str, min: u64, example: &str) -> Result<Option<u64>, ConfigError> {
+        let expected = format!(
+            "\"auto\" or a size of at least {}, like \"{example}\"",
+            units::format_size(min)
+        );
+        let value = self.value(key)?;
+        if let Value::String(_, text) = value
+            && text.trim().eq_ignore_ascii_case("auto")
+        {
+            return Ok(None);
+        }
+        match self.size(key) {
+            Ok((_, bytes)) if bytes >= min => Ok(Some(bytes)),
+            Ok(_) => Err(self.fail(key, value, expected)),
+            Err(_) => Err(self.fail(key, value, format!("{expected}; {SIZE_FORMS}"))),
+        }
+    }
+
+    fn choice(&self, key: &str, words: &[&str]) -> Result<String, ConfigError> {
+        let quoted: Vec<String> = words.iter().map(|word| format!("{word:?}")).collect();
+        let expected = match quoted.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => "nothing".to_string(),
+        };
+        let (value, text) = self.string(key, &expected)?;
+        match words.iter().find(|word| **word == text.trim()) {
+            Some(word) => Ok((*word).to_string()),
+            None => Err(self.fail(key, value, expected)),
+        }
+    }
+
+    fn level(&self, key: &str) -> Result<String, ConfigError> {
+        let expected = "one of trace, debug, info, warn, error, off, or a tracing EnvFilter \
+                        directive list like \"info,iggyd::shard=debug\"";
+        let (value, text) = self.string(key, expected)?;
+        let text = text.trim();
+        // `EnvFilter` reads a bare word as a target name, so a typo like
+        // `infoo` would parse and silently disable logging: a bare word must
+        // be a level (a bare target is written `target=trace`).
+        let bare_word = text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let ok = if bare_word {
+            LEVELS.iter().any(|level| level.eq_ignore_ascii_case(text))
+        } else {
+            tracing_subscriber::EnvFilter::try_new(text).is_ok()
+        };
+        if !ok {
+            let closest = LEVELS
+                .iter()
+                .map(|level| {
+                    (
+                        strsim::jaro_winkler(&text.to_ascii_lowercase(), level),
+                        level,
+                    )
+                })
+                .filter(|(score, _)| bare_word && *score >= 0.8)
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            let expected = match closest {
+                Some((_, level)) => format!("{expected} (did you mean \"{level}\"?)"),
+                None => expected.to_string(),
+            };
+            return Err(self.fail(key, value, expected));
+        }
+        Ok(text.to_string())
+    }
+
+    fn cpu_allocation(&self, key: &str) -> Result<CpuAllocation, ConfigError> {
+        let value = self.value(key)?;
+        let fail = |expected: &str| self.fail(key, value, expected);
+        let count = |n: i128| match usize::try_from(n) {
+            Ok(n) if (1..=PU_ID_LIMIT as usize).contains(&n) => Ok(CpuAllocation::Count(n)),
+            _ => Err(fail(&format!(
+                "a shard count from 1 to {PU_ID_LIMIT}, or {CPU_ALLOCATION_FORMS}"
+            ))),
+        };
+        match value {
+            Value::String(_, text) => {
+                let text = text.trim();
+                if text.eq_ignore_ascii_case("physical") {
+                    Ok(CpuAllocation::Physical)
+                } else if text.eq_ignore_ascii_case("all") {
+                    Ok(CpuAllocation::All)
+                } else if let Some(range) = units::parse_pu_range(text) {
+                    range
+                        .map(CpuAllocation::List)
+                        .map_err(|expected| fail(&expected))
+                } else if let Ok(n) = text.parse::<i128>() {
+                    count(n)
+                } else {
+                    Err(fail(CPU_ALLOCATION_FORMS))
+                }
+            }
+            Value::Array(_, items) => {
+                let list_forms = format!(
+                    "a non-empty list of distinct PU ids below {PU_ID_LIMIT}, like [0, 2, 4]"
+                );
+                let mut ids = Vec::with_capacity(items.len());
+                for item in items {
+                    let id = integer(item)
+                        .and_then(|i| u32::try_from(i).ok())
+                        .filter(|&id| id < PU_ID_LIMIT)
+                        .ok_or_else(|| fail(&list_forms))?;
+                    if ids.contains(&id) {
+                        return Err(fail(&list_forms));
+                    }
+                    ids.push(id);
+                }
+                if ids.is_empty() {
+                    return Err(fail(&list_forms));
+                }
+                Ok(CpuAllocation::List(ids))
+            }
+            _ => match integer(value) {
+                Some(n) => count(n),
+                None => Err(fail(CPU_ALLOCATION_FORMS)),
+            },
+        }
+    }
+}
+
+/// `admin.socket` and its kind: `sockaddr_un` holds the path and a NUL.
+fn check_socket_path(
+    key: &str,
+    path: &std::path::Path,
+    origin: impl FnOnce() -> Option<String>,
+) -> Result<(), ConfigError> {
+    if path.as_os_str().len() <= UNIX_SOCKET_PATH_BYTES_MAX {
+        return Ok(());
+    }
+    Err(ConfigError::Invalid {
+        key: key.into(),
+        value: format!("{:?}", path.display().to_string()),
+        expected: format!(
+            "a Unix socket path of at most {UNIX_SOCKET_PATH_BYTES_MAX} bytes (set `{key}` or \
+             use a shorter `data_dir`)"
+        ),
+        origin: origin(),
+    })
+}
+
+/// The "like …" of a message: the key's built-in default.
+fn example(key: &Key) -> String {
+    match key.default {
+        BuiltIn::Text(text) => text.to_string(),
+        BuiltIn::Bool(value) => value.to_string(),
+        BuiltIn::Duration(duration) => units::format_duration(duration),
+        BuiltIn::InDataDir(file) => format!("<data_dir>/{file}"),
+    }
+}
+
+/// `value` in the serde form its `Config` field deserializes from. Every
+/// value put here is a plain type (durations, addresses, enums) that figment's
+/// serializer takes; `Empty` stands in should one ever fail.
+fn serialized(value: impl serde::Serialize) -> Value {
+    Value::serialize(value).unwrap_or_else(|_| Value::from(Empty::None))
+}
+
+/// An integer value of any width and sign, or `None` (floats, strings…).
+pub(super) fn integer(value: &Value) -> Option<i128> {
+    match value {
+        Value::Num(_, n) => n
+            .to_i128()
+            .or_else(|| n.to_u128().and_then(|u| i128::try_from(u).ok())),
+        _ => None,
+    }
+}
