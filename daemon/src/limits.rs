@@ -13,6 +13,14 @@ pub const SHARD_INBOX_DEPTH: usize = 4096;
 /// buffers, so start-up refuses instead of failing later inside a shard.
 pub const SHARD_MEMORY_MIN_BYTES: u64 = 32 * 1024 * 1024;
 
+/// Idle I/O buffers a shard's pool keeps for reuse: a sixteenth of the
+/// shard's memory share, at most 32 MiB (enough for a few partitions' write
+/// buffers to be reused without allocation or page faults; the rest is
+/// freed at once and the pool is trimmed when the shard goes idle).
+pub fn pool_idle_bytes_max(per_shard_memory_bytes: u64) -> u64 {
+    (per_shard_memory_bytes / 16).min(32 * 1024 * 1024)
+}
+
 /// Fraction of the memory the machine and the cgroup can give that a derived
 /// (`memory.budget = "auto"`) budget takes: the page cache serves reads, so
 /// the daemon leaves it at least half.

@@ -84,10 +84,12 @@
 //! [`StorageError::is_fatal`] means: stop acknowledging, exit, let systemd
 //! restart.
 
+pub mod buf;
 pub mod consumer_offsets;
 pub mod index;
 pub mod io;
 pub mod partition_log;
+pub mod read;
 pub mod recovery;
 pub mod segment;
 pub mod sim;
@@ -97,11 +99,13 @@ mod sim_test;
 
 use std::path::PathBuf;
 
-pub use io::{MonoioIo, OpenMode, StorageIo};
+pub use buf::{AlignedBuf, BufferPool, IO_ALIGN};
+pub use io::{Access, MonoioIo, OpenMode, StorageIo};
 pub use partition_log::{
-    AppendResult, Clock, DeletedSegments, PartitionConfig, PartitionLog, PartitionState,
-    PartitionStats, ReadBatches, SegmentInfo, SystemClock,
+    AppendResult, Clock, DeletedSegments, LogEpoch, PartitionConfig, PartitionLog, PartitionState,
+    PartitionStats, SegmentInfo, SyncJob, SystemClock,
 };
+pub use read::ReadBatches;
 pub use recovery::RecoveryReport;
 
 use crate::batch::BatchError;
@@ -119,6 +123,10 @@ pub const INDEX_SAMPLE_EVERY: u32 = 1024;
 pub const READ_BYTES_MAX_DEFAULT: u64 = 8 * 1024 * 1024;
 /// Upper bound on index entries read in one window by the read path.
 pub const INDEX_READ_ENTRIES_MAX: u64 = 4096;
+/// A partition's tail buffer grows to at least this much while batches are
+/// pending (appends coalesce into one write of up to this size; a larger
+/// batch gets a buffer of its own size).
+pub const TAIL_CHUNK_BYTES: usize = 4 * 1024 * 1024;
 /// Read-ahead used while scanning a log file during recovery.
 pub const SCAN_CHUNK_BYTES: u64 = 1024 * 1024;
 /// Default segment size (Apache's default is 1 GiB).
