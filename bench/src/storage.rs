@@ -23,11 +23,14 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use iggyd::batch::ValidBatch;
 use iggyd::protocol::primitives::PollingStrategy;
 use iggyd::shard::op::{PartitionOp, PollRequest};
 use iggyd::shard::partition::{Durability, PartitionKey, PartitionSettings};
-use iggyd::shard::pump::Pump;
-use iggyd::storage::{MonoioIo, OpenMode, PartitionConfig, PartitionLog, StorageIo, SystemClock};
+use iggyd::shard::pump::{Pump, PumpStorage};
+use iggyd::storage::{
+    Access, BufferPool, MonoioIo, OpenMode, PartitionConfig, PartitionLog, StorageIo, SystemClock,
+};
 use serde_json::{Value, json};
 
 use crate::client::producer_batch;
@@ -58,6 +61,9 @@ pub struct StorageConfig {
     /// Also time recovery with a cold page cache (drops the machine's
     /// caches; needs root).
     pub cold_recovery: bool,
+    /// How the daemon's storage writes segments (direct I/O by default,
+    /// as the daemon does where the file system takes it).
+    pub access: Access,
 }
 
 impl Default for StorageConfig {
@@ -75,8 +81,28 @@ impl Default for StorageConfig {
             repeat: 3,
             idle_child: None,
             cold_recovery: false,
+            access: Access::Direct,
         }
     }
+}
+
+/// A pump over `data_dir` with the daemon's default pool size.
+fn pump(data_dir: PathBuf, access: Access) -> Pump<MonoioIo> {
+    Pump::new(
+        MonoioIo,
+        Rc::new(SystemClock),
+        PumpStorage {
+            data_dir,
+            access,
+            pool: BufferPool::new(32 * 1024 * 1024),
+        },
+    )
+}
+
+/// A producer batch as the daemon's receiving shard hands it on.
+fn valid(batch: &[u8]) -> Result<ValidBatch, String> {
+    ValidBatch::new(batch.to_vec(), 0..batch.len())
+        .map_err(|error| format!("a generated batch does not validate: {error}"))
 }
 
 /// Runs `make()` to completion on a monoio runtime (io_uring when the
@@ -211,9 +237,10 @@ fn shard_appends(
     batch: Rc<Vec<u8>>,
     rounds: u64,
     barrier: &std::sync::Barrier,
+    access: Access,
 ) -> Result<Duration, String> {
     block_on(|| async move {
-        let mut pump = Pump::new(MonoioIo, Rc::new(SystemClock), data_dir);
+        let mut pump = pump(data_dir, access);
         for partition in &partitions {
             pump.open(key(*partition), settings)
                 .await
@@ -227,7 +254,7 @@ fn shard_appends(
                 let (reply, answer) = flume::bounded(1);
                 pump.apply(PartitionOp::Append {
                     key: key(*partition),
-                    batch: batch.as_ref().clone(),
+                    batch: valid(&batch)?,
                     reply,
                 })
                 .await;
@@ -257,6 +284,7 @@ fn append_scenario(
     settings: PartitionSettings,
     batch: &[u8],
     total_bytes: u64,
+    access: Access,
 ) -> Result<(u64, f64), String> {
     let rounds = (total_bytes / (batch.len() as u64 * u64::from(partitions))).max(1);
     let barrier = std::sync::Barrier::new(shards as usize);
@@ -270,7 +298,15 @@ fn append_scenario(
                 let dir = data_dir.join(format!("shard-{shard}"));
                 let barrier = &barrier;
                 scope.spawn(move || {
-                    shard_appends(dir, owned, settings, Rc::new(batch), rounds, barrier)
+                    shard_appends(
+                        dir,
+                        owned,
+                        settings,
+                        Rc::new(batch),
+                        rounds,
+                        barrier,
+                        access,
+                    )
                 })
             })
             .collect();
@@ -294,10 +330,10 @@ fn append_scenario(
 /// Reads every message of partition 0 under `data_dir/shard-0` back by
 /// offset in polls of `poll_count` through a `Pump`. Returns (bytes of
 /// records served, seconds).
-fn read_scenario(data_dir: &Path, poll_count: u32) -> Result<(u64, f64), String> {
+fn read_scenario(data_dir: &Path, poll_count: u32, access: Access) -> Result<(u64, f64), String> {
     let dir = data_dir.join("shard-0");
     block_on(|| async move {
-        let mut pump = Pump::new(MonoioIo, Rc::new(SystemClock), dir);
+        let mut pump = pump(dir, access);
         pump.open(key(0), settings(Durability::Replicated))
             .await
             .map_err(|error| format!("open: {error}"))?;
@@ -360,12 +396,18 @@ fn recovery_scenario(
     let dir_owned = dir.to_path_buf();
     block_on(|| async move {
         let config = PartitionConfig::new(0, segment_bytes);
-        let mut log =
-            PartitionLog::open(MonoioIo, &dir_owned, config.clone(), Rc::new(SystemClock))
-                .await
-                .map_err(|error| format!("create: {error}"))?;
+        let mut log = PartitionLog::open(
+            MonoioIo,
+            &dir_owned,
+            config.clone(),
+            Rc::new(SystemClock),
+            BufferPool::new(32 * 1024 * 1024),
+        )
+        .await
+        .map_err(|error| format!("create: {error}"))?;
+        let batch = valid(&batch)?;
         for _ in 0..batches {
-            log.append(batch.clone())
+            log.append_and_write(&batch)
                 .await
                 .map_err(|error| format!("append: {error}"))?;
         }
@@ -400,6 +442,7 @@ fn recovery_scenario(
             &dir_owned,
             PartitionConfig::new(0, segment_bytes),
             Rc::new(SystemClock),
+            BufferPool::new(1024 * 1024),
         )
         .await
         .map_err(|error| format!("recover: {error}"))?;
@@ -435,11 +478,13 @@ fn idle_scenario(
                 &path,
                 PartitionConfig::new(u64::from(partition), segment_bytes),
                 Rc::new(SystemClock),
+                BufferPool::new(1024 * 1024),
             )
             .await
             .map_err(|error| format!("create: {error}"))?;
+            let batch = valid(&batch)?;
             for _ in 0..segments {
-                log.append(batch.clone())
+                log.append_and_write(&batch)
                     .await
                     .map_err(|error| format!("append: {error}"))?;
             }
@@ -487,7 +532,7 @@ pub fn idle_open(
 ) -> Result<(u64, u64, f64), String> {
     let data_dir = dir.to_path_buf();
     block_on(|| async move {
-        let mut pump = Pump::new(MonoioIo, Rc::new(SystemClock), data_dir);
+        let mut pump = pump(data_dir, Access::Buffered);
         let settings = PartitionSettings {
             segment_size_bytes: segment_bytes,
             ..settings(Durability::Replicated)
@@ -625,6 +670,7 @@ fn run_in(config: &StorageConfig, root: &Path) -> Result<(Vec<Row>, Value), Stri
                 settings,
                 &batch,
                 config.append_bytes,
+                config.access,
             )?;
             sample
                 .append
@@ -641,7 +687,8 @@ fn run_in(config: &StorageConfig, root: &Path) -> Result<(Vec<Row>, Value), Stri
                 sample.raw_read = raw_bytes as f64 / MB / raw_seconds;
                 let (raw_bytes, raw_seconds) = raw_read(&segment, 8 * 1024 * 1024, true)?;
                 sample.raw_read_fresh = raw_bytes as f64 / MB / raw_seconds;
-                let (read_bytes, read_seconds) = read_scenario(&data_dir, config.poll_count)?;
+                let (read_bytes, read_seconds) =
+                    read_scenario(&data_dir, config.poll_count, config.access)?;
                 sample.read = read_bytes as f64 / MB / read_seconds;
             }
             std::fs::remove_dir_all(&data_dir)

@@ -385,13 +385,7 @@ pub fn frame_checksum(frame_bytes: &[u8]) -> u64 {
 /// followed by every frame's 8-byte checksum field, in order. Frame bodies
 /// are covered by their own checksums.
 pub fn batch_checksum(header: &BatchHeader, frame_checksums: impl Iterator<Item = u64>) -> u64 {
-    let mut hasher = Xxh3Default::new();
-    hasher.update(&header.partition_id.to_le_bytes());
-    hasher.update(&header.base_offset.to_le_bytes());
-    hasher.update(&header.base_timestamp.to_le_bytes());
-    hasher.update(&header.origin_timestamp.to_le_bytes());
-    hasher.update(&header.batch_length.to_le_bytes());
-    hasher.update(&header.message_count.to_le_bytes());
+    let mut hasher = batch_hasher(header);
     for checksum in frame_checksums {
         hasher.update(&checksum.to_le_bytes());
     }
@@ -412,16 +406,35 @@ pub struct BatchSummary {
 /// checksum verify. Used for producer batches and for records read back from
 /// disk alike.
 pub fn validate(bytes: &[u8]) -> Result<BatchSummary, BatchError> {
-    validate_inner(bytes, Some(0))
+    validate_inner(bytes, Some(0), None)
 }
 
 /// Like [`validate`], but for a record that may be a slice (§5.3): the
 /// `offset_delta`s must be consecutive from whatever the first frame says.
 pub fn validate_record(bytes: &[u8]) -> Result<BatchSummary, BatchError> {
-    validate_inner(bytes, None)
+    validate_inner(bytes, None, None)
 }
 
-fn validate_inner(bytes: &[u8], first_delta: Option<u32>) -> Result<BatchSummary, BatchError> {
+/// The hasher of [`batch_checksum`] after the header fields.
+fn batch_hasher(header: &BatchHeader) -> Xxh3Default {
+    let mut hasher = Xxh3Default::new();
+    hasher.update(&header.partition_id.to_le_bytes());
+    hasher.update(&header.base_offset.to_le_bytes());
+    hasher.update(&header.base_timestamp.to_le_bytes());
+    hasher.update(&header.origin_timestamp.to_le_bytes());
+    hasher.update(&header.batch_length.to_le_bytes());
+    hasher.update(&header.message_count.to_le_bytes());
+    hasher
+}
+
+/// One pass over the record: structure, dense deltas, every frame checksum
+/// and the batch checksum (fed frame by frame). With `checksums`, the
+/// frame checksums are kept there too (for stamping without a second pass).
+fn validate_inner(
+    bytes: &[u8],
+    first_delta: Option<u32>,
+    mut checksums: Option<&mut Vec<u64>>,
+) -> Result<BatchSummary, BatchError> {
     let header = BatchHeader::decode(bytes)?;
     if header.batch_length != bytes.len() as u64 {
         return Err(BatchError::LengthMismatch {
@@ -436,6 +449,7 @@ fn validate_inner(bytes: &[u8], first_delta: Option<u32>) -> Result<BatchSummary
     let mut payload_bytes = 0u64;
     let mut frames_seen = 0u32;
     let mut expected_delta = first_delta;
+    let mut hasher = batch_hasher(&header);
     // Structure, dense deltas and frame checksums.
     for frame in iter.by_ref() {
         let frame = frame?;
@@ -458,6 +472,10 @@ fn validate_inner(bytes: &[u8], first_delta: Option<u32>) -> Result<BatchSummary
                 found: frame.header.checksum,
             });
         }
+        hasher.update(&computed.to_le_bytes());
+        if let Some(checksums) = checksums.as_deref_mut() {
+            checksums.push(computed);
+        }
         payload_bytes += u64::from(frame.header.payload_length);
         frames_seen += 1;
     }
@@ -473,7 +491,7 @@ fn validate_inner(bytes: &[u8], first_delta: Option<u32>) -> Result<BatchSummary
             trailing: bytes.len() - iter.position(),
         });
     }
-    let computed = computed_batch_checksum(bytes, &header)?;
+    let computed = hasher.digest();
     if computed != header.batch_checksum {
         return Err(BatchError::BatchChecksum {
             expected: computed,
@@ -487,13 +505,97 @@ fn validate_inner(bytes: &[u8], first_delta: Option<u32>) -> Result<BatchSummary
 }
 
 /// Recomputes the batch checksum of `bytes` under `header` (which may differ
-/// from the bytes' own header, e.g. while stamping).
+/// from the bytes' own header, e.g. while stamping). Reads only the frame
+/// headers and allocates nothing.
 fn computed_batch_checksum(bytes: &[u8], header: &BatchHeader) -> Result<u64, BatchError> {
-    let mut checksums = Vec::with_capacity(header.message_count.min(1024) as usize);
-    for frame in frames(bytes)? {
-        checksums.push(frame?.header.checksum);
+    let mut failed = None;
+    let checksums = frames(bytes)?.map_while(|frame| match frame {
+        Ok(frame) => Some(frame.header.checksum),
+        Err(error) => {
+            failed = Some(error);
+            None
+        }
+    });
+    let checksum = batch_checksum(header, checksums);
+    match failed {
+        Some(error) => Err(error),
+        None => Ok(checksum),
     }
-    Ok(batch_checksum(header, checksums.into_iter()))
+}
+
+/// A producer batch that passed [`validate`], owned. Its bytes are `range`
+/// of `buffer` — usually the request frame it arrived in, so handing the
+/// batch to another shard moves the buffer instead of copying it. Only
+/// [`ValidBatch::new`] builds one, so whoever holds one knows that every
+/// frame and batch checksum was verified, once, where it was received.
+#[derive(Debug)]
+pub struct ValidBatch {
+    buffer: Vec<u8>,
+    range: Range<usize>,
+    header: BatchHeader,
+    /// Every frame's checksum, in order: stamping recomputes the batch
+    /// checksum from these instead of walking the frames again.
+    frame_checksums: Vec<u64>,
+}
+
+impl ValidBatch {
+    /// Validates `buffer[range]` as a producer batch, in one pass.
+    pub fn new(buffer: Vec<u8>, range: Range<usize>) -> Result<ValidBatch, BatchError> {
+        let Some(bytes) = buffer.get(range.clone()) else {
+            return Err(BatchError::HeaderTruncated { found: 0 });
+        };
+        // The header's count is the sender's word: capacity from the bytes.
+        let frames_max = bytes.len() / FRAME_HEADER_SIZE;
+        let claimed = BatchHeader::decode(bytes)?.message_count as usize;
+        let mut frame_checksums = Vec::with_capacity(claimed.min(frames_max));
+        let header = validate_inner(bytes, Some(0), Some(&mut frame_checksums))?.header;
+        Ok(ValidBatch {
+            buffer,
+            range,
+            header,
+            frame_checksums,
+        })
+    }
+
+    /// Stamps a copy of this batch (`stored`, the same bytes) for storage:
+    /// `partition_id`, `base_offset`, `base_timestamp` and the batch
+    /// checksum, from the frame checksums kept at validation.
+    pub fn stamp_copy(
+        &self,
+        stored: &mut [u8],
+        partition_id: u64,
+        base_offset: u64,
+        base_timestamp: u64,
+    ) -> BatchHeader {
+        assert!(stored.len() == self.range.len());
+        let mut header = self.header;
+        header.partition_id = partition_id;
+        header.base_offset = base_offset;
+        header.base_timestamp = base_timestamp;
+        header.batch_checksum = batch_checksum(&header, self.frame_checksums.iter().copied());
+        header.encode_into(stored);
+        header
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.buffer[self.range.clone()]
+    }
+
+    pub fn header(&self) -> &BatchHeader {
+        &self.header
+    }
+
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+
+    pub fn message_count(&self) -> u32 {
+        self.header.message_count
+    }
 }
 
 /// Stamps a validated record for storage in place: sets `partition_id`,

@@ -208,6 +208,7 @@ fn run(
         "memory budget"
     );
     let _data_dir_lock = preflight::prepare_data_dir(&config.data_dir)?;
+    let access = preflight::choose_access(&config.data_dir, crate::storage::Access::Direct);
     let driver = preflight::choose_driver(config.sharding.require_io_uring)?;
     preflight::raise_nofile_limit();
     let (address, listeners) =
@@ -238,6 +239,8 @@ fn run(
         log_dir: config.logging.dir.clone(),
         retention_check_interval: config.retention.check_interval,
         flush_interval: config.storage.flush_interval,
+        access,
+        per_shard_memory_bytes: memory.per_shard_bytes,
     })
 }
 

@@ -38,6 +38,14 @@ pub const SHARD_MEMORY_MIN_BYTES: u64 = 32 * 1024 * 1024;
 /// minimum above is checked at start, once the shard count is known).
 pub const MEMORY_BUDGET_MIN_BYTES: u64 = 1024 * 1024;
 
+/// Idle I/O buffers a shard's pool keeps for reuse: a sixteenth of the
+/// shard's memory share, at most 32 MiB (enough for a few partitions' write
+/// buffers to be reused without allocation or page faults; the rest is
+/// freed at once and the pool is trimmed when the shard goes idle).
+pub fn pool_idle_bytes_max(per_shard_memory_bytes: u64) -> u64 {
+    (per_shard_memory_bytes / 16).min(32 * 1024 * 1024)
+}
+
 /// Fraction of the memory the machine and the cgroup can give that a derived
 /// (`memory.budget = "auto"`) budget takes: the page cache serves reads, so
 /// the daemon leaves it at least half.
@@ -251,6 +259,10 @@ pub const INDEX_SAMPLE_EVERY: u32 = 1024;
 pub const READ_BYTES_MAX_DEFAULT: u64 = 8 * 1024 * 1024;
 /// Upper bound on index entries read in one window by the read path.
 pub const INDEX_READ_ENTRIES_MAX: u64 = 4096;
+/// A partition's tail buffer grows to at least this much while batches are
+/// pending (appends coalesce into one write of up to this size; a larger
+/// batch gets a buffer of its own size).
+pub const TAIL_CHUNK_BYTES: usize = 4 * 1024 * 1024;
 /// A consumer-offsets file larger than this is not replayed (bounded memory
 /// on open).
 pub const CONSUMER_OFFSETS_FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;

@@ -228,6 +228,51 @@ pub fn choose_driver(require_io_uring: bool) -> Result<Driver, PreflightError> {
     Ok(Driver::Epoll)
 }
 
+/// Whether the data directory's file system takes direct I/O: a probe file
+/// is created with `O_DIRECT` and one aligned block written and synced. A
+/// file system that refuses (tmpfs, some overlay set-ups) makes the daemon
+/// write segments through the page cache, said in one log line; so does
+/// `wanted = Buffered`.
+pub fn choose_access(data_dir: &Path, wanted: crate::storage::Access) -> crate::storage::Access {
+    use crate::storage::Access;
+    if wanted == Access::Buffered {
+        tracing::info!("segments are written through the page cache (storage.io_mode = buffered)");
+        return Access::Buffered;
+    }
+    let probe = data_dir.join(".direct-io-probe");
+    let outcome = probe_direct_io(&probe);
+    let _ = std::fs::remove_file(&probe);
+    match outcome {
+        Ok(()) => {
+            tracing::info!(data_dir = %data_dir.display(), "segments are written with direct I/O");
+            Access::Direct
+        }
+        Err(error) => {
+            tracing::warn!(
+                data_dir = %data_dir.display(),
+                %error,
+                "the data directory's file system refuses direct I/O (O_DIRECT); segments are written through the page cache instead"
+            );
+            Access::Buffered
+        }
+    }
+}
+
+fn probe_direct_io(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)?;
+    let mut block = crate::storage::AlignedBuf::with_capacity(crate::storage::IO_ALIGN);
+    block.zero_extend_to(crate::storage::IO_ALIGN);
+    file.write_all_at(block.as_slice(), 0)?;
+    file.sync_data()
+}
+
 /// The open-files limit after [`raise_nofile_limit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NofileLimit {

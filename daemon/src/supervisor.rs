@@ -84,6 +84,11 @@ pub struct Launch {
     pub retention_check_interval: Duration,
     /// `storage.flush_interval` (zero = off).
     pub flush_interval: Duration,
+    /// How segments reach the disk (direct I/O where the file system takes
+    /// it).
+    pub access: crate::storage::Access,
+    /// Each shard's share of `memory.budget`.
+    pub per_shard_memory_bytes: u64,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -172,6 +177,8 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         let spec = ShardSpec {
             retention_check_interval: launch.retention_check_interval,
             flush_interval: launch.flush_interval,
+            access: launch.access,
+            per_shard_memory_bytes: launch.per_shard_memory_bytes,
             id: planned.shard,
             pu: planned.pu,
             pin: launch.plan.is_this_system(),

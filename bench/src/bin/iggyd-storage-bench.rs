@@ -50,6 +50,9 @@ struct Args {
     /// caches through /proc/sys/vm/drop_caches; needs root).
     #[arg(long)]
     cold_recovery: bool,
+    /// Write segments through the page cache instead of with direct I/O.
+    #[arg(long)]
+    buffered: bool,
     #[arg(long)]
     json: bool,
     /// Internal: open the partitions under this directory and print RSS
@@ -91,6 +94,11 @@ fn main() -> ExitCode {
         repeat: args.repeat,
         idle_child: std::env::current_exe().ok(),
         cold_recovery: args.cold_recovery,
+        access: if args.buffered {
+            iggyd::storage::Access::Buffered
+        } else {
+            iggyd::storage::Access::Direct
+        },
     };
     match storage::run(&config) {
         Ok((rows, samples)) => {

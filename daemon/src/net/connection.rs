@@ -14,9 +14,8 @@
 use super::handler::{self, Outcome};
 use super::session::Session;
 use crate::limits;
-use crate::protocol::frame::{check_frame_size, decode_frame};
+use crate::protocol::frame::check_frame_size;
 use crate::protocol::limits::HEADER_SIZE;
-use crate::protocol::reply::encode_error;
 use crate::shard::context::ShardContext;
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRentExt, AsyncWriteRentExt};
@@ -104,15 +103,26 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
             Ok(total) => total,
             Err(error) => return End::Protocol(error.to_string()),
         };
-        // The body is read in chunks that at most double the buffer, so the
-        // memory a connection holds follows the bytes its client actually
-        // sent, not the size it announced (64 MiB on the word of an
-        // unauthenticated client would otherwise be reserved up front).
-        let mut frame = Vec::with_capacity(total.min(HEADER_SIZE + BODY_CHUNK_MIN_BYTES));
+        // Before login the body is read in chunks that at most double the
+        // buffer, so the memory a connection holds follows the bytes its
+        // client actually sent, not the size it announced (64 MiB on the
+        // word of an unauthenticated client would otherwise be reserved up
+        // front). A logged-in client gets its whole frame at once: growing
+        // a 1 MiB send by doubling would copy it again on the way.
+        let first = if session.login.is_some() {
+            total
+        } else {
+            total.min(HEADER_SIZE + BODY_CHUNK_MIN_BYTES)
+        };
+        let mut frame = Vec::with_capacity(first);
         frame.extend_from_slice(&header);
         while frame.len() < total {
             let start = frame.len();
-            let chunk = (total - start).min(start.max(BODY_CHUNK_MIN_BYTES));
+            let chunk = (total - start).min(
+                start
+                    .max(BODY_CHUNK_MIN_BYTES)
+                    .max(frame.capacity() - start),
+            );
             frame.reserve_exact(chunk);
             let (result, body) = stream
                 .read_exact(frame.slice_mut(start..start + chunk))
@@ -128,20 +138,7 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
             assert!(frame.len() == start + chunk);
         }
         let request_started = std::time::Instant::now();
-        let outcome = match decode_frame(&frame) {
-            Ok(Some((decoded, _))) => match decoded.command() {
-                Ok(command) => handler::handle(context, session, &decoded.header, command).await,
-                Err(error) => {
-                    let commit = session.next_commit();
-                    match encode_error(&decoded.header, &error, session.number(), commit) {
-                        Some(reply) => Outcome::Reply(reply),
-                        None => Outcome::Close(error.to_string()),
-                    }
-                }
-            },
-            Ok(None) => Outcome::Close("incomplete frame".to_string()),
-            Err(error) => Outcome::Close(error.to_string()),
-        };
+        let outcome = handler::handle_frame(context, session, frame).await;
         match outcome {
             Outcome::Reply(reply) => {
                 let (result, _) = stream.write_all(reply).await;

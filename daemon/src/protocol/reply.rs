@@ -69,6 +69,29 @@ pub fn encode_reply(
     Ok(frame)
 }
 
+/// Builds a successful reply around a body that already sits in `frame`
+/// after `HEADER_SIZE` free bytes (a poll's records, read there without a
+/// copy): fills those bytes with the reply header. `None` when the
+/// operation is result-framed (its body needs a result section first) or
+/// the body is too large; the caller then builds the reply by copying.
+pub fn encode_reply_in_place(
+    request: &RequestHeader,
+    mut frame: Vec<u8>,
+    session: u64,
+    commit: u64,
+) -> Option<Vec<u8>> {
+    if is_result_framed(request.operation) || frame.len() < HEADER_SIZE {
+        return None;
+    }
+    let body_len = frame.len() - HEADER_SIZE;
+    if body_len > BODY_SIZE_MAX {
+        return None;
+    }
+    let header = ReplyHeader::for_request(request, Status::Ok, session, commit, body_len);
+    frame[..HEADER_SIZE].copy_from_slice(&header.encode());
+    Some(frame)
+}
+
 /// A header-only reply carrying `status` (`Ok` = an empty body, only
 /// valid for operations that are not result-framed).
 pub fn encode_status_reply(

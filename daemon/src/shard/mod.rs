@@ -27,13 +27,13 @@ use crate::metadata::{MetadataView, io::StdIo};
 use crate::net::listener;
 use crate::preflight::Driver;
 use crate::protocol::codes::Status;
-use crate::storage::{MonoioIo, SystemClock};
+use crate::storage::{BufferPool, MonoioIo, SystemClock};
 use context::{ContextSettings, ShardContext};
 use heartbeat::Heartbeats;
 use mesh::{Mesh, Request, Response, ShardId, ShardMessage};
 use op::PartitionOp;
 use partition::{PartitionKey, PartitionSettings};
-use pump::Pump;
+use pump::{Pump, PumpStorage};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::{Arc, mpsc};
@@ -95,6 +95,10 @@ pub struct ShardSpec {
     pub retention_check_interval: Duration,
     /// `storage.flush_interval`; zero = no interval flush.
     pub flush_interval: Duration,
+    /// How segments reach the disk.
+    pub access: crate::storage::Access,
+    /// This shard's share of `memory.budget` (sizes its buffer pool).
+    pub per_shard_memory_bytes: u64,
     pub started: Instant,
     pub started_at_us: u64,
 }
@@ -210,7 +214,15 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
     }));
     let mut shard = ShardLoop {
         context: context.clone(),
-        pump: Pump::new(MonoioIo, Rc::new(SystemClock), data_dir),
+        pump: Pump::new(
+            MonoioIo,
+            Rc::new(SystemClock),
+            PumpStorage {
+                data_dir,
+                access: spec.access,
+                pool: BufferPool::new(limits::pool_idle_bytes_max(spec.per_shard_memory_bytes)),
+            },
+        ),
         heartbeats,
         pu,
         store: spec.store,
@@ -264,8 +276,29 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
 
     let mut stopping = false;
     while !stopping {
-        let Ok(first) = inbox.recv_async().await else {
-            break;
+        // Wait for the next message, or for a background fsync to finish
+        // (its completion advances a durable offset; publish it).
+        let next = {
+            let mut receive = std::pin::pin!(inbox.recv_async());
+            let pump = &mut shard.pump;
+            std::future::poll_fn(|cx| {
+                if pump.poll_background(cx).is_ready() {
+                    return std::task::Poll::Ready(None);
+                }
+                receive.as_mut().poll(cx).map(Some)
+            })
+            .await
+        };
+        let first = match next {
+            None => {
+                shard.publish();
+                if let Some(fatal) = shard.pump.fatal() {
+                    return Err(format!("stopping after a fatal storage error: {fatal}"));
+                }
+                continue;
+            }
+            Some(Ok(message)) => message,
+            Some(Err(_)) => break,
         };
         stopping = shard.handle(first).await;
         let mut applied = 1;
@@ -505,6 +538,8 @@ mod tests {
                 stale_after: limits::STALE_CLIENT_AFTER,
                 retention_check_interval: limits::RETENTION_CHECK_INTERVAL,
                 flush_interval: limits::FLUSH_INTERVAL,
+                access: crate::storage::Access::Buffered,
+                per_shard_memory_bytes: limits::SHARD_MEMORY_MIN_BYTES,
                 started: Instant::now(),
                 started_at_us: 0,
             };

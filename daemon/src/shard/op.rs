@@ -4,10 +4,17 @@
 //! them. This file holds no state and does no I/O.
 
 use super::partition::{PartitionKey, PartitionSettings};
+use crate::batch::ValidBatch;
 use crate::protocol::codes::Status;
+use crate::protocol::limits::HEADER_SIZE;
 use crate::protocol::primitives::PollingStrategy;
 use crate::storage::consumer_offsets::ConsumerKey;
 use crate::storage::{DeletedSegments, PartitionStats, StorageError};
+
+/// Bytes a poll result keeps free in front of its records: the reply header
+/// and the 16-byte poll prefix (`partition_id`, `current_offset`, `count`),
+/// so the reply is built around the records without copying them.
+pub const POLL_HEADROOM: usize = HEADER_SIZE + 16;
 
 /// Where a reply goes: a one-shot channel back to the requester.
 pub type Reply<T> = flume::Sender<Result<T, PumpError>>;
@@ -35,7 +42,24 @@ pub struct PollResult {
     /// Highest stored offset (0 when empty).
     pub current_offset: u64,
     pub message_count: u32,
+    /// [`POLL_HEADROOM`] free bytes, then the stored records.
     pub bytes: Vec<u8>,
+}
+
+impl PollResult {
+    /// A result with no messages.
+    pub fn empty(current_offset: u64) -> PollResult {
+        PollResult {
+            current_offset,
+            message_count: 0,
+            bytes: vec![0; POLL_HEADROOM],
+        }
+    }
+
+    /// The stored records, without the headroom.
+    pub fn records(&self) -> &[u8] {
+        &self.bytes[POLL_HEADROOM..]
+    }
 }
 
 /// `(current_offset, stored_offset)` for GetConsumerOffset.
@@ -72,9 +96,11 @@ pub enum PartitionOp {
         key: PartitionKey,
         reply: Reply<()>,
     },
+    /// Append a batch the receiving shard validated; acknowledged once
+    /// written (`replicated`) or fsynced (`persisted`).
     Append {
         key: PartitionKey,
-        batch: Vec<u8>,
+        batch: ValidBatch,
         reply: Reply<AppendAck>,
     },
     Poll {

@@ -3,12 +3,19 @@
 //! to the partition it names. Periodic work (flush by interval, retention)
 //! arrives as ops too, so nothing else ever touches a partition.
 //!
-//! Group commit: the pump applies every op that is already waiting in the
-//! inbox (up to `limits::PUMP_OPS_PER_COMMIT`), then runs one commit phase:
-//! every partition with acknowledgements waiting for durability is fsynced
-//! once, and only then are those acknowledgements sent. Appends that arrive
-//! while an fsync is in flight wait in the inbox and share the next one,
-//! across all of the shard's partitions.
+//! Rounds: the shard applies every op already waiting in its inbox (up to
+//! `limits::PUMP_OPS_PER_COMMIT`), then runs one commit phase here. First,
+//! every partition with appended batches writes them, one coalesced write
+//! each, all partitions at once. Second, every partition with a `persisted`
+//! acknowledgement (or a flush) waiting fsyncs, all at once (group commit
+//! across the shard). Third, acknowledgements are released: a `replicated`
+//! append once its write completed, a `persisted` one once the sync that
+//! covers it completed. Fourth, `replicated` partitions whose flush policy
+//! is due start a background fsync, at most one per partition, which the
+//! shard loop polls while the pump goes on appending
+//! ([`Pump::poll_background`]); its completion advances the durable offset.
+//! Appends that arrive during a write or sync wait in the inbox and share
+//! the next round.
 //!
 //! A failed fsync or write poisons the partition (see `storage`): the waiting
 //! acknowledgements get an error, and the pump reports a fatal error so the
@@ -19,41 +26,81 @@ pub use super::op::{
     AppendAck, PartitionOp, PartitionReport, PollRequest, PollResult, PumpError, Reply,
     StoredOffset,
 };
-use super::op::{answer as send, reply_stopping};
+use super::op::{POLL_HEADROOM, answer as send, reply_stopping};
 use super::partition::{Durability, Partition, PartitionKey, PartitionSettings};
+use crate::batch::ValidBatch;
 use crate::protocol::primitives::PollingStrategy;
 use crate::storage::consumer_offsets::{ConsumerKey, ConsumerOffsets};
-use crate::storage::{Clock, PartitionConfig, PartitionLog, StorageError, StorageIo};
+use crate::storage::{
+    Access, BufferPool, Clock, LogEpoch, PartitionConfig, PartitionLog, StorageError, StorageIo,
+    SyncJob,
+};
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
-/// An acknowledgement held back until the commit phase made it durable.
-enum Pending {
+/// What an acknowledgement waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// The partition's written offset reaches `upto` (write completed).
+    Written { upto: u64 },
+    /// The partition's durable offset reaches `upto` (fsync completed).
+    Durable { upto: u64 },
+    /// The consumer offsets' sync in this commit phase.
+    OffsetsSynced,
+}
+
+/// The reply an acknowledgement releases.
+enum Answer {
     Append {
-        key: PartitionKey,
         ack: AppendAck,
         reply: Reply<AppendAck>,
     },
     Poll {
-        key: PartitionKey,
         result: PollResult,
         reply: Reply<PollResult>,
     },
-    Offset {
-        key: PartitionKey,
+    Done {
         reply: Reply<()>,
     },
 }
 
-impl Pending {
-    fn key(&self) -> PartitionKey {
+impl Answer {
+    fn fail(self, error: PumpError) {
         match self {
-            Pending::Append { key, .. }
-            | Pending::Poll { key, .. }
-            | Pending::Offset { key, .. } => *key,
+            Answer::Append { reply, .. } => send(reply, Err(error)),
+            Answer::Poll { reply, .. } => send(reply, Err(error)),
+            Answer::Done { reply } => send(reply, Err(error)),
         }
     }
+
+    fn succeed(self) {
+        match self {
+            Answer::Append { ack, reply } => send(reply, Ok(ack)),
+            Answer::Poll { result, reply } => send(reply, Ok(result)),
+            Answer::Done { reply } => send(reply, Ok(())),
+        }
+    }
+}
+
+/// An acknowledgement held back until the write or sync it needs is done.
+struct Waiter {
+    key: PartitionKey,
+    /// The partition's epoch when the waiter was parked.
+    epoch: LogEpoch,
+    need: Need,
+    answer: Answer,
+}
+
+/// A background fsync of one partition, polled by the shard loop.
+struct BackgroundSync<F> {
+    key: PartitionKey,
+    job: SyncJob<F>,
+    future: Pin<Box<dyn Future<Output = Result<(), String>>>>,
+    started: std::time::Instant,
 }
 
 /// Counters the pump keeps for the console and `STATUS=`.
@@ -65,6 +112,9 @@ pub struct PumpCounters {
     pub bytes_out: u64,
     pub fsyncs: u64,
     pub commits: u64,
+    /// Coalesced log writes (each covers every batch appended to a
+    /// partition since its previous write).
+    pub writes: u64,
 }
 
 /// A fatal storage failure: stop acknowledging, exit, let systemd restart.
@@ -75,16 +125,28 @@ pub struct FatalError {
     pub error: PumpError,
 }
 
-pub struct Pump<I: StorageIo + Clone> {
+/// How the pump's partitions reach the disk.
+#[derive(Debug, Clone)]
+pub struct PumpStorage {
+    pub data_dir: PathBuf,
+    pub access: Access,
+    pub pool: BufferPool,
+}
+
+pub struct Pump<I: StorageIo + Clone + 'static> {
     io: I,
     clock: Rc<dyn Clock>,
-    data_dir: PathBuf,
+    storage: PumpStorage,
     partitions: BTreeMap<PartitionKey, Partition<I>>,
     /// Partitions whose log must be fsynced in the next commit phase.
     log_sync: BTreeSet<PartitionKey>,
+    /// `replicated` partitions whose flush policy asks for a background
+    /// sync after the next commit phase's writes.
+    background_due: BTreeSet<PartitionKey>,
     /// Partitions whose consumer offsets must be fsynced.
     offsets_sync: BTreeSet<PartitionKey>,
-    pending: Vec<Pending>,
+    waiters: Vec<Waiter>,
+    background: Vec<BackgroundSync<I::File>>,
     pub counters: PumpCounters,
     fatal: Option<FatalError>,
     /// µs an op waited in the inbox; µs per fsync. Reset at each report.
@@ -98,26 +160,61 @@ fn latency_histogram() -> hdrhistogram::Histogram<u64> {
         .expect("static histogram bounds are valid")
 }
 
-impl<I: StorageIo + Clone> std::fmt::Debug for Pump<I> {
+fn elapsed_us(since: std::time::Instant) -> u64 {
+    since.elapsed().as_micros().max(1) as u64
+}
+
+impl<I: StorageIo + Clone + 'static> std::fmt::Debug for Pump<I> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pump")
-            .field("data_dir", &self.data_dir)
+            .field("data_dir", &self.storage.data_dir)
             .field("partitions", &self.partitions.len())
-            .field("pending", &self.pending.len())
+            .field("waiters", &self.waiters.len())
+            .field("background", &self.background.len())
             .finish()
     }
 }
 
-impl<I: StorageIo + Clone> Pump<I> {
-    pub fn new(io: I, clock: Rc<dyn Clock>, data_dir: PathBuf) -> Pump<I> {
+/// Runs futures to completion concurrently inside one task (the pump's):
+/// all are polled until every one is ready. Outputs keep the input order.
+async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs
+        .into_iter()
+        .map(|output| output.expect("every future completed"))
+        .collect()
+}
+
+impl<I: StorageIo + Clone + 'static> Pump<I> {
+    pub fn new(io: I, clock: Rc<dyn Clock>, storage: PumpStorage) -> Pump<I> {
         Pump {
             io,
             clock,
-            data_dir,
+            storage,
             partitions: BTreeMap::new(),
             log_sync: BTreeSet::new(),
+            background_due: BTreeSet::new(),
             offsets_sync: BTreeSet::new(),
-            pending: Vec::new(),
+            waiters: Vec::new(),
+            background: Vec::new(),
             counters: PumpCounters::default(),
             fatal: None,
             queue_wait: latency_histogram(),
@@ -155,6 +252,16 @@ impl<I: StorageIo + Clone> Pump<I> {
         self.partitions.contains_key(key)
     }
 
+    /// The shard's buffer pool (for the console and trimming when idle).
+    pub fn pool(&self) -> &BufferPool {
+        &self.storage.pool
+    }
+
+    /// Background syncs running.
+    pub fn background_syncs(&self) -> usize {
+        self.background.len()
+    }
+
     /// Set once a partition failed in a way that forbids further
     /// acknowledgements; the shard must stop.
     pub fn fatal(&self) -> Option<&FatalError> {
@@ -184,9 +291,17 @@ impl<I: StorageIo + Clone> Pump<I> {
             partition.settings = settings;
             return Ok(());
         }
-        let dir = key.dir(&self.data_dir);
-        let config = PartitionConfig::new(u64::from(key.partition), settings.segment_size_bytes);
-        let log = PartitionLog::open(self.io.clone(), &dir, config, self.clock.clone()).await?;
+        let dir = key.dir(&self.storage.data_dir);
+        let config = PartitionConfig::new(u64::from(key.partition), settings.segment_size_bytes)
+            .with_access(self.storage.access);
+        let log = PartitionLog::open(
+            self.io.clone(),
+            &dir,
+            config,
+            self.clock.clone(),
+            self.storage.pool.clone(),
+        )
+        .await?;
         let (mut offsets, _dropped) = ConsumerOffsets::open(self.io.clone(), &dir).await?;
         repair_consumer_offsets(&key, &log, &mut offsets).await?;
         self.partitions.insert(
@@ -205,8 +320,25 @@ impl<I: StorageIo + Clone> Pump<I> {
         self.partitions.get_mut(&key).ok_or(PumpError::NotHere(key))
     }
 
-    /// Apply one op. Acknowledgements that need durability are parked until
-    /// `commit`.
+    /// Parks `answer` until `need` is met (checked in the commit phase).
+    fn park(&mut self, key: PartitionKey, need: Need, answer: Answer) {
+        let epoch = match self.partitions.get(&key) {
+            Some(partition) => partition.log.epoch(),
+            None => {
+                answer.fail(PumpError::NotHere(key));
+                return;
+            }
+        };
+        self.waiters.push(Waiter {
+            key,
+            epoch,
+            need,
+            answer,
+        });
+    }
+
+    /// Apply one op. Acknowledgements that need a write or durability are
+    /// parked until `commit`.
     pub async fn apply(&mut self, op: PartitionOp) {
         if self.fatal.is_some() {
             reply_stopping(op);
@@ -225,12 +357,18 @@ impl<I: StorageIo + Clone> Pump<I> {
                 let result = self.remove(key).await;
                 send(reply, result);
             }
-            PartitionOp::Append { key, batch, reply } => match self.append(key, batch).await {
-                Ok((ack, Durability::Persisted)) => {
-                    self.log_sync.insert(key);
-                    self.pending.push(Pending::Append { key, ack, reply });
+            PartitionOp::Append { key, batch, reply } => match self.append(key, &batch).await {
+                Ok((ack, durability)) => {
+                    let upto = ack.last_offset + 1;
+                    let need = match durability {
+                        Durability::Persisted => {
+                            self.log_sync.insert(key);
+                            Need::Durable { upto }
+                        }
+                        Durability::Replicated => Need::Written { upto },
+                    };
+                    self.park(key, need, Answer::Append { ack, reply });
                 }
-                Ok((ack, Durability::Replicated)) => send(reply, Ok(ack)),
                 Err(error) => {
                     self.note_fatal(key, &error);
                     send(reply, Err(error));
@@ -243,7 +381,7 @@ impl<I: StorageIo + Clone> Pump<I> {
             } => match self.poll(key, request).await {
                 Ok((result, Some(Durability::Persisted))) => {
                     self.offsets_sync.insert(key);
-                    self.pending.push(Pending::Poll { key, result, reply });
+                    self.park(key, Need::OffsetsSynced, Answer::Poll { result, reply });
                 }
                 Ok((result, _)) => send(reply, Ok(result)),
                 Err(error) => {
@@ -272,32 +410,18 @@ impl<I: StorageIo + Clone> Pump<I> {
                 consumer,
                 offset,
                 reply,
-            } => match self.store_offset(key, consumer, offset).await {
-                Ok(Durability::Persisted) => {
-                    self.offsets_sync.insert(key);
-                    self.pending.push(Pending::Offset { key, reply });
-                }
-                Ok(Durability::Replicated) => send(reply, Ok(())),
-                Err(error) => {
-                    self.note_fatal(key, &error);
-                    send(reply, Err(error));
-                }
-            },
+            } => {
+                let result = self.store_offset(key, consumer, offset).await;
+                self.answer_offset_change(key, result, reply);
+            }
             PartitionOp::DeleteOffset {
                 key,
                 consumer,
                 reply,
-            } => match self.delete_offset(key, consumer).await {
-                Ok(Durability::Persisted) => {
-                    self.offsets_sync.insert(key);
-                    self.pending.push(Pending::Offset { key, reply });
-                }
-                Ok(Durability::Replicated) => send(reply, Ok(())),
-                Err(error) => {
-                    self.note_fatal(key, &error);
-                    send(reply, Err(error));
-                }
-            },
+            } => {
+                let result = self.delete_offset(key, consumer).await;
+                self.answer_offset_change(key, result, reply);
+            }
             PartitionOp::Purge { key, reply } => {
                 let result = self.purge(key).await;
                 if let Err(error) = &result {
@@ -320,25 +444,27 @@ impl<I: StorageIo + Clone> Pump<I> {
                 send(reply, result);
             }
             PartitionOp::Flush { key, fsync, reply } => {
-                let result = match self.partition(key) {
-                    Ok(partition) if fsync => {
-                        let synced = partition.log.sync().await;
-                        synced.map_err(PumpError::from)
+                let upto = match self.partition(key) {
+                    Ok(partition) => partition.log.next_offset(),
+                    Err(error) => {
+                        send(reply, Err(error));
+                        return;
                     }
-                    // Writes go straight to the file: nothing is buffered
-                    // in the daemon, so a flush without fsync has no work.
-                    Ok(_) => Ok(()),
-                    Err(error) => Err(error),
                 };
-                if let Err(error) = &result {
-                    self.note_fatal(key, error);
-                }
-                send(reply, result);
+                // Everything appended so far is written in this round's
+                // commit phase; with `fsync` it is synced there too.
+                let need = if fsync {
+                    self.log_sync.insert(key);
+                    Need::Durable { upto }
+                } else {
+                    Need::Written { upto }
+                };
+                self.park(key, need, Answer::Done { reply });
             }
             PartitionOp::Report { reply } => send(reply, Ok(self.report())),
             PartitionOp::SyncAll { reply } => {
                 let before = self.counters.fsyncs;
-                self.drain().await;
+                self.sync_all().await;
                 let result = match &self.fatal {
                     Some(fatal) => Err(PumpError::Storage(StorageError::Poisoned {
                         reason: fatal.to_string(),
@@ -348,35 +474,49 @@ impl<I: StorageIo + Clone> Pump<I> {
                 send(reply, result);
             }
             PartitionOp::FlushTick => {
-                let dirty: Vec<PartitionKey> = self
-                    .partitions
-                    .values()
-                    .filter(|partition| {
-                        partition.log.unsynced_bytes() > 0 || partition.offsets.is_unsynced()
-                    })
-                    .map(|partition| partition.key)
-                    .collect();
-                for key in dirty {
-                    self.log_sync.insert(key);
-                    self.offsets_sync.insert(key);
+                for partition in self.partitions.values() {
+                    if partition.log.unsynced_bytes() > 0 || partition.log.has_pending() {
+                        self.background_due.insert(partition.key);
+                    }
+                    if partition.offsets.is_unsynced() {
+                        self.offsets_sync.insert(partition.key);
+                    }
                 }
             }
             PartitionOp::RetentionTick => self.retain().await,
         }
     }
 
+    /// Answers a consumer-offset store or delete: at once when its topic's
+    /// offsets are `replicated`, after the commit phase's sync otherwise.
+    fn answer_offset_change(
+        &mut self,
+        key: PartitionKey,
+        result: Result<Durability, PumpError>,
+        reply: Reply<()>,
+    ) {
+        match result {
+            Ok(Durability::Persisted) => {
+                self.offsets_sync.insert(key);
+                self.park(key, Need::OffsetsSynced, Answer::Done { reply });
+            }
+            Ok(Durability::Replicated) => send(reply, Ok(())),
+            Err(error) => {
+                self.note_fatal(key, &error);
+                send(reply, Err(error));
+            }
+        }
+    }
+
     async fn append(
         &mut self,
         key: PartitionKey,
-        batch: Vec<u8>,
+        batch: &ValidBatch,
     ) -> Result<(AppendAck, Durability), PumpError> {
         let bytes = batch.len() as u64;
         let partition = self.partition(key)?;
         let appended = partition.log.append(batch).await?;
         let durability = partition.settings.durability;
-        if durability == Durability::Replicated && partition.flush_due() {
-            self.log_sync.insert(key);
-        }
         let messages = appended.last_offset - appended.base_offset + 1;
         self.counters.messages_in += messages;
         self.counters.bytes_in += bytes;
@@ -404,11 +544,7 @@ impl<I: StorageIo + Clone> Pump<I> {
             Durability::Replicated => partition.log.written_offset(),
         };
         let current_offset = highest_visible.unwrap_or(0);
-        let empty = PollResult {
-            current_offset,
-            message_count: 0,
-            bytes: Vec::new(),
-        };
+        let empty = PollResult::empty(current_offset);
         let first = partition.log.first_offset();
         let Some(highest) = highest_visible.filter(|highest| *highest >= first) else {
             return Ok((empty, None));
@@ -442,7 +578,12 @@ impl<I: StorageIo + Clone> Pump<I> {
         }
         let visible = highest - start + 1;
         let count = u64::from(request.count).min(visible) as u32;
-        let read = partition.log.read_by_offset(start, count, cap).await?;
+        let read = partition
+            .log
+            .read_by_offset_into(start, count, cap, POLL_HEADROOM)
+            .await?;
+        assert!(read.headroom == POLL_HEADROOM);
+        let records = read.bytes.len() - POLL_HEADROOM;
         let result = PollResult {
             current_offset,
             message_count: read.message_count,
@@ -456,7 +597,7 @@ impl<I: StorageIo + Clone> Pump<I> {
             stored = Some(partition.settings.offset_durability);
         }
         self.counters.messages_out += u64::from(result.message_count);
-        self.counters.bytes_out += result.bytes.len() as u64;
+        self.counters.bytes_out += records as u64;
         Ok((result, stored))
     }
 
@@ -494,9 +635,11 @@ impl<I: StorageIo + Clone> Pump<I> {
         let partition = self.partition(key)?;
         partition.log.purge().await?;
         partition.offsets.clear().await?;
-        // Anything parked for this partition refers to purged data; its
-        // writes were durable-or-gone, and the purge itself is durable now.
+        // Anything parked for this partition refers to purged data (the
+        // epoch's purge count tells its waiters), and the purge itself is
+        // durable now.
         self.log_sync.remove(&key);
+        self.background_due.remove(&key);
         self.offsets_sync.remove(&key);
         Ok(())
     }
@@ -507,8 +650,9 @@ impl<I: StorageIo + Clone> Pump<I> {
         };
         drop(partition);
         self.log_sync.remove(&key);
+        self.background_due.remove(&key);
         self.offsets_sync.remove(&key);
-        let dir = key.dir(&self.data_dir);
+        let dir = key.dir(&self.storage.data_dir);
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
@@ -607,29 +751,23 @@ impl<I: StorageIo + Clone> Pump<I> {
         }
     }
 
-    /// The commit phase: fsync every partition that has durability waiting,
-    /// then release the acknowledgements parked behind it.
+    /// The commit phase (see the module doc): write, sync, release
+    /// acknowledgements, start background syncs.
     pub async fn commit(&mut self) {
-        if self.log_sync.is_empty() && self.offsets_sync.is_empty() && self.pending.is_empty() {
+        let idle = self.log_sync.is_empty()
+            && self.offsets_sync.is_empty()
+            && self.background_due.is_empty()
+            && self.waiters.is_empty()
+            && !self
+                .partitions
+                .values()
+                .any(|partition| partition.log.has_pending());
+        if idle {
             return;
         }
         let mut failed: BTreeMap<PartitionKey, String> = BTreeMap::new();
-        for key in std::mem::take(&mut self.log_sync) {
-            let Some(partition) = self.partitions.get_mut(&key) else {
-                continue;
-            };
-            if partition.log.unsynced_bytes() == 0 {
-                continue;
-            }
-            self.counters.fsyncs += 1;
-            let started = std::time::Instant::now();
-            let synced = partition.log.sync().await;
-            self.fsync
-                .saturating_record(started.elapsed().as_micros().max(1) as u64);
-            if let Err(error) = synced {
-                failed.insert(key, error.to_string());
-            }
-        }
+        self.write_all(&mut failed).await;
+        self.sync_logs(&mut failed).await;
         for key in std::mem::take(&mut self.offsets_sync) {
             let Some(partition) = self.partitions.get_mut(&key) else {
                 continue;
@@ -643,36 +781,222 @@ impl<I: StorageIo + Clone> Pump<I> {
             }
         }
         self.counters.commits += 1;
-        for pending in std::mem::take(&mut self.pending) {
-            let key = pending.key();
-            let failure = failed.get(&key).map(|reason| {
-                PumpError::Storage(StorageError::Poisoned {
-                    reason: reason.clone(),
-                })
-            });
-            match (pending, failure) {
-                (Pending::Append { ack, reply, .. }, None) => send(reply, Ok(ack)),
-                (Pending::Poll { result, reply, .. }, None) => send(reply, Ok(result)),
-                (Pending::Offset { reply, .. }, None) => send(reply, Ok(())),
-                (Pending::Append { reply, .. }, Some(error)) => send(reply, Err(error)),
-                (Pending::Poll { reply, .. }, Some(error)) => send(reply, Err(error)),
-                (Pending::Offset { reply, .. }, Some(error)) => send(reply, Err(error)),
-            }
-        }
+        self.release(&failed);
         for (key, reason) in failed {
             let error = PumpError::Storage(StorageError::Poisoned { reason });
             self.note_fatal(key, &error);
         }
+        self.start_background_syncs();
     }
 
-    /// Shutdown: make everything written durable.
-    pub async fn drain(&mut self) {
+    /// Phase 1: every partition with pending batches writes them, all at
+    /// once. A `replicated` partition whose flush policy is then due gets a
+    /// background sync.
+    async fn write_all(&mut self, failed: &mut BTreeMap<PartitionKey, String>) {
+        let writes: Vec<_> = self
+            .partitions
+            .values_mut()
+            .filter(|partition| partition.log.has_pending())
+            .map(|partition| async {
+                let result = partition.log.write_pending().await;
+                (partition.key, result)
+            })
+            .collect();
+        for (key, result) in join_all(writes).await {
+            self.counters.writes += 1;
+            match result {
+                // ENOSPC dropped the pending batches (their waiters see the
+                // epoch change); the partition stays usable.
+                Err(StorageError::NoSpace { .. }) => {}
+                Err(error) => {
+                    failed.insert(key, error.to_string());
+                }
+                Ok(()) => {}
+            }
+        }
+        for partition in self.partitions.values() {
+            if partition.settings.durability == Durability::Replicated && partition.flush_due() {
+                self.background_due.insert(partition.key);
+            }
+        }
+    }
+
+    /// Phase 2: fsync every partition with a `persisted` waiter or a flush,
+    /// all at once.
+    async fn sync_logs(&mut self, failed: &mut BTreeMap<PartitionKey, String>) {
+        let mut jobs = Vec::new();
+        for key in std::mem::take(&mut self.log_sync) {
+            let Some(partition) = self.partitions.get_mut(&key) else {
+                continue;
+            };
+            match partition.log.begin_sync(false) {
+                Ok(Some(job)) => jobs.push((key, job)),
+                Ok(None) => {}
+                Err(error) => {
+                    failed.insert(key, error.to_string());
+                }
+            }
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let io = self.io.clone();
+        let outcomes = join_all(jobs.iter().map(|(_, job)| job.run(&io)).collect()).await;
+        let micros = elapsed_us(started);
+        for ((key, job), outcome) in jobs.into_iter().zip(outcomes) {
+            self.counters.fsyncs += 1;
+            self.fsync.saturating_record(micros);
+            let Some(partition) = self.partitions.get_mut(&key) else {
+                continue;
+            };
+            if let Err(error) = partition.log.end_sync(job, outcome) {
+                failed.insert(key, error.to_string());
+            }
+        }
+    }
+
+    /// Phase 3: answer every waiter whose write or sync is done; keep the
+    /// others parked.
+    fn release(&mut self, failed: &BTreeMap<PartitionKey, String>) {
+        for waiter in std::mem::take(&mut self.waiters) {
+            let Some(partition) = self.partitions.get(&waiter.key) else {
+                waiter.answer.fail(PumpError::NotHere(waiter.key));
+                continue;
+            };
+            if let Some(reason) = failed.get(&waiter.key) {
+                waiter
+                    .answer
+                    .fail(PumpError::Storage(StorageError::Poisoned {
+                        reason: reason.clone(),
+                    }));
+                continue;
+            }
+            let epoch = partition.log.epoch();
+            if epoch.purges != waiter.epoch.purges {
+                // Purged after it was accepted: gone by request, not lost.
+                waiter.answer.succeed();
+                continue;
+            }
+            let ready = match waiter.need {
+                Need::OffsetsSynced => true,
+                Need::Written { .. } | Need::Durable { .. }
+                    if epoch.rollbacks != waiter.epoch.rollbacks =>
+                {
+                    waiter
+                        .answer
+                        .fail(PumpError::Storage(StorageError::NoSpace {
+                            path: partition.log.dir().to_path_buf(),
+                            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+                        }));
+                    continue;
+                }
+                Need::Written { upto } => upto <= partition.log.written_next_offset(),
+                Need::Durable { upto } => upto <= partition.log.durable_next_offset(),
+            };
+            if ready {
+                waiter.answer.succeed();
+            } else {
+                self.waiters.push(waiter);
+            }
+        }
+    }
+
+    /// Phase 4: start the background syncs that are due, at most one per
+    /// partition; the shard loop polls them ([`Self::poll_background`]).
+    fn start_background_syncs(&mut self) {
+        for key in std::mem::take(&mut self.background_due) {
+            let Some(partition) = self.partitions.get_mut(&key) else {
+                continue;
+            };
+            match partition.log.begin_sync(true) {
+                Ok(Some(job)) => {
+                    let io = self.io.clone();
+                    let future = job.run_owned(io);
+                    self.background.push(BackgroundSync {
+                        key,
+                        job,
+                        future: Box::pin(future),
+                        started: std::time::Instant::now(),
+                    });
+                }
+                // Already one running (the next tick or threshold starts
+                // another), or nothing unsynced.
+                Ok(None) => {}
+                Err(error) => {
+                    let error = PumpError::from(error);
+                    self.note_fatal(key, &error);
+                }
+            }
+        }
+    }
+
+    /// Polls the running background syncs; each one that completed advances
+    /// its partition's durable offset (or poisons it: a failed background
+    /// fsync is fatal like any other). Ready with the number completed when
+    /// at least one did.
+    pub fn poll_background(&mut self, cx: &mut Context<'_>) -> Poll<usize> {
+        let mut completed = 0;
+        let mut at = 0;
+        while at < self.background.len() {
+            let outcome = match self.background[at].future.as_mut().poll(cx) {
+                Poll::Ready(outcome) => outcome,
+                Poll::Pending => {
+                    at += 1;
+                    continue;
+                }
+            };
+            let done = self.background.swap_remove(at);
+            completed += 1;
+            self.counters.fsyncs += 1;
+            self.fsync.saturating_record(elapsed_us(done.started));
+            let Some(partition) = self.partitions.get_mut(&done.key) else {
+                continue;
+            };
+            if let Err(error) = partition.log.end_sync(done.job, outcome) {
+                let error = PumpError::from(error);
+                self.note_fatal(done.key, &error);
+            }
+        }
+        if completed > 0 {
+            Poll::Ready(completed)
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// Waits for every running background sync.
+    pub async fn finish_background(&mut self) {
+        while !self.background.is_empty() {
+            std::future::poll_fn(|cx| self.poll_background(cx)).await;
+        }
+    }
+
+    /// Make everything appended so far written and durable now (the
+    /// console's `flush` action).
+    pub async fn sync_all(&mut self) {
         let keys: Vec<PartitionKey> = self.partitions.keys().copied().collect();
         for key in keys {
             self.log_sync.insert(key);
             self.offsets_sync.insert(key);
         }
         self.commit().await;
+        self.finish_background().await;
+    }
+
+    /// Shutdown: make everything written durable, let background syncs
+    /// finish, and leave exact files (direct-I/O padding cut).
+    pub async fn drain(&mut self) {
+        self.sync_all().await;
+        let mut failures = Vec::new();
+        for partition in self.partitions.values_mut() {
+            if let Err(error) = partition.log.close().await {
+                failures.push((partition.key, PumpError::from(error)));
+            }
+        }
+        for (key, error) in failures {
+            self.note_fatal(key, &error);
+        }
     }
 }
 
@@ -731,7 +1055,15 @@ mod tests {
         id: 7,
     };
 
-    fn batch(messages: usize) -> Vec<u8> {
+    fn storage() -> PumpStorage {
+        PumpStorage {
+            data_dir: PathBuf::from("/data"),
+            access: Access::Direct,
+            pool: BufferPool::new(1 << 20),
+        }
+    }
+
+    fn batch(messages: usize) -> ValidBatch {
         let specs: Vec<MessageSpec> = (0..messages)
             .map(|index| MessageSpec {
                 id: index as u128 + 1,
@@ -740,15 +1072,13 @@ mod tests {
                 user_headers: Vec::new(),
             })
             .collect();
-        encode_producer_batch(1_000, &specs)
+        let bytes = encode_producer_batch(1_000, &specs);
+        let len = bytes.len();
+        ValidBatch::new(bytes, 0..len).unwrap()
     }
 
     fn pump(io: &SimIo, durability: Durability) -> Pump<SimIo> {
-        let mut pump = Pump::new(
-            io.clone(),
-            Rc::new(SimClock::new(1_000_000)),
-            PathBuf::from("/data"),
-        );
+        let mut pump = Pump::new(io.clone(), Rc::new(SimClock::new(1_000_000)), storage());
         let settings = PartitionSettings {
             durability,
             ..PartitionSettings::default()
@@ -854,7 +1184,8 @@ mod tests {
         pump(io, durability)
     }
 
-    // Proves `replicated` acknowledges on write and serves the data at once.
+    // Proves `replicated` acknowledges once the commit phase wrote the
+    // batch (not before), and serves it from then on.
     #[test]
     fn replicated_acks_on_write() {
         let io = SimIo::new(2);
@@ -865,6 +1196,13 @@ mod tests {
             batch: batch(5),
             reply,
         }));
+        assert!(answer.try_recv().is_err(), "no ack before the write");
+        assert_eq!(
+            poll(&mut pump, PollingStrategy::First, false).message_count,
+            0,
+            "an unwritten batch is not visible"
+        );
+        block_on(pump.commit());
         assert_eq!(answer.try_recv().unwrap().unwrap().last_offset, 4);
         assert_eq!(
             poll(&mut pump, PollingStrategy::Offset(2), false).message_count,
@@ -968,6 +1306,7 @@ mod tests {
             batch: batch(3),
             reply,
         }));
+        block_on(pump.commit());
         poll(&mut pump, PollingStrategy::Next, true);
         let (reply, answer) = channel();
         block_on(pump.apply(PartitionOp::Purge { key: KEY, reply }));
@@ -982,6 +1321,7 @@ mod tests {
             batch: batch(1),
             reply,
         }));
+        block_on(pump.commit());
         assert_eq!(answer.try_recv().unwrap().unwrap().base_offset, 0);
         assert_eq!(
             poll(&mut pump, PollingStrategy::Next, false).message_count,
@@ -1017,11 +1357,7 @@ mod tests {
             offset_durability: Durability::Persisted,
             ..PartitionSettings::default()
         };
-        let mut pump = Pump::new(
-            io.clone(),
-            Rc::new(SimClock::new(1_000_000)),
-            PathBuf::from("/data"),
-        );
+        let mut pump = Pump::new(io.clone(), Rc::new(SimClock::new(1_000_000)), storage());
         block_on(pump.open(KEY, settings)).unwrap();
         let (reply, _answer) = channel();
         block_on(pump.apply(PartitionOp::Append {
@@ -1029,6 +1365,7 @@ mod tests {
             batch: batch(5),
             reply,
         }));
+        block_on(pump.commit());
         let (reply, answer) = channel();
         block_on(async {
             pump.apply(PartitionOp::StoreOffset {
@@ -1042,11 +1379,7 @@ mod tests {
         });
         answer.try_recv().unwrap().unwrap();
         io.crash();
-        let mut pump = Pump::new(
-            io.clone(),
-            Rc::new(SimClock::new(2_000_000)),
-            PathBuf::from("/data"),
-        );
+        let mut pump = Pump::new(io.clone(), Rc::new(SimClock::new(2_000_000)), storage());
         block_on(pump.open(KEY, settings)).unwrap();
         let (reply, answer) = channel();
         block_on(pump.apply(PartitionOp::GetOffset {
@@ -1061,6 +1394,7 @@ mod tests {
             batch: batch(3),
             reply,
         }));
+        block_on(pump.commit());
         assert_eq!(
             poll(&mut pump, PollingStrategy::Next, false).message_count,
             3
@@ -1074,11 +1408,7 @@ mod tests {
     #[test]
     fn retention_trims_the_oldest_sealed_segments_to_the_size_share() {
         let io = SimIo::new(6);
-        let mut pump = Pump::new(
-            io.clone(),
-            Rc::new(SimClock::new(1_000_000)),
-            PathBuf::from("/data"),
-        );
+        let mut pump = Pump::new(io.clone(), Rc::new(SimClock::new(1_000_000)), storage());
         // One 10-message batch is about 1.7 KiB; 4 KiB segments hold 2-3.
         let settings = PartitionSettings {
             durability: Durability::Replicated,
@@ -1094,6 +1424,7 @@ mod tests {
                 batch: batch(10),
                 reply,
             }));
+            block_on(pump.commit());
             answer.try_recv().unwrap().unwrap();
         }
         let before = pump.partitions[&KEY].log.stats();

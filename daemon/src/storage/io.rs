@@ -11,7 +11,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use monoio::buf::IoBufMut;
+use monoio::buf::{IoBuf, IoBufMut};
 
 /// How [`StorageIo::open`] treats an existing or missing file. Files are
 /// always opened read + write.
@@ -25,6 +25,15 @@ pub enum OpenMode {
     CreateTruncate,
 }
 
+/// How a file's data moves: through the page cache, or by DMA between an
+/// aligned user buffer and the device (`O_DIRECT`: positions, lengths and
+/// buffer addresses must be multiples of [`super::buf::IO_ALIGN`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Buffered,
+    Direct,
+}
+
 /// Disk access for storage. All methods are async and may return futures
 /// that are not `Send`: one runtime per shard thread drives them.
 ///
@@ -34,15 +43,35 @@ pub enum OpenMode {
 pub trait StorageIo {
     type File;
 
-    async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Self::File>;
+    /// Opens a file for buffered access.
+    async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Self::File> {
+        self.open_with(path, mode, Access::Buffered).await
+    }
+    /// Opens a file; with [`Access::Direct`] a file system that cannot do
+    /// direct I/O fails with `EINVAL`.
+    async fn open_with(
+        &self,
+        path: &Path,
+        mode: OpenMode,
+        access: Access,
+    ) -> io::Result<Self::File>;
     /// Writes all of `buf` at `position`. On error some prefix may have been
-    /// written.
-    async fn write_at(
+    /// written. On a direct file, `position`, the length and the buffer's
+    /// address must be aligned (else `EINVAL`).
+    async fn write_at<B: IoBuf>(
         &self,
         file: &Self::File,
-        buf: Vec<u8>,
+        buf: B,
         position: u64,
-    ) -> (io::Result<()>, Vec<u8>);
+    ) -> (io::Result<()>, B);
+    /// Reads exactly `buf.bytes_total()` bytes at `position` into `buf`;
+    /// `UnexpectedEof` when the file is shorter.
+    async fn read_exact_into<B: IoBufMut>(
+        &self,
+        file: &Self::File,
+        buf: B,
+        position: u64,
+    ) -> (io::Result<()>, B);
     /// Reads exactly `len` bytes at `position`; `UnexpectedEof` when the file
     /// is shorter.
     async fn read_exact_at(
@@ -87,32 +116,70 @@ pub struct MonoioFile {
 impl StorageIo for MonoioIo {
     type File = MonoioFile;
 
-    async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<MonoioFile> {
-        let mut options = monoio::fs::OpenOptions::new();
-        options.read(true).write(true);
-        match mode {
-            OpenMode::Existing => {}
-            OpenMode::Create => {
-                options.create(true);
+    async fn open_with(
+        &self,
+        path: &Path,
+        mode: OpenMode,
+        access: Access,
+    ) -> io::Result<MonoioFile> {
+        let file = match access {
+            Access::Buffered => {
+                let mut options = monoio::fs::OpenOptions::new();
+                options.read(true).write(true);
+                match mode {
+                    OpenMode::Existing => {}
+                    OpenMode::Create => {
+                        options.create(true);
+                    }
+                    OpenMode::CreateTruncate => {
+                        options.create(true).truncate(true);
+                    }
+                }
+                options.open(path).await?
             }
-            OpenMode::CreateTruncate => {
-                options.create(true).truncate(true);
+            Access::Direct => {
+                // monoio's options cannot carry O_DIRECT: open through std
+                // (a short blocking call; segments are opened rarely).
+                use std::os::unix::fs::OpenOptionsExt;
+                let mut options = std::fs::OpenOptions::new();
+                options
+                    .read(true)
+                    .write(true)
+                    .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC);
+                match mode {
+                    OpenMode::Existing => {}
+                    OpenMode::Create => {
+                        options.create(true);
+                    }
+                    OpenMode::CreateTruncate => {
+                        options.create(true).truncate(true);
+                    }
+                }
+                monoio::fs::File::from_std(options.open(path)?)?
             }
-        }
-        let file = options.open(path).await?;
+        };
         Ok(MonoioFile {
             file,
             path: path.to_path_buf(),
         })
     }
 
-    async fn write_at(
+    async fn write_at<B: IoBuf>(
         &self,
         file: &MonoioFile,
-        buf: Vec<u8>,
+        buf: B,
         position: u64,
-    ) -> (io::Result<()>, Vec<u8>) {
+    ) -> (io::Result<()>, B) {
         file.file.write_all_at(buf, position).await
+    }
+
+    async fn read_exact_into<B: IoBufMut>(
+        &self,
+        file: &MonoioFile,
+        buf: B,
+        position: u64,
+    ) -> (io::Result<()>, B) {
+        file.file.read_exact_at(buf, position).await
     }
 
     async fn read_exact_at(

@@ -84,10 +84,12 @@
 //! [`StorageError::is_fatal`] means: stop acknowledging, exit, let systemd
 //! restart.
 
+pub mod buf;
 pub mod consumer_offsets;
 pub mod index;
 pub mod io;
 pub mod partition_log;
+pub mod read;
 pub mod recovery;
 pub mod segment;
 #[cfg(any(test, feature = "sim"))]
@@ -100,11 +102,13 @@ pub(crate) mod sim_workload;
 
 use std::path::PathBuf;
 
-pub use io::{MonoioIo, OpenMode, StorageIo};
+pub use buf::{AlignedBuf, BufferPool, IO_ALIGN};
+pub use io::{Access, MonoioIo, OpenMode, StorageIo};
 pub use partition_log::{
-    AppendResult, Clock, DeletedSegments, PartitionConfig, PartitionLog, PartitionState,
-    PartitionStats, ReadBatches, SegmentInfo, SystemClock,
+    AppendResult, Clock, DeletedSegments, LogEpoch, PartitionConfig, PartitionLog, PartitionState,
+    PartitionStats, SegmentInfo, SyncJob, SystemClock,
 };
+pub use read::ReadBatches;
 pub use recovery::RecoveryReport;
 
 use crate::batch::BatchError;

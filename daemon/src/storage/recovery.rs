@@ -34,6 +34,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::buf::IO_ALIGN;
 use super::index::{IndexEntry, decode_entries};
 use super::io::{OpenMode, StorageIo};
 use super::segment::{Segment, SegmentFileKind, index_path, log_path, parse_segment_file_name};
@@ -59,6 +60,9 @@ pub struct RecoveryReport {
     pub ignored_files: Vec<String>,
     /// The directory held no segment and a first one was created.
     pub created_first_segment: bool,
+    /// Zero bytes of direct-I/O padding cut after the last batch of a
+    /// segment (a crash before the padding was cut; not a torn tail).
+    pub padding_trimmed: u64,
 }
 
 /// A torn tail that recovery truncated away.
@@ -413,6 +417,26 @@ async fn load_index<I: StorageIo>(
     Ok((clean, previous))
 }
 
+/// True when the bytes from `position` to the end of the file are shorter
+/// than one direct-I/O block and all zero: the padding of a direct write.
+async fn is_zero_padding<I: StorageIo>(
+    io: &I,
+    file: &I::File,
+    path: &Path,
+    position: u64,
+    file_len: u64,
+) -> Result<bool, StorageError> {
+    let rest = file_len.saturating_sub(position);
+    if rest == 0 || rest >= IO_ALIGN as u64 || !file_len.is_multiple_of(IO_ALIGN as u64) {
+        return Ok(false);
+    }
+    let bytes = io
+        .read_exact_at(file, position, rest as usize)
+        .await
+        .map_err(|source| StorageError::io("read log", path, source))?;
+    Ok(bytes.iter().all(|byte| *byte == 0))
+}
+
 /// Outcome of one segment's recovery.
 struct SegmentOutcome {
     segment: Segment,
@@ -467,6 +491,23 @@ async fn recover_segment<I: StorageIo>(
             segment = Segment::empty(start_offset, sample_every);
         }
     }
+    let mut log_len = log_len;
+    if !is_last
+        && clean
+        && !segment.is_empty()
+        && log_len > segment.size_bytes
+        && is_zero_padding(io, &log, &log_path, segment.size_bytes, log_len).await?
+    {
+        // A crash while a seal cut the direct-I/O padding: finish the cut.
+        io.truncate(&log, segment.size_bytes)
+            .await
+            .map_err(|source| StorageError::io("cut the padding of", &log_path, source))?;
+        io.sync(&log)
+            .await
+            .map_err(|source| StorageError::io("fsync", &log_path, source))?;
+        report.padding_trimmed += log_len - segment.size_bytes;
+        log_len = segment.size_bytes;
+    }
     let sealed_clean = clean && !segment.is_empty() && segment.size_bytes == log_len;
     if !is_last && (sealed_clean || log_len == 0 && index_len == 0) {
         return Ok(SegmentOutcome {
@@ -482,6 +523,19 @@ async fn recover_segment<I: StorageIo>(
     let mut new_entries = Vec::new();
     let stop = scan_log(io, &log, &log_path, log_len, &mut segment, &mut new_entries).await?;
 
+    let stop = match stop {
+        Some(stop) if is_zero_padding(io, &log, &log_path, stop.position, log_len).await? => {
+            // Direct-I/O padding after the last batch (a write pads to the
+            // next block; a clean close or a seal cuts it): not data, not a
+            // torn tail. Cut it so the file is exact.
+            io.truncate(&log, stop.position)
+                .await
+                .map_err(|source| StorageError::io("cut the padding of", &log_path, source))?;
+            report.padding_trimmed += log_len - stop.position;
+            None
+        }
+        stop => stop,
+    };
     if let Some(stop) = stop {
         let corrupt = !is_last
             || valid_data_after(
@@ -706,6 +760,7 @@ mod tests {
             dir,
             PartitionConfig::new(0, 1 << 20),
             Rc::new(SimClock::new(10)),
+            crate::storage::BufferPool::new(1 << 20),
         ))
     }
 
@@ -740,7 +795,7 @@ mod tests {
             assert_eq!(log.state(), PartitionState::Open);
             let torn = log.recovery_report().torn_tail.clone().expect("torn tail");
             assert_eq!(torn.first_dropped_offset, start);
-            let error = block_on(log.append(encode_producer_batch(
+            let batch = encode_producer_batch(
                 1,
                 &[
                     MessageSpec {
@@ -756,8 +811,10 @@ mod tests {
                         user_headers: Vec::new(),
                     },
                 ],
-            )))
-            .unwrap_err();
+            );
+            let len = batch.len();
+            let batch = crate::batch::ValidBatch::new(batch, 0..len).unwrap();
+            let error = block_on(log.append(&batch)).unwrap_err();
             assert!(
                 matches!(error, StorageError::OffsetsExhausted { .. }),
                 "{error}"

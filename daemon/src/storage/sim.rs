@@ -24,6 +24,14 @@
 //! which drives this disk through the same operations) share this model.
 //! * Handles opened before a crash fail with EBADF afterwards, so a test
 //!   cannot keep using a "dead process"'s files.
+//! * Direct I/O: a file opened with [`Access::Direct`] accepts only writes
+//!   and reads whose position, length and buffer address are multiples of
+//!   [`IO_ALIGN`] (else `EINVAL`, as the kernel answers), and a torn write on
+//!   such a file keeps whole 512-byte sectors only. [`SimIo::set_direct_supported`]
+//!   makes direct opens fail like a file system without `O_DIRECT` (tmpfs).
+//! * [`SimIo::hold_syncs`] keeps fsyncs pending (their futures return
+//!   `Pending`) until released, so a test can crash with a sync in flight:
+//!   a held sync makes durable what the file held when it was first polled.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,7 +42,10 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use super::io::{OpenMode, StorageIo};
+use monoio::buf::{IoBuf, IoBufMut};
+
+use super::buf::IO_ALIGN;
+use super::io::{Access, OpenMode, StorageIo};
 use super::partition_log::Clock;
 
 /// xorshift64* seeded through splitmix64: small, fast, deterministic.
@@ -130,7 +141,20 @@ struct SimFile {
     current: Vec<u8>,
     /// The directory entry survives a crash (dir synced since creation).
     linked_durable: bool,
+    /// Written through a direct handle since the last sync: tears keep
+    /// whole sectors only.
+    written_direct: bool,
+    /// Completed fsyncs of this file: a held sync whose snapshot is older
+    /// than a sync that completed meanwhile makes nothing newer durable.
+    syncs_completed: u64,
+    /// Removed (or replaced by a rename) while handles may still be open:
+    /// as on a real file system those handles keep working; the name is
+    /// gone, the space counts as free, and a crash drops the inode.
+    unlinked: bool,
 }
+
+/// Sector size a torn direct write keeps whole.
+const SECTOR_SIZE: u64 = 512;
 
 #[derive(Debug)]
 struct SimDisk {
@@ -146,6 +170,8 @@ struct SimDisk {
     /// Successful fsyncs left before one fails with EIO.
     fsyncs_until_failure: Option<u64>,
     torn_writes: bool,
+    direct_supported: bool,
+    syncs_held: bool,
     stats: SimStats,
 }
 
@@ -178,6 +204,7 @@ impl SimDisk {
     fn used_bytes(&self) -> u64 {
         self.files
             .values()
+            .filter(|file| !file.unlinked)
             .map(|file| file.current.len() as u64)
             .sum()
     }
@@ -189,6 +216,7 @@ pub struct SimFileHandle {
     inode: u64,
     generation: u64,
     path: PathBuf,
+    access: Access,
 }
 
 /// The simulated disk. Clones share the same disk.
@@ -214,6 +242,8 @@ impl SimIo {
                 capacity_bytes: None,
                 fsyncs_until_failure: None,
                 torn_writes: false,
+                direct_supported: true,
+                syncs_held: false,
                 stats: SimStats::default(),
             })),
         }
@@ -222,6 +252,16 @@ impl SimIo {
     /// Enables torn writes on [`SimIo::crash`].
     pub fn set_torn_writes(&self, enabled: bool) {
         self.disk.borrow_mut().torn_writes = enabled;
+    }
+
+    /// Whether direct opens succeed (false: `EINVAL`, like tmpfs).
+    pub fn set_direct_supported(&self, supported: bool) {
+        self.disk.borrow_mut().direct_supported = supported;
+    }
+
+    /// While held, file fsyncs stay pending (see the module doc).
+    pub fn hold_syncs(&self, held: bool) {
+        self.disk.borrow_mut().syncs_held = held;
     }
 
     /// Limits the total bytes of all files; `None` removes the limit.
@@ -266,7 +306,7 @@ impl SimIo {
         let torn_writes = disk.torn_writes;
         let mut vanished = Vec::new();
         for (inode, file) in disk.files.iter_mut() {
-            if !file.linked_durable {
+            if !file.linked_durable || file.unlinked {
                 vanished.push(*inode);
                 continue;
             }
@@ -278,8 +318,15 @@ impl SimIo {
                 .count();
             let mut keep = None;
             if torn_writes && file.current.len() > common && disk.rng.chance(1, 2) {
-                let len = disk.rng.range(common as u64 + 1, file.current.len() as u64) as usize;
-                keep = Some(len);
+                let mut len = disk.rng.range(common as u64 + 1, file.current.len() as u64);
+                if file.written_direct {
+                    // A device writes whole sectors: a torn direct write
+                    // keeps the sectors that made it, all or nothing each
+                    // (and never loses the bytes before it, which both the
+                    // durable and the new contents hold).
+                    len = (len / SECTOR_SIZE * SECTOR_SIZE).max(common as u64);
+                }
+                keep = Some(len as usize);
             }
             match keep {
                 Some(len) => {
@@ -289,6 +336,7 @@ impl SimIo {
                 }
                 None => file.current = file.durable.clone(),
             }
+            file.written_direct = false;
         }
         for inode in vanished {
             disk.files.remove(&inode);
@@ -348,6 +396,9 @@ impl SimIo {
                 durable: contents.clone(),
                 current: contents,
                 linked_durable: true,
+                written_direct: false,
+                syncs_completed: 0,
+                unlinked: false,
             },
         );
     }
@@ -380,9 +431,17 @@ impl SimIo {
 impl StorageIo for SimIo {
     type File = SimFileHandle;
 
-    async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<SimFileHandle> {
+    async fn open_with(
+        &self,
+        path: &Path,
+        mode: OpenMode,
+        access: Access,
+    ) -> io::Result<SimFileHandle> {
         let mut disk = self.disk.borrow_mut();
         let disk = &mut *disk;
+        if access == Access::Direct && !disk.direct_supported {
+            return Err(os_error(libc::EINVAL));
+        }
         if let Some(parent) = path.parent()
             && !parent.as_os_str().is_empty()
             && !disk.dirs.contains(parent)
@@ -409,16 +468,24 @@ impl StorageIo for SimIo {
             inode,
             generation: disk.generation,
             path: path.to_path_buf(),
+            access,
         })
     }
 
-    async fn write_at(
+    async fn write_at<B: IoBuf>(
         &self,
         file: &SimFileHandle,
-        buf: Vec<u8>,
+        buf: B,
         position: u64,
-    ) -> (io::Result<()>, Vec<u8>) {
+    ) -> (io::Result<()>, B) {
+        // SAFETY: an `IoBuf` promises `bytes_init` initialised bytes at
+        // `read_ptr` while it is borrowed.
+        let bytes = unsafe { std::slice::from_raw_parts(buf.read_ptr(), buf.bytes_init()) };
+        if file.access == Access::Direct && !direct_aligned(position, bytes.len(), bytes.as_ptr()) {
+            return (Err(os_error(libc::EINVAL)), buf);
+        }
         let result = self.with_file(file, |disk, inode| {
+            let buf = bytes;
             disk.stats.writes += 1;
             let used = disk.used_bytes();
             let content_len = disk.files[&inode].current.len() as u64;
@@ -434,7 +501,11 @@ impl StorageIo for SimIo {
                 allowed = fits_end.saturating_sub(position).min(buf.len() as u64) as usize;
                 no_space = true;
             }
-            let current = &mut disk.files.get_mut(&inode).expect("live inode").current;
+            let sim_file = disk.files.get_mut(&inode).expect("live inode");
+            if file.access == Access::Direct {
+                sim_file.written_direct = true;
+            }
+            let current = &mut sim_file.current;
             let write_end = position as usize + allowed;
             if current.len() < write_end {
                 current.resize(write_end, 0);
@@ -449,12 +520,42 @@ impl StorageIo for SimIo {
         (result, buf)
     }
 
+    async fn read_exact_into<B: IoBufMut>(
+        &self,
+        file: &SimFileHandle,
+        mut buf: B,
+        position: u64,
+    ) -> (io::Result<()>, B) {
+        let len = buf.bytes_total();
+        let target = buf.write_ptr();
+        if file.access == Access::Direct && !direct_aligned(position, len, target) {
+            return (Err(os_error(libc::EINVAL)), buf);
+        }
+        let read = self.read_exact_at(file, position, len).await;
+        match read {
+            Ok(bytes) => {
+                // SAFETY: `write_ptr` has room for `bytes_total` bytes, and
+                // `bytes` has exactly that many.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), target, len);
+                    buf.set_init(len);
+                }
+                (Ok(()), buf)
+            }
+            Err(error) => (Err(error), buf),
+        }
+    }
+
     async fn read_exact_at(
         &self,
         file: &SimFileHandle,
         position: u64,
         len: usize,
     ) -> io::Result<Vec<u8>> {
+        if file.access == Access::Direct && len > 0 {
+            // A plain `Vec` is not aligned: the kernel would refuse.
+            return Err(os_error(libc::EINVAL));
+        }
         self.with_file(file, |disk, inode| {
             disk.stats.reads += 1;
             let current = &disk.files[&inode].current;
@@ -472,13 +573,42 @@ impl StorageIo for SimIo {
     }
 
     async fn sync(&self, file: &SimFileHandle) -> io::Result<()> {
-        self.with_file(file, |disk, inode| {
-            disk.stats.fsyncs += 1;
-            disk.injected_fsync_failure()?;
-            let file = disk.files.get_mut(&inode).expect("live inode");
-            file.durable = file.current.clone();
-            Ok(())
+        // What the file held when the sync was first polled: a sync that
+        // is held pending makes exactly that durable.
+        let mut snapshot: Option<(Vec<u8>, u64)> = None;
+        std::future::poll_fn(|_| {
+            let held = self.disk.borrow().syncs_held;
+            let result = self.with_file(file, |disk, inode| {
+                if held {
+                    if snapshot.is_none() {
+                        let file = &disk.files[&inode];
+                        snapshot = Some((file.current.clone(), file.syncs_completed));
+                    }
+                    return Ok(false);
+                }
+                disk.stats.fsyncs += 1;
+                disk.injected_fsync_failure()?;
+                let file = disk.files.get_mut(&inode).expect("live inode");
+                match snapshot.take() {
+                    // A sync that completed meanwhile made newer contents
+                    // durable; this one adds nothing.
+                    Some((_, completed)) if completed != file.syncs_completed => {}
+                    Some((contents, _)) => file.durable = contents,
+                    None => {
+                        file.durable = file.current.clone();
+                        file.written_direct = false;
+                    }
+                }
+                file.syncs_completed += 1;
+                Ok(true)
+            });
+            match result {
+                Ok(false) => Poll::Pending,
+                Ok(true) => Poll::Ready(Ok(())),
+                Err(error) => Poll::Ready(Err(error)),
+            }
         })
+        .await
     }
 
     async fn truncate(&self, file: &SimFileHandle, len: u64) -> io::Result<()> {
@@ -499,7 +629,9 @@ impl StorageIo for SimIo {
         let mut disk = self.disk.borrow_mut();
         match disk.names.remove(path) {
             Some(inode) => {
-                disk.files.remove(&inode);
+                if let Some(file) = disk.files.get_mut(&inode) {
+                    file.unlinked = true;
+                }
                 Ok(())
             }
             None => Err(os_error(libc::ENOENT)),
@@ -512,8 +644,10 @@ impl StorageIo for SimIo {
             .names
             .remove(source)
             .ok_or_else(|| os_error(libc::ENOENT))?;
-        if let Some(replaced) = disk.names.insert(target.to_path_buf(), inode) {
-            disk.files.remove(&replaced);
+        if let Some(replaced) = disk.names.insert(target.to_path_buf(), inode)
+            && let Some(file) = disk.files.get_mut(&replaced)
+        {
+            file.unlinked = true;
         }
         // The rename is durable at once, so the entry it made is too.
         if let Some(file) = disk.files.get_mut(&inode) {
@@ -567,6 +701,14 @@ impl SimFileHandle {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Whether a direct transfer at `position` of `len` bytes from or to
+/// `address` satisfies `O_DIRECT`'s alignment.
+fn direct_aligned(position: u64, len: usize, address: *const u8) -> bool {
+    position.is_multiple_of(IO_ALIGN as u64)
+        && len.is_multiple_of(IO_ALIGN)
+        && (address as usize).is_multiple_of(IO_ALIGN)
 }
 
 #[cfg(test)]

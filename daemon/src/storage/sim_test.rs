@@ -2,11 +2,15 @@
 //!
 //! This file owns the seeded workload, the in-memory model it is checked
 //! against and the seed runner. For one seed it drives two partitions on one
-//! simulated disk through random appends (1..50 messages, 0..2000-byte
-//! payloads, some user headers), reads by offset / timestamp / first / last
-//! with random counts and byte caps, syncs, rotations (4–16 KiB segments),
-//! oldest-segment deletes, purges and crashes (unsynced writes dropped,
-//! sometimes torn), each followed by reopen and recovery. After every step
+//! simulated disk, each in direct or buffered I/O mode, through random
+//! appends (1..50 messages, 0..2000-byte payloads, some user headers) that
+//! are written at once or left pending for a later coalesced write, reads
+//! by offset / timestamp / first / last with random counts and byte caps,
+//! foreground syncs, background syncs (held in flight by `SimIo` while more
+//! is appended, then completed or cut short by a crash), rotations (4–16 KiB
+//! segments), oldest-segment deletes, purges and crashes (unsynced writes
+//! dropped, sometimes torn, at sector granularity for direct files), each
+//! followed by reopen and recovery. After every step
 //! the partitions are compared with the model; after every recovery every
 //! stored message is read back and compared byte for byte. Some seeds add a
 //! fault: bit rot in a sealed segment (quarantine), a failed fsync
@@ -19,12 +23,15 @@
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use super::partition_log::{Clock, PartitionConfig, PartitionLog, PartitionState, ReadBatches};
+use super::buf::{BufferPool, align_up};
+use super::io::Access;
+use super::partition_log::{Clock, PartitionConfig, PartitionLog, PartitionState};
+use super::read::ReadBatches;
 use super::segment::log_path;
 use super::sim::{SimClock, SimIo, SimRng, block_on};
 use super::sim_workload::{BatchGenerator, BatchShape, run_seeds};
 use super::{INDEX_ENTRY_SIZE, StorageError};
-use crate::batch::{self, BATCH_HEADER_SIZE, BatchHeader, FRAME_HEADER_SIZE};
+use crate::batch::{self, BATCH_HEADER_SIZE, BatchHeader, FRAME_HEADER_SIZE, ValidBatch};
 
 const STEPS_PER_SEED: u64 = 250;
 const PARTITIONS: usize = 2;
@@ -61,19 +68,28 @@ struct Model {
     messages: Vec<ModelMessage>,
     /// Offset one past each appended batch, ascending.
     batch_ends: Vec<u64>,
+    /// Assigned (pending batches included).
     next_offset: u64,
+    /// Written: readable, survives a process crash.
+    written_next_offset: u64,
     durable_next_offset: u64,
 }
 
 impl Model {
+    /// Written messages from `start` (reads never see pending ones).
     fn expected(&self, start: u64, count: u32) -> &[ModelMessage] {
-        if count == 0 || start >= self.next_offset {
+        if count == 0 || start >= self.written_next_offset {
             return &[];
         }
         let start = start.max(self.first_offset);
         let from = (start - self.first_offset) as usize;
-        let to = (from + count as usize).min(self.messages.len());
+        let written = (self.written_next_offset - self.first_offset) as usize;
+        let to = (from + count as usize).min(written);
         &self.messages[from..to]
+    }
+
+    fn written(&self) -> &[ModelMessage] {
+        self.expected(self.first_offset, u32::MAX)
     }
 
     fn truncate_to(&mut self, next_offset: u64) {
@@ -82,7 +98,26 @@ impl Model {
             .truncate((next_offset - self.first_offset) as usize);
         self.batch_ends.retain(|end| *end <= next_offset);
         self.next_offset = next_offset;
+        self.written_next_offset = next_offset;
         self.durable_next_offset = next_offset;
+    }
+
+    /// A failed write dropped every pending batch.
+    fn drop_pending(&mut self) {
+        let written = self.written_next_offset;
+        self.messages
+            .truncate((written - self.first_offset) as usize);
+        self.batch_ends.retain(|end| *end <= written);
+        self.next_offset = written;
+    }
+
+    /// The log wrote pending batches on its own (flush by size, rotation):
+    /// its written offset must be a batch boundary the model knows.
+    fn observe_written(&mut self, written: u64) {
+        assert!(written >= self.written_next_offset);
+        assert!(written <= self.next_offset);
+        assert!(written == self.first_offset || self.batch_ends.contains(&written));
+        self.written_next_offset = written;
     }
 
     fn drop_before(&mut self, first_offset: u64) {
@@ -101,6 +136,7 @@ struct Sim {
     configs: Vec<PartitionConfig>,
     dirs: Vec<PathBuf>,
     logs: Vec<PartitionLog<SimIo>>,
+    pool: BufferPool,
     models: Vec<Model>,
     batches: BatchGenerator,
     crashes: u64,
@@ -157,6 +193,11 @@ impl Sim {
                 partition_id: partition as u64,
                 segment_size_bytes: rng.range(4 * 1024, 16 * 1024),
                 index_sample_every: rng.range(1, 8) as u32,
+                access: if rng.chance(1, 2) {
+                    Access::Direct
+                } else {
+                    Access::Buffered
+                },
             });
             dirs.push(PathBuf::from(format!(
                 "/data/streams/1/topics/1/partitions/{partition}"
@@ -170,6 +211,7 @@ impl Sim {
             configs,
             dirs,
             logs: Vec::new(),
+            pool: BufferPool::new(1 << 20),
             models: (0..PARTITIONS).map(|_| Model::default()).collect(),
             batches: BatchGenerator::new(BATCH_SHAPE),
             crashes: 0,
@@ -190,6 +232,7 @@ impl Sim {
                 &self.dirs[partition],
                 self.configs[partition].clone(),
                 clock,
+                self.pool.clone(),
             ))
             .unwrap_or_else(|error| panic!("seed {}: open failed: {error}", self.seed));
             self.logs.push(log);
@@ -201,29 +244,56 @@ impl Sim {
     }
 
     fn append(&mut self, partition: usize) -> Result<(), StorageError> {
+        let write_now = self.rng.chance(1, 2);
+        self.append_with(partition, write_now)
+    }
+
+    /// Appends a random batch; with `write_now` it is written at once,
+    /// else it stays pending until a later write.
+    fn append_with(&mut self, partition: usize, write_now: bool) -> Result<(), StorageError> {
         let (bytes, frames) = self.random_batch();
         if self.rng.chance(1, 40) {
-            // A damaged producer batch is refused and changes nothing.
+            // A damaged producer batch is refused where it is received and
+            // never reaches the log.
             let mut broken = bytes;
             let at = self
                 .rng
                 .range(BATCH_HEADER_SIZE as u64, broken.len() as u64 - 1)
                 as usize;
             broken[at] ^= 0x10;
-            let error = block_on(self.logs[partition].append(broken)).unwrap_err();
-            assert!(matches!(error, StorageError::InvalidBatch(_)), "{error}");
+            let len = broken.len();
+            assert!(ValidBatch::new(broken, 0..len).is_err());
             return Ok(());
         }
+        let len = bytes.len();
+        let batch = ValidBatch::new(bytes, 0..len).unwrap();
         let segments_before = self.logs[partition].stats().segments;
-        let result = block_on(self.logs[partition].append(bytes));
+        let next_before = self.models[partition].next_offset;
+        let result = if write_now {
+            block_on(self.logs[partition].append_and_write(&batch))
+        } else {
+            block_on(self.logs[partition].append(&batch))
+        };
+        let log = &self.logs[partition];
         let model = &mut self.models[partition];
-        if self.logs[partition].stats().segments > segments_before {
-            // Rotation seals (fsyncs) the previous segment, even when the
-            // append itself then fails.
+        if log.stats().segments > segments_before {
+            // Rotation wrote and sealed (fsynced) the previous segment,
+            // even when the append itself then fails.
             self.rotations_seen += 1;
-            model.durable_next_offset = model.next_offset;
+            model.written_next_offset = next_before;
+            model.durable_next_offset = next_before;
         }
-        let appended = result?;
+        let appended = match result {
+            Ok(appended) => appended,
+            Err(error @ StorageError::NoSpace { .. }) => {
+                // Every pending batch (this one too, if it got in) is gone.
+                model.observe_written(log.written_next_offset().min(model.next_offset));
+                model.drop_pending();
+                assert_eq!(log.next_offset(), model.next_offset, "seed {}", self.seed);
+                return Err(error);
+            }
+            Err(error) => return Err(error),
+        };
         assert_eq!(appended.base_offset, model.next_offset);
         assert_eq!(
             appended.last_offset,
@@ -244,12 +314,75 @@ impl Sim {
         }
         model.next_offset = appended.last_offset + 1;
         model.batch_ends.push(model.next_offset);
+        model.observe_written(log.written_next_offset());
+        if write_now {
+            assert_eq!(model.written_next_offset, model.next_offset);
+        }
         Ok(())
+    }
+
+    fn write_pending(&mut self, partition: usize) -> Result<(), StorageError> {
+        let result = block_on(self.logs[partition].write_pending());
+        let model = &mut self.models[partition];
+        match result {
+            Ok(()) => {
+                model.written_next_offset = model.next_offset;
+                Ok(())
+            }
+            Err(error @ StorageError::NoSpace { .. }) => {
+                model.drop_pending();
+                Err(error)
+            }
+            Err(error) => Err(error),
+        }
     }
 
     fn sync(&mut self, partition: usize) -> Result<(), StorageError> {
         block_on(self.logs[partition].sync())?;
-        self.models[partition].durable_next_offset = self.models[partition].next_offset;
+        let model = &mut self.models[partition];
+        model.durable_next_offset = model.written_next_offset;
+        Ok(())
+    }
+
+    /// A background sync: started, held in flight by the disk while more is
+    /// appended and written, then either completed (the durable offset moves
+    /// to what it covered, not further) or cut short by a power loss (it
+    /// made nothing durable that a crash must keep).
+    fn background_sync(&mut self, partition: usize) -> Result<(), StorageError> {
+        let Some(job) = self.logs[partition].begin_sync(true)? else {
+            return Ok(());
+        };
+        let covers = job.next_offset();
+        assert_eq!(covers, self.models[partition].written_next_offset);
+        assert!(
+            self.logs[partition].begin_sync(true)?.is_none(),
+            "one at a time"
+        );
+        // Submitted: the disk holds it in flight (what it makes durable is
+        // what the files held now).
+        self.io.hold_syncs(true);
+        let mut future = Box::pin(job.run_owned(self.io.clone()));
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(future.as_mut().poll(&mut context).is_pending());
+        self.io.hold_syncs(false);
+        for _ in 0..self.rng.range(0, 3) {
+            self.append(partition)?;
+        }
+        if self.rng.chance(1, 3) {
+            drop(future);
+            self.crash();
+            return Ok(());
+        }
+        let outcome = block_on(future);
+        self.logs[partition].end_sync(job, outcome)?;
+        let model = &mut self.models[partition];
+        model.durable_next_offset = model.durable_next_offset.max(covers);
+        assert_eq!(
+            self.logs[partition].durable_next_offset(),
+            model.durable_next_offset,
+            "seed {}: a background sync moves the durable offset to what it covered",
+            self.seed
+        );
         Ok(())
     }
 
@@ -297,14 +430,14 @@ impl Sim {
         let (read, expected) = match kind {
             0 => {
                 let low = model.first_offset.saturating_sub(2);
-                let offset = self.rng.range(low, model.next_offset + 2);
+                let offset = self.rng.range(low, model.written_next_offset + 2);
                 (
                     block_on(log.read_by_offset(offset, count, bytes_max))?,
                     model.expected(offset, count),
                 )
             }
             1 => {
-                let (low, high) = match (model.messages.first(), model.messages.last()) {
+                let (low, high) = match (model.written().first(), model.written().last()) {
                     (Some(first), Some(last)) => {
                         (first.timestamp.saturating_sub(10), last.timestamp + 10)
                     }
@@ -312,10 +445,10 @@ impl Sim {
                 };
                 let timestamp = self.rng.range(low, high);
                 let start = model
-                    .messages
+                    .written()
                     .iter()
                     .find(|message| message.timestamp >= timestamp)
-                    .map_or(model.next_offset, |message| message.offset);
+                    .map_or(model.written_next_offset, |message| message.offset);
                 (
                     block_on(log.read_by_timestamp(timestamp, count, bytes_max))?,
                     model.expected(start, count),
@@ -327,7 +460,7 @@ impl Sim {
             ),
             _ => {
                 let start = model
-                    .next_offset
+                    .written_next_offset
                     .saturating_sub(u64::from(count))
                     .max(model.first_offset);
                 (
@@ -385,8 +518,8 @@ impl Sim {
                 model.durable_next_offset
             );
             assert!(
-                recovered <= model.next_offset,
-                "seed {}: offsets invented",
+                recovered <= model.written_next_offset,
+                "seed {}: offsets invented (or a pending batch that was never written survived)",
                 self.seed
             );
             assert!(
@@ -407,7 +540,7 @@ impl Sim {
             let model = &self.models[partition];
             let read = block_on(self.logs[partition].read_first(u32::MAX, u64::MAX))
                 .unwrap_or_else(|error| panic!("seed {}: full read failed: {error}", self.seed));
-            self.check_read(partition, &read, &model.messages, u64::MAX);
+            self.check_read(partition, &read, model.written(), u64::MAX);
         }
     }
 
@@ -417,21 +550,26 @@ impl Sim {
             let model = &self.models[partition];
             assert_eq!(log.next_offset(), model.next_offset, "seed {}", self.seed);
             assert_eq!(log.first_offset(), model.first_offset, "seed {}", self.seed);
-            assert_eq!(log.written_offset(), model.next_offset.checked_sub(1));
+            assert_eq!(
+                log.written_offset(),
+                model.written_next_offset.checked_sub(1),
+                "seed {}",
+                self.seed
+            );
             assert_eq!(
                 log.durable_offset(),
                 model.durable_next_offset.checked_sub(1)
             );
             let stats = log.stats();
-            assert_eq!(stats.messages, model.messages.len() as u64);
+            assert_eq!(stats.messages, model.written().len() as u64);
             assert!(
-                stats.memory_bytes < 64 * 1024,
+                stats.memory_bytes < 64 * 1024 + crate::limits::TAIL_CHUNK_BYTES,
                 "seed {}: {stats:?}",
                 self.seed
             );
             assert_eq!(
                 log.unsynced_messages(),
-                model.next_offset - model.durable_next_offset,
+                model.written_next_offset - model.durable_next_offset,
                 "seed {}",
                 self.seed
             );
@@ -450,8 +588,10 @@ impl Sim {
         let partition = self.rng.below(PARTITIONS as u64) as usize;
         let roll = self.rng.below(100);
         let result = match roll {
-            0..40 => self.append(partition),
-            40..55 => self.sync(partition),
+            0..38 => self.append(partition),
+            38..44 => self.write_pending(partition),
+            44..52 => self.sync(partition),
+            52..55 => self.background_sync(partition),
             55..85 => self.random_read(partition),
             85..89 => self.delete_oldest(partition),
             89..90 => self.purge(partition),
@@ -477,7 +617,11 @@ impl Sim {
         while self.logs[partition].stats().segments < 3 {
             self.append(partition).unwrap();
         }
+        self.write_pending(partition).unwrap();
         self.sync(partition).unwrap();
+        // A clean close leaves exact files (no direct-I/O padding), so that
+        // "no file changes" below is about data only.
+        block_on(self.logs[partition].close()).unwrap();
         let log = &self.logs[partition];
         let dir = self.dirs[partition].clone();
         // Pick a sealed segment and a batch in it.
@@ -519,8 +663,8 @@ impl Sim {
             "seed {}: {reason}",
             self.seed
         );
-        let batch = self.random_batch().0;
-        let error = block_on(self.logs[partition].append(batch)).unwrap_err();
+        let batch = valid(self.random_batch().0);
+        let error = block_on(self.logs[partition].append(&batch)).unwrap_err();
         assert!(matches!(error, StorageError::Quarantined { .. }), "{error}");
         // Everything in the segments before the damaged one reads back intact.
         let log = &self.logs[partition];
@@ -548,7 +692,7 @@ impl Sim {
     /// A failed fsync poisons; nothing durable is lost after restart.
     fn fault_fsync(&mut self) {
         let partition = self.rng.below(PARTITIONS as u64) as usize;
-        self.append(partition).unwrap();
+        self.append_with(partition, true).unwrap();
         self.io.fail_next_fsync();
         let error = block_on(self.logs[partition].sync()).unwrap_err();
         assert!(error.is_fatal(), "{error}");
@@ -557,15 +701,15 @@ impl Sim {
             PartitionState::Poisoned { .. }
         ));
         self.faults.poisoned += 1;
-        let batch = self.random_batch().0;
-        let error = block_on(self.logs[partition].append(batch)).unwrap_err();
+        let batch = valid(self.random_batch().0);
+        let error = block_on(self.logs[partition].append(&batch)).unwrap_err();
         assert!(error.is_fatal(), "{error}");
         let error = block_on(self.logs[partition].sync()).unwrap_err();
         assert!(error.is_fatal(), "{error}");
         // Still readable.
         let model = &self.models[partition];
         let read = block_on(self.logs[partition].read_first(u32::MAX, u64::MAX)).unwrap();
-        self.check_read(partition, &read, &model.messages, u64::MAX);
+        self.check_read(partition, &read, model.written(), u64::MAX);
         // The supervisor restarts the process: crash and recover.
         self.crash();
     }
@@ -577,23 +721,31 @@ impl Sim {
         let mut refused = 0;
         for _ in 0..20 {
             let partition = self.rng.below(PARTITIONS as u64) as usize;
-            let lengths_before = self.file_lengths(&self.dirs[partition].clone());
             match self.append(partition) {
                 Ok(()) => {}
                 Err(StorageError::NoSpace { .. }) => {
                     refused += 1;
                     self.faults.no_space_refused += 1;
                     assert_eq!(self.logs[partition].state(), PartitionState::Open);
-                    let lengths_after = self.file_lengths(&self.dirs[partition].clone());
-                    // The rolled-back append left no bytes behind (a rotation
-                    // may have added an empty segment).
-                    for (name, len) in &lengths_after {
-                        let before = lengths_before
+                    // The rolled-back write left no bytes of dropped batches
+                    // behind: the active log holds exactly what is written
+                    // (plus, in direct mode, padding to the next block).
+                    let log = &self.logs[partition];
+                    let written = log.stats().bytes
+                        - log
+                            .sealed_segments()
                             .iter()
-                            .find(|(other, _)| other == name)
-                            .map_or(0, |(_, len)| *len);
-                        assert_eq!(*len, before, "seed {}: {name} changed", self.seed);
-                    }
+                            .map(|s| s.size_bytes)
+                            .sum::<u64>();
+                    let starts = self.io_segment_starts(&self.dirs[partition]);
+                    let active = log_path(&self.dirs[partition], *starts.last().unwrap());
+                    let len = self.io.len_of(&active).unwrap();
+                    assert!(
+                        len == written || len == align_up(written),
+                        "seed {}: {} holds {len} bytes, {written} written",
+                        self.seed,
+                        active.display()
+                    );
                 }
                 Err(error) => panic!("seed {}: {error}", self.seed),
             }
@@ -605,7 +757,7 @@ impl Sim {
         self.check_everything();
         self.io.set_capacity(None);
         for partition in 0..PARTITIONS {
-            self.append(partition).unwrap();
+            self.append_with(partition, true).unwrap();
         }
         if refused > 0 && self.rng.chance(1, 2) {
             self.crash();
@@ -633,6 +785,11 @@ impl Sim {
             })
             .collect()
     }
+}
+
+fn valid(bytes: Vec<u8>) -> ValidBatch {
+    let len = bytes.len();
+    ValidBatch::new(bytes, 0..len).unwrap()
 }
 
 fn run_seed(seed: u64) -> Sim {
@@ -705,7 +862,7 @@ fn simulation_is_deterministic() {
 fn missing_and_short_index_rebuilt() {
     let mut sim = Sim::new(1234);
     while sim.logs[0].stats().segments < 3 {
-        sim.append(0).unwrap();
+        sim.append_with(0, true).unwrap();
     }
     sim.sync(0).unwrap();
     let dir = sim.dirs[0].clone();
@@ -743,7 +900,7 @@ fn mid_segment_corruption_in_last_segment_quarantines() {
     sim.configs[0].segment_size_bytes = 1 << 20;
     sim.open_all();
     for _ in 0..6 {
-        sim.append(0).unwrap();
+        sim.append_with(0, true).unwrap();
     }
     sim.sync(0).unwrap();
     let dir = sim.dirs[0].clone();
@@ -769,7 +926,7 @@ fn mid_segment_corruption_in_last_segment_quarantines() {
         sim.logs[0].state(),
         PartitionState::Quarantined { .. }
     ));
-    let batch = sim.random_batch().0;
-    let error = block_on(sim.logs[0].append(batch)).unwrap_err();
+    let batch = valid(sim.random_batch().0);
+    let error = block_on(sim.logs[0].append(&batch)).unwrap_err();
     assert!(matches!(error, StorageError::Quarantined { .. }), "{error}");
 }

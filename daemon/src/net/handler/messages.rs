@@ -3,11 +3,14 @@
 //! validates batches (so checksum work spreads over the accepting shards),
 //! and hands the operation to the owner's pump over the mesh.
 
-use super::{Handled, HandlerError, Outcome, Request_, member_key, partition_op};
+use super::{Handled, HandlerError, Outcome, Replier, Request_, member_key, partition_op};
+use crate::batch::ValidBatch;
 use crate::metadata::permissions::Principal;
 use crate::metadata::{Ident, Stream, Topic};
+use crate::net::session::Session;
 use crate::protocol::codes::Status;
 use crate::protocol::command::{OffsetTarget, PollMessages, SendMessages};
+use crate::protocol::header::RequestHeader;
 use crate::protocol::primitives::{
     Consumer, ConsumerKind, Identifier, Partitioning, partition_for_key,
 };
@@ -15,10 +18,12 @@ use crate::protocol::reply::{
     ConsumerOffsetInfo, SendConfirmation, encode_consumer_offset, encode_poll_prefix,
     encode_send_confirmations,
 };
-use crate::shard::op::{PartitionOp, PollRequest};
+use crate::shard::context::ShardContext;
+use crate::shard::op::{POLL_HEADROOM, PartitionOp, PollRequest};
 use crate::shard::partition::PartitionKey;
 use crate::shard::router;
 use crate::storage::consumer_offsets::{self, ConsumerKey};
+use std::rc::Rc;
 
 /// The empty poll that tells a group member its assignment is stale
 /// (§5.3, §8 item 4).
@@ -112,61 +117,133 @@ pub(crate) async fn poll(
         reply,
     })
     .await?;
-    let mut out = Vec::with_capacity(16 + result.bytes.len());
+    // The records follow POLL_HEADROOM free bytes: the poll prefix goes
+    // right before them and the reply header before that, in place.
+    let mut frame = result.bytes;
+    let mut prefix = Vec::with_capacity(16);
     encode_poll_prefix(
-        &mut out,
+        &mut prefix,
         partition_id,
         result.current_offset,
         result.message_count,
     );
-    out.extend_from_slice(&result.bytes);
-    Ok(request.replier.ok(&out))
+    let header_size = crate::protocol::limits::HEADER_SIZE;
+    assert!(POLL_HEADROOM == header_size + prefix.len());
+    frame[header_size..POLL_HEADROOM].copy_from_slice(&prefix);
+    Ok(request.replier.ok_in_place(frame))
 }
 
-pub(crate) async fn send(
-    request: &mut Request_<'_>,
-    principal: &Principal<'_>,
-    send: &SendMessages<'_>,
-) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let (stream, topic) = resolve(&view, &send.stream, &send.topic)?;
-    principal.send_messages(stream.id, topic.id)?;
-    let partitions = topic.partitions_count();
-    if partitions == 0 {
-        return Err(HandlerError::Status(Status::NoPartitions));
-    }
-    let partition_id = match send.partitioning {
-        Partitioning::PartitionId(partition_id) => partition_id,
-        Partitioning::Balanced => request.context.next_balanced(partitions),
-        Partitioning::MessagesKey(bytes) => partition_for_key(bytes, partitions).unwrap_or(0),
-    };
-    let (key, owner) = partition_key(request.context, stream, topic, partition_id)?;
-    // Checksums are verified here, on the accepting shard, so the owner's
-    // pump only appends.
-    let summary =
-        crate::batch::validate(send.batch).map_err(|error| HandlerError::Status(error.status()))?;
-    if summary.header.message_count != send.messages_count {
-        return Err(HandlerError::Status(Status::InvalidCommand));
-    }
-    let batch = send.batch.to_vec();
+/// A send resolved against the view while the request still borrows its
+/// frame: where the batch goes and where it lies in the frame.
+#[derive(Debug)]
+pub struct SendPlan {
+    commit: u64,
+    stream_id: u32,
+    topic_id: u32,
+    partition_id: u32,
+    key: PartitionKey,
+    owner: crate::shard::mesh::ShardId,
+    messages_count: u32,
+    batch: std::ops::Range<usize>,
+}
 
-    let ack = partition_op(request.context, owner, |reply| PartitionOp::Append {
-        key,
-        batch,
-        reply,
-    })
-    .await?;
-    let mut out = Vec::with_capacity(24);
-    encode_send_confirmations(
-        &mut out,
-        &[SendConfirmation {
+/// Checks the session and the permission, picks the partition and its
+/// owner; everything a send needs before its frame's buffer moves on.
+pub fn plan_send(
+    context: &Rc<ShardContext>,
+    session: &mut Session,
+    header: &RequestHeader,
+    send: &SendMessages<'_>,
+    frame: &[u8],
+) -> Result<SendPlan, Outcome> {
+    let commit = session.next_commit();
+    let replier = Replier {
+        header,
+        session: session.number(),
+        commit,
+    };
+    let view = super::authenticated_view(context, session, header, &replier)?;
+    let plan = (|| -> Handled<SendPlan> {
+        let user = super::principal_user(&view, session)
+            .ok_or(HandlerError::Status(Status::Unauthenticated))?;
+        let (stream, topic) = resolve(&view, &send.stream, &send.topic)?;
+        Principal::of(user).send_messages(stream.id, topic.id)?;
+        let partitions = topic.partitions_count();
+        if partitions == 0 {
+            return Err(HandlerError::Status(Status::NoPartitions));
+        }
+        let partition_id = match send.partitioning {
+            Partitioning::PartitionId(partition_id) => partition_id,
+            Partitioning::Balanced => context.next_balanced(partitions),
+            Partitioning::MessagesKey(bytes) => partition_for_key(bytes, partitions).unwrap_or(0),
+        };
+        let (key, owner) = partition_key(context, stream, topic, partition_id)?;
+        // The batch is a sub-slice of the frame: its position is what
+        // survives the hand-over of the buffer.
+        let start = (send.batch.as_ptr() as usize).wrapping_sub(frame.as_ptr() as usize);
+        let batch = start..start + send.batch.len();
+        let same_bytes = frame
+            .get(batch.clone())
+            .is_some_and(|bytes| std::ptr::eq(bytes.as_ptr(), send.batch.as_ptr()));
+        if !same_bytes {
+            return Err(HandlerError::Status(Status::InvalidCommand));
+        }
+        Ok(SendPlan {
+            commit,
             stream_id: stream.id,
             topic_id: topic.id,
             partition_id,
-            base_offset: ack.base_offset,
-        }],
-    );
-    Ok(request.replier.ok(&out))
+            key,
+            owner,
+            messages_count: send.messages_count,
+            batch,
+        })
+    })();
+    plan.map_err(|error| replier.error(&error))
+}
+
+/// Validates the batch where it lies in `frame` (every checksum, once: the
+/// owner's pump only stamps and appends) and hands frame and batch to the
+/// owner shard without copying them.
+pub async fn send_planned(
+    context: &Rc<ShardContext>,
+    session: &mut Session,
+    header: &RequestHeader,
+    plan: SendPlan,
+    frame: Vec<u8>,
+) -> Outcome {
+    let replier = Replier {
+        header,
+        session: session.number(),
+        commit: plan.commit,
+    };
+    let result = async {
+        let batch = ValidBatch::new(frame, plan.batch.clone())
+            .map_err(|error| HandlerError::Status(error.status()))?;
+        if batch.message_count() != plan.messages_count {
+            return Err(HandlerError::Status(Status::InvalidCommand));
+        }
+        let key = plan.key;
+        let ack = partition_op(context, plan.owner, |reply| PartitionOp::Append {
+            key,
+            batch,
+            reply,
+        })
+        .await?;
+        let mut out = Vec::with_capacity(24);
+        encode_send_confirmations(
+            &mut out,
+            &[SendConfirmation {
+                stream_id: plan.stream_id,
+                topic_id: plan.topic_id,
+                partition_id: plan.partition_id,
+                base_offset: ack.base_offset,
+            }],
+        );
+        Ok(replier.ok(&out))
+    }
+    .await;
+    result.unwrap_or_else(|error| replier.error(&error))
 }
 
 pub(crate) async fn flush(

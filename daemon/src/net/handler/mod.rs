@@ -13,6 +13,9 @@
 
 mod groups;
 mod messages;
+
+use crate::protocol::frame::decode_frame;
+use crate::protocol::reply::encode_error;
 mod streams;
 mod system;
 mod users;
@@ -25,7 +28,9 @@ use crate::metadata::{Applied, MemberKey, MetadataCommand, MetadataError, Metada
 use crate::protocol::codes::{EvictionReason, Operation, Status};
 use crate::protocol::command::Command;
 use crate::protocol::header::RequestHeader;
-use crate::protocol::reply::{encode_eviction, encode_reply, encode_status_reply};
+use crate::protocol::reply::{
+    encode_eviction, encode_reply, encode_reply_in_place, encode_status_reply,
+};
 use crate::shard::context::ShardContext;
 use crate::shard::mesh::{Request, Response, ShardId, ShardMessage};
 use crate::shard::op::{PartitionOp, PumpError, Reply};
@@ -55,6 +60,23 @@ impl Replier<'_> {
             // Only a reply over 64 MiB fails to encode; say so instead.
             Err(error) => {
                 tracing::warn!(%error, "reply too large");
+                self.status(Status::Error)
+            }
+        }
+    }
+
+    /// A successful reply whose body follows `HEADER_SIZE` free bytes at
+    /// the front of `frame` (built in place, without copying the body).
+    pub(crate) fn ok_in_place(&self, frame: Vec<u8>) -> Outcome {
+        let header_size = crate::protocol::limits::HEADER_SIZE;
+        if frame.len() < header_size {
+            return self.status(Status::Error);
+        }
+        match encode_reply_in_place(self.header, frame, self.session, self.commit) {
+            Some(reply) => Outcome::Reply(reply),
+            None => {
+                // Not expected for the operations that build in place; the
+                // body is copied behind a fresh header instead.
                 self.status(Status::Error)
             }
         }
@@ -142,6 +164,62 @@ fn principal_user<'v>(view: &'v MetadataView, session: &Session) -> Option<&'v U
         .and_then(|user_id| view.user_by_id(user_id))
 }
 
+/// The current view, when the session is logged in as a user that still
+/// exists; else the answer the protocol gives a request without a session
+/// (and a session whose account was deleted is over).
+fn authenticated_view(
+    context: &ShardContext,
+    session: &mut Session,
+    header: &RequestHeader,
+    replier: &Replier<'_>,
+) -> Result<Arc<MetadataView>, Outcome> {
+    let view = context.view();
+    if principal_user(&view, session).is_some() {
+        return Ok(view);
+    }
+    if session.login.is_some() {
+        // The account was deleted: the session is over.
+        session.login = None;
+    }
+    Err(if header.operation == Operation::NonReplicated as u8 {
+        replier.status(Status::Unauthenticated)
+    } else {
+        replier.evict(EvictionReason::NoSession)
+    })
+}
+
+/// Decode and handle one whole frame (header and body, as read from the
+/// socket); the caller writes the outcome. A send hands the frame's buffer
+/// on to the partition's owner, so its batch is never copied on the way.
+pub async fn handle_frame(
+    context: &Rc<ShardContext>,
+    session: &mut Session,
+    frame: Vec<u8>,
+) -> Outcome {
+    let decoded = match decode_frame(&frame) {
+        Ok(Some((decoded, _))) => decoded,
+        Ok(None) => return Outcome::Close("incomplete frame".to_string()),
+        Err(error) => return Outcome::Close(error.to_string()),
+    };
+    let header = decoded.header;
+    match decoded.command() {
+        Ok(Command::SendMessages(send)) => {
+            match messages::plan_send(context, session, &header, &send, &frame) {
+                Ok(plan) => messages::send_planned(context, session, &header, plan, frame).await,
+                Err(outcome) => outcome,
+            }
+        }
+        Ok(command) => handle(context, session, &header, command).await,
+        Err(error) => {
+            let commit = session.next_commit();
+            match encode_error(&header, &error, session.number(), commit) {
+                Some(reply) => Outcome::Reply(reply),
+                None => Outcome::Close(error.to_string()),
+            }
+        }
+    }
+}
+
 /// Handle one request; the caller writes the outcome.
 pub async fn handle(
     context: &Rc<ShardContext>,
@@ -171,30 +249,19 @@ pub async fn handle(
         }
         _ => {}
     }
-    let view = context.view();
+    let view = match authenticated_view(context, session, header, &replier) {
+        Ok(view) => view,
+        Err(outcome) => return outcome,
+    };
     let Some(user) = principal_user(&view, session) else {
-        if session.login.is_some() {
-            // The account was deleted: the session is over.
-            session.login = None;
-        }
-        return if header.operation == Operation::NonReplicated as u8 {
-            replier.status(Status::Unauthenticated)
-        } else {
-            replier.evict(EvictionReason::NoSession)
-        };
+        return replier.status(Status::Unauthenticated);
     };
     let principal = Principal::of(user);
-    let user_id = user.id;
-    let permissions = principal.permissions.cloned();
     let mut request = Request_ {
         context,
         session,
         view: view.clone(),
         replier,
-    };
-    let principal = Principal {
-        user_id,
-        permissions: permissions.as_ref(),
     };
     let result = dispatch(&mut request, &principal, command).await;
     match result {
@@ -231,7 +298,10 @@ async fn dispatch(
             users::change_token(request, command).await
         }
         C::PollMessages(poll) => messages::poll(request, principal, &poll).await,
-        C::SendMessages(send) => messages::send(request, principal, &send).await,
+        // Sends take over the frame's buffer (no copy of the batch), so
+        // `handle_frame` routes them to `plan_send` / `send_planned`; they
+        // never reach this match.
+        C::SendMessages(_) => Err(HandlerError::Status(Status::InvalidCommand)),
         C::FlushUnsavedBuffer {
             stream,
             topic,

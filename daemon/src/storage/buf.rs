@@ -1,0 +1,328 @@
+//! Aligned I/O buffers and the per-shard pool that recycles them.
+//!
+//! This file owns [`AlignedBuf`], a heap buffer whose address and capacity
+//! are multiples of [`IO_ALIGN`] (what `O_DIRECT` needs), and [`BufferPool`],
+//! which hands such buffers out, takes them back, keeps a bounded number of
+//! idle ones for reuse (a reused buffer costs no allocation and no page
+//! faults) and accounts every byte it manages, so a shard's write buffers and
+//! caches can be held to its share of `memory.budget`. It must not know about
+//! files, segments or batches.
+
+use std::alloc::Layout;
+use std::cell::RefCell;
+use std::ptr::NonNull;
+use std::rc::Rc;
+
+/// Alignment of direct-I/O buffers, file positions and lengths. 4 KiB covers
+/// devices with 512-byte and 4 KiB logical blocks.
+pub const IO_ALIGN: usize = 4096;
+
+/// Rounds `value` down to a multiple of [`IO_ALIGN`].
+pub fn align_down(value: u64) -> u64 {
+    value & !(IO_ALIGN as u64 - 1)
+}
+
+/// Rounds `value` up to a multiple of [`IO_ALIGN`].
+pub fn align_up(value: u64) -> u64 {
+    align_down(value + IO_ALIGN as u64 - 1)
+}
+
+/// A byte buffer aligned to [`IO_ALIGN`] in address and capacity. `len`
+/// bytes are initialised; the capacity is fixed at allocation.
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    capacity: usize,
+}
+
+// SAFETY: the buffer is uniquely owned heap memory (like a `Vec<u8>`); moving
+// it to another thread moves that ownership.
+unsafe impl Send for AlignedBuf {}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlignedBuf")
+            .field("len", &self.len)
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+impl AlignedBuf {
+    /// A zero-length buffer of at least `capacity` bytes (rounded up to
+    /// [`IO_ALIGN`]; at least one block).
+    pub fn with_capacity(capacity: usize) -> AlignedBuf {
+        let capacity = (align_up(capacity.max(1) as u64)) as usize;
+        let layout = Layout::from_size_align(capacity, IO_ALIGN)
+            .expect("an aligned capacity below isize::MAX is a valid layout");
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout);
+        };
+        AlignedBuf {
+            ptr,
+            len: 0,
+            capacity,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes that can still be appended.
+    pub fn remaining(&self) -> usize {
+        self.capacity - self.len
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `len` bytes from `ptr` are initialised and owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` makes the access unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Appends `bytes`; they must fit in [`Self::remaining`].
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) {
+        assert!(bytes.len() <= self.remaining());
+        // SAFETY: the destination lies inside the allocation (checked
+        // above) and cannot overlap `bytes`, which the caller borrows.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.ptr.as_ptr().add(self.len),
+                bytes.len(),
+            );
+        }
+        self.len += bytes.len();
+    }
+
+    /// Grows the initialised length to `len` with zeros (`len` ≤ capacity).
+    pub fn zero_extend_to(&mut self, len: usize) {
+        assert!(len <= self.capacity);
+        if len > self.len {
+            // SAFETY: the range is inside the allocation.
+            unsafe {
+                std::ptr::write_bytes(self.ptr.as_ptr().add(self.len), 0, len - self.len);
+            }
+            self.len = len;
+        }
+    }
+
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            self.len = len;
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Moves bytes `from..len` to the start of the buffer and makes them the
+    /// whole content (keeping a partial block for the next write).
+    pub fn keep_from(&mut self, from: usize) {
+        assert!(from <= self.len);
+        let kept = self.len - from;
+        if from > 0 && kept > 0 {
+            // SAFETY: both ranges lie inside the initialised part; `copy`
+            // handles overlap.
+            unsafe {
+                std::ptr::copy(self.ptr.as_ptr().add(from), self.ptr.as_ptr(), kept);
+            }
+        }
+        self.len = kept;
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.capacity, IO_ALIGN)
+            .expect("the layout was valid at allocation");
+        // SAFETY: allocated in `with_capacity` with this very layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+    }
+}
+
+// SAFETY: `read_ptr` points at `bytes_init` initialised bytes that stay put
+// while the buffer is owned by an I/O operation (the allocation never moves).
+unsafe impl monoio::buf::IoBuf for AlignedBuf {
+    fn read_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    fn bytes_init(&self) -> usize {
+        self.len
+    }
+}
+
+// SAFETY: `write_ptr` points at `bytes_total` bytes of owned memory; the
+// kernel reports how many it initialised through `set_init`.
+unsafe impl monoio::buf::IoBufMut for AlignedBuf {
+    fn write_ptr(&mut self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    fn bytes_total(&mut self) -> usize {
+        self.capacity
+    }
+
+    unsafe fn set_init(&mut self, pos: usize) {
+        assert!(pos <= self.capacity);
+        self.len = pos;
+    }
+}
+
+/// What a pool holds, for the console and the budget check.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Bytes of every buffer handed out and not yet returned or dropped.
+    pub outstanding_bytes: u64,
+    /// Bytes of idle buffers kept for reuse.
+    pub idle_bytes: u64,
+    /// Buffers allocated because no idle one fitted.
+    pub allocations: u64,
+    /// Buffers served from the idle list.
+    pub reuses: u64,
+}
+
+#[derive(Debug, Default)]
+struct PoolState {
+    /// Idle buffers, each with its capacity; small lists, scanned linearly.
+    idle: Vec<AlignedBuf>,
+    stats: PoolStats,
+    idle_bytes_max: u64,
+}
+
+/// A per-shard pool of aligned buffers. Cloning shares the pool (one shard,
+/// one thread: `Rc`, never sent).
+#[derive(Debug, Clone)]
+pub struct BufferPool {
+    state: Rc<RefCell<PoolState>>,
+}
+
+impl BufferPool {
+    /// A pool that keeps at most `idle_bytes_max` bytes of idle buffers.
+    pub fn new(idle_bytes_max: u64) -> BufferPool {
+        BufferPool {
+            state: Rc::new(RefCell::new(PoolState {
+                idle_bytes_max,
+                ..PoolState::default()
+            })),
+        }
+    }
+
+    /// An empty buffer of at least `capacity` bytes: the smallest idle one
+    /// that fits and is not more than twice as large, else a new one.
+    pub fn take(&self, capacity: usize) -> AlignedBuf {
+        let mut state = self.state.borrow_mut();
+        let wanted = align_up(capacity.max(1) as u64) as usize;
+        let best = state
+            .idle
+            .iter()
+            .enumerate()
+            .filter(|(_, buf)| buf.capacity() >= wanted && buf.capacity() <= wanted * 2)
+            .min_by_key(|(_, buf)| buf.capacity())
+            .map(|(at, _)| at);
+        let buf = match best {
+            Some(at) => {
+                let mut buf = state.idle.swap_remove(at);
+                state.stats.idle_bytes -= buf.capacity() as u64;
+                state.stats.reuses += 1;
+                buf.clear();
+                buf
+            }
+            None => {
+                state.stats.allocations += 1;
+                AlignedBuf::with_capacity(wanted)
+            }
+        };
+        state.stats.outstanding_bytes += buf.capacity() as u64;
+        buf
+    }
+
+    /// Returns a buffer taken from this pool. It is kept for reuse while the
+    /// idle bytes stay under the pool's cap, else freed.
+    pub fn give(&self, buf: AlignedBuf) {
+        let mut state = self.state.borrow_mut();
+        let bytes = buf.capacity() as u64;
+        state.stats.outstanding_bytes = state.stats.outstanding_bytes.saturating_sub(bytes);
+        if state.stats.idle_bytes + bytes <= state.idle_bytes_max {
+            state.stats.idle_bytes += bytes;
+            state.idle.push(buf);
+        }
+    }
+
+    /// Frees every idle buffer (after a burst, so memory returns to the
+    /// system). Returns the bytes freed.
+    pub fn trim(&self) -> u64 {
+        let mut state = self.state.borrow_mut();
+        let freed = state.stats.idle_bytes;
+        state.idle.clear();
+        state.stats.idle_bytes = 0;
+        freed
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        self.state.borrow().stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Buffers are aligned in address and capacity, keep their bytes, and a
+    // partial block moves to the front with `keep_from`.
+    #[test]
+    fn aligned_buffers_hold_bytes() {
+        let mut buf = AlignedBuf::with_capacity(5000);
+        assert_eq!(buf.capacity(), 8192);
+        assert_eq!(buf.as_slice().as_ptr() as usize % IO_ALIGN, 0);
+        buf.extend_from_slice(&[7u8; 4100]);
+        buf.zero_extend_to(8192);
+        assert_eq!(buf.len(), 8192);
+        assert_eq!(buf.as_slice()[4099], 7);
+        assert_eq!(buf.as_slice()[4100], 0);
+        buf.truncate(4100);
+        buf.keep_from(4096);
+        assert_eq!(buf.as_slice(), &[7, 7, 7, 7]);
+        assert_eq!(align_down(4097), 4096);
+        assert_eq!(align_up(4097), 8192);
+        assert_eq!(align_up(4096), 4096);
+        assert_eq!(align_up(0), 0);
+    }
+
+    // The pool reuses a fitting idle buffer, accounts outstanding and idle
+    // bytes, respects its idle cap, and trims.
+    #[test]
+    fn pool_reuses_accounts_and_trims() {
+        let pool = BufferPool::new(64 * 1024);
+        let first = pool.take(10_000);
+        assert_eq!(first.capacity(), 12_288);
+        assert_eq!(pool.stats().outstanding_bytes, 12_288);
+        pool.give(first);
+        assert_eq!(pool.stats().idle_bytes, 12_288);
+        let again = pool.take(9_000);
+        assert_eq!(again.capacity(), 12_288);
+        assert_eq!(pool.stats().reuses, 1);
+        let big = pool.take(1 << 20);
+        pool.give(big);
+        assert_eq!(pool.stats().idle_bytes, 0, "over the idle cap: freed");
+        pool.give(again);
+        assert_eq!(pool.trim(), 12_288);
+        assert_eq!(pool.stats().outstanding_bytes, 0);
+    }
+}
