@@ -90,11 +90,14 @@ pub mod index;
 pub mod io;
 pub mod partition_log;
 pub mod read;
+pub mod write;
 pub mod recovery;
 pub mod segment;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 
+#[cfg(test)]
+mod log_tests;
 #[cfg(test)]
 mod sim_test;
 #[cfg(test)]

@@ -1,0 +1,446 @@
+//! Unit tests of the pump on the simulated disk: group commit, the
+//! acknowledgement rules of `persisted` and `replicated`, offsets, purge,
+//! retention and a failed fsync. The seeded simulation is `pump_sim/`.
+
+use super::*;
+use crate::batch::{MessageSpec, encode_producer_batch};
+use crate::protocol::codes::Status;
+use crate::storage::consumer_offsets::ConsumerKind;
+use crate::storage::sim::{SimClock, SimIo, block_on};
+
+const KEY: PartitionKey = PartitionKey {
+    stream: 0,
+    topic: 0,
+    partition: 0,
+};
+const CONSUMER: ConsumerKey = ConsumerKey {
+    kind: ConsumerKind::Consumer,
+    id: 7,
+};
+
+fn storage() -> PumpStorage {
+    PumpStorage {
+        data_dir: PathBuf::from("/data"),
+        access: Access::Direct,
+        pool: BufferPool::new(1 << 20),
+    }
+}
+
+fn batch(messages: usize) -> ValidBatch {
+    let specs: Vec<MessageSpec> = (0..messages)
+        .map(|index| MessageSpec {
+            id: index as u128 + 1,
+            timestamp_delta: 0,
+            payload: vec![b'x'; 100],
+            user_headers: Vec::new(),
+        })
+        .collect();
+    let bytes = encode_producer_batch(1_000, &specs);
+    let len = bytes.len();
+    ValidBatch::new(bytes, 0..len).unwrap()
+}
+
+fn pump(io: &SimIo, durability: Durability) -> Pump<SimIo> {
+    let mut pump = Pump::new(io.clone(), Rc::new(SimClock::new(1_000_000)), storage());
+    let settings = PartitionSettings {
+        durability,
+        ..PartitionSettings::default()
+    };
+    block_on(pump.open(KEY, settings)).unwrap();
+    pump
+}
+
+fn channel<T>() -> (Reply<T>, flume::Receiver<Result<T, PumpError>>) {
+    flume::bounded(1)
+}
+
+fn poll(pump: &mut Pump<SimIo>, strategy: PollingStrategy, auto_commit: bool) -> PollResult {
+    let (reply, answer) = channel();
+    let request = PollRequest {
+        consumer: Some(CONSUMER),
+        strategy,
+        count: 100,
+        auto_commit,
+    };
+    block_on(async {
+        pump.apply(PartitionOp::Poll {
+            key: KEY,
+            request,
+            reply,
+        })
+        .await;
+        pump.commit().await;
+    });
+    answer.try_recv().unwrap().unwrap()
+}
+
+// Proves group commit for `persisted`: appends are acknowledged only in
+// the commit phase, several appends share one fsync, and a poll before
+// the commit sees none of them (nothing a crash could take back).
+#[test]
+fn persisted_acks_wait_for_one_shared_fsync_and_reads_see_only_durable_data() {
+    let io = SimIo::new(1);
+    let mut pump = pump(&io, Durability::Persisted);
+    let answers: Vec<_> = (0..3)
+        .map(|_| {
+            let (reply, answer) = channel();
+            block_on(pump.apply(PartitionOp::Append {
+                key: KEY,
+                batch: batch(10),
+                reply,
+            }));
+            answer
+        })
+        .collect();
+    assert!(
+        answers.iter().all(|answer| answer.try_recv().is_err()),
+        "no ack before commit"
+    );
+    let (reply, early) = channel();
+    let request = PollRequest {
+        consumer: None,
+        strategy: PollingStrategy::First,
+        count: 100,
+        auto_commit: false,
+    };
+    block_on(pump.apply(PartitionOp::Poll {
+        key: KEY,
+        request,
+        reply,
+    }));
+    assert_eq!(early.try_recv().unwrap().unwrap().message_count, 0);
+    let fsyncs_before = pump.counters.fsyncs;
+    block_on(pump.commit());
+    assert_eq!(
+        pump.counters.fsyncs - fsyncs_before,
+        1,
+        "one fsync for three appends"
+    );
+    let acks: Vec<AppendAck> = answers
+        .iter()
+        .map(|answer| answer.try_recv().unwrap().unwrap())
+        .collect();
+    assert_eq!(
+        acks[0],
+        AppendAck {
+            base_offset: 0,
+            last_offset: 9
+        }
+    );
+    assert_eq!(
+        acks[2],
+        AppendAck {
+            base_offset: 20,
+            last_offset: 29
+        }
+    );
+    // Acknowledged means durable: a crash right now loses nothing.
+    io.crash();
+    let mut reopened = pump_reopen(&io, Durability::Persisted);
+    assert_eq!(
+        poll(&mut reopened, PollingStrategy::First, false).message_count,
+        30
+    );
+}
+
+fn pump_reopen(io: &SimIo, durability: Durability) -> Pump<SimIo> {
+    pump(io, durability)
+}
+
+// Proves `replicated` acknowledges once the commit phase wrote the
+// batch (not before), and serves it from then on.
+#[test]
+fn replicated_acks_on_write() {
+    let io = SimIo::new(2);
+    let mut pump = pump(&io, Durability::Replicated);
+    let (reply, answer) = channel();
+    block_on(pump.apply(PartitionOp::Append {
+        key: KEY,
+        batch: batch(5),
+        reply,
+    }));
+    assert!(answer.try_recv().is_err(), "no ack before the write");
+    assert_eq!(
+        poll(&mut pump, PollingStrategy::First, false).message_count,
+        0,
+        "an unwritten batch is not visible"
+    );
+    block_on(pump.commit());
+    assert_eq!(answer.try_recv().unwrap().unwrap().last_offset, 4);
+    assert_eq!(
+        poll(&mut pump, PollingStrategy::Offset(2), false).message_count,
+        3
+    );
+}
+
+// Proves next-polling resumes after the auto-committed offset, and the
+// offset rules: beyond the end is 4100, deleting nothing is 3021.
+#[test]
+fn next_polling_with_auto_commit_and_offset_rules() {
+    let io = SimIo::new(3);
+    let mut pump = pump(&io, Durability::Persisted);
+    let (reply, _answer) = channel();
+    block_on(async {
+        pump.apply(PartitionOp::Append {
+            key: KEY,
+            batch: batch(4),
+            reply,
+        })
+        .await;
+        pump.commit().await;
+    });
+    assert_eq!(
+        poll(&mut pump, PollingStrategy::Next, true).message_count,
+        4
+    );
+    assert_eq!(
+        poll(&mut pump, PollingStrategy::Next, true).message_count,
+        0
+    );
+    let (reply, answer) = channel();
+    block_on(pump.apply(PartitionOp::GetOffset {
+        key: KEY,
+        consumer: CONSUMER,
+        reply,
+    }));
+    let stored = answer.try_recv().unwrap().unwrap().unwrap();
+    assert_eq!(
+        stored,
+        StoredOffset {
+            current_offset: 3,
+            stored_offset: 3
+        }
+    );
+
+    let (reply, answer) = channel();
+    let op = PartitionOp::StoreOffset {
+        key: KEY,
+        consumer: CONSUMER,
+        offset: 99,
+        reply,
+    };
+    block_on(pump.apply(op));
+    assert_eq!(
+        answer.try_recv().unwrap().unwrap_err().status(),
+        Status::InvalidOffset
+    );
+    let (reply, answer) = channel();
+    let op = PartitionOp::StoreOffset {
+        key: KEY,
+        consumer: CONSUMER,
+        offset: 1,
+        reply,
+    };
+    block_on(async {
+        pump.apply(op).await;
+        pump.commit().await;
+    });
+    answer.try_recv().unwrap().unwrap();
+    assert_eq!(
+        poll(&mut pump, PollingStrategy::Next, false).message_count,
+        2
+    );
+
+    let other = ConsumerKey {
+        kind: ConsumerKind::Group,
+        id: 1,
+    };
+    let (reply, answer) = channel();
+    block_on(pump.apply(PartitionOp::DeleteOffset {
+        key: KEY,
+        consumer: other,
+        reply,
+    }));
+    assert_eq!(
+        answer.try_recv().unwrap().unwrap_err().status(),
+        Status::ConsumerOffsetNotFound
+    );
+}
+
+// Proves purge deletes messages and offsets and restarts offsets at 0,
+// and that an unknown partition is 3007.
+#[test]
+fn purge_resets_and_unknown_partitions_are_not_found() {
+    let io = SimIo::new(4);
+    let mut pump = pump(&io, Durability::Replicated);
+    let (reply, _answer) = channel();
+    block_on(pump.apply(PartitionOp::Append {
+        key: KEY,
+        batch: batch(3),
+        reply,
+    }));
+    block_on(pump.commit());
+    poll(&mut pump, PollingStrategy::Next, true);
+    let (reply, answer) = channel();
+    block_on(pump.apply(PartitionOp::Purge { key: KEY, reply }));
+    answer.try_recv().unwrap().unwrap();
+    assert_eq!(
+        poll(&mut pump, PollingStrategy::First, false).message_count,
+        0
+    );
+    let (reply, answer) = channel();
+    block_on(pump.apply(PartitionOp::Append {
+        key: KEY,
+        batch: batch(1),
+        reply,
+    }));
+    block_on(pump.commit());
+    assert_eq!(answer.try_recv().unwrap().unwrap().base_offset, 0);
+    assert_eq!(
+        poll(&mut pump, PollingStrategy::Next, false).message_count,
+        1
+    );
+
+    let missing = PartitionKey {
+        stream: 9,
+        topic: 9,
+        partition: 9,
+    };
+    let (reply, answer) = channel();
+    block_on(pump.apply(PartitionOp::Append {
+        key: missing,
+        batch: batch(1),
+        reply,
+    }));
+    assert_eq!(
+        answer.try_recv().unwrap().unwrap_err().status(),
+        Status::PartitionNotFound
+    );
+}
+
+// Regression (pump simulation): on a `replicated` topic with `persisted`
+// consumer offsets, an offset can be durable while the messages it points
+// at are not. After a power loss the offset must not point past the
+// recovered log, or `Next` would skip the messages appended next.
+#[test]
+fn a_consumer_offset_past_the_recovered_log_is_clamped_on_open() {
+    let io = SimIo::new(6);
+    let settings = PartitionSettings {
+        durability: Durability::Replicated,
+        offset_durability: Durability::Persisted,
+        ..PartitionSettings::default()
+    };
+    let mut pump = Pump::new(io.clone(), Rc::new(SimClock::new(1_000_000)), storage());
+    block_on(pump.open(KEY, settings)).unwrap();
+    let (reply, _answer) = channel();
+    block_on(pump.apply(PartitionOp::Append {
+        key: KEY,
+        batch: batch(5),
+        reply,
+    }));
+    block_on(pump.commit());
+    let (reply, answer) = channel();
+    block_on(async {
+        pump.apply(PartitionOp::StoreOffset {
+            key: KEY,
+            consumer: CONSUMER,
+            offset: 4,
+            reply,
+        })
+        .await;
+        pump.commit().await;
+    });
+    answer.try_recv().unwrap().unwrap();
+    io.crash();
+    let mut pump = Pump::new(io.clone(), Rc::new(SimClock::new(2_000_000)), storage());
+    block_on(pump.open(KEY, settings)).unwrap();
+    let (reply, answer) = channel();
+    block_on(pump.apply(PartitionOp::GetOffset {
+        key: KEY,
+        consumer: CONSUMER,
+        reply,
+    }));
+    assert_eq!(answer.try_recv().unwrap().unwrap(), None);
+    let (reply, _answer) = channel();
+    block_on(pump.apply(PartitionOp::Append {
+        key: KEY,
+        batch: batch(3),
+        reply,
+    }));
+    block_on(pump.commit());
+    assert_eq!(
+        poll(&mut pump, PollingStrategy::Next, false).message_count,
+        3
+    );
+}
+
+// Proves size retention: a partition over 90 % of its `max_topic_size`
+// share loses its oldest sealed segments until it is under, the active
+// segment stays even when it alone is over, and the newest data stays
+// readable.
+#[test]
+fn retention_trims_the_oldest_sealed_segments_to_the_size_share() {
+    let io = SimIo::new(6);
+    let mut pump = Pump::new(io.clone(), Rc::new(SimClock::new(1_000_000)), storage());
+    // One 10-message batch is about 1.7 KiB; 4 KiB segments hold 2-3.
+    let settings = PartitionSettings {
+        durability: Durability::Replicated,
+        segment_size_bytes: 4096,
+        max_size_bytes: Some(10_000),
+        ..PartitionSettings::default()
+    };
+    block_on(pump.open(KEY, settings)).unwrap();
+    for _ in 0..30 {
+        let (reply, answer) = channel();
+        block_on(pump.apply(PartitionOp::Append {
+            key: KEY,
+            batch: batch(10),
+            reply,
+        }));
+        block_on(pump.commit());
+        answer.try_recv().unwrap().unwrap();
+    }
+    let before = pump.partitions[&KEY].log.stats();
+    assert!(before.bytes > 40_000, "{before:?}");
+    assert!(before.segments > 10, "{before:?}");
+
+    block_on(pump.apply(PartitionOp::RetentionTick));
+    let after = pump.partitions[&KEY].log.stats();
+    assert!(
+        after.bytes <= 9_000,
+        "trimmed to 90 % of the share: {after:?}"
+    );
+    assert!(after.first_offset > 0);
+    assert_eq!(after.next_offset, 300, "the newest messages stay");
+    let newest = poll(&mut pump, PollingStrategy::Last, false);
+    assert_eq!(newest.message_count, 100.min(after.messages as u32));
+
+    // A share smaller than the active segment: only sealed ones go.
+    pump.partitions
+        .get_mut(&KEY)
+        .unwrap()
+        .settings
+        .max_size_bytes = Some(1);
+    block_on(pump.apply(PartitionOp::RetentionTick));
+    let last = pump.partitions[&KEY].log.stats();
+    assert_eq!(last.segments, 1, "{last:?}");
+    assert_eq!(last.next_offset, 300);
+}
+
+// Proves a failed fsync fails every acknowledgement waiting on it and
+// makes the pump fatal (so the daemon stops instead of lying).
+#[test]
+fn a_failed_fsync_fails_waiting_acks_and_is_fatal() {
+    let io = SimIo::new(5);
+    let mut pump = pump(&io, Durability::Persisted);
+    let (reply, answer) = channel();
+    block_on(pump.apply(PartitionOp::Append {
+        key: KEY,
+        batch: batch(2),
+        reply,
+    }));
+    io.fail_next_fsync();
+    block_on(pump.commit());
+    assert!(answer.try_recv().unwrap().is_err());
+    assert!(pump.fatal().is_some());
+    let (reply, answer) = channel();
+    block_on(pump.apply(PartitionOp::Append {
+        key: KEY,
+        batch: batch(1),
+        reply,
+    }));
+    assert!(matches!(
+        answer.try_recv().unwrap(),
+        Err(PumpError::Stopping)
+    ));
+}
