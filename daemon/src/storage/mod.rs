@@ -36,28 +36,41 @@
 //!
 //! # Durability contract
 //!
-//! * [`PartitionLog::append`] validates the batch, stamps it, writes it to the
-//!   active segment (page cache) and returns its offsets. It is **not**
-//!   durable yet: `written_offset` moves, `durable_offset` does not.
-//! * [`PartitionLog::sync`] fdatasyncs the active `.log` and `.index`. When it
-//!   returns `Ok`, every message up to `written_offset` is durable and
-//!   `durable_offset` equals it. The pump decides when to call it (group
-//!   commit: many appends, one sync) and acknowledges `persisted` producers
-//!   only for offsets ≤ `durable_offset`.
-//! * Rotation seals the active segment with an fsync before creating the next
-//!   one (and fsyncs the directory), so only the active segment can ever hold
-//!   unsynced bytes.
+//! * [`PartitionLog::append`] takes a batch validated where it was received
+//!   ([`crate::batch::ValidBatch`]), copies it into the partition's
+//!   write-behind tail (an aligned buffer), stamps it there and returns its
+//!   offsets. It is **pending**: not readable, lost if the process dies.
+//! * [`PartitionLog::write_pending`] writes every pending batch with one
+//!   write (in `direct` mode, `O_DIRECT` from the aligned tail: from the
+//!   partial last block, which is rewritten whole, to the next block
+//!   boundary, zero padded; in `buffered` mode, through the page cache) and
+//!   their index entries with one more. When it returns `Ok` the batches
+//!   are **written**: readable, and they survive a crash of the process
+//!   (`written_offset` moves). A `replicated` acknowledgement waits for
+//!   this.
+//! * [`PartitionLog::sync`] (or a [`SyncJob`] from `begin_sync`, which can
+//!   run in the background while appends go on, at most one background job
+//!   at a time) fdatasyncs the active `.log` and `.index`. When it
+//!   completes, everything written before it started is **durable** and
+//!   `durable_offset` covers it. The pump decides when (group commit) and
+//!   acknowledges `persisted` producers only for offsets ≤ `durable_offset`.
+//! * Rotation writes what is pending, cuts the direct-I/O padding and seals
+//!   the active segment with an fsync before creating the next one (and
+//!   fsyncs the directory), so only the active segment can ever hold
+//!   unsynced bytes and a sealed segment's length is exact.
 //! * A failed write (other than ENOSPC) or a failed fsync **poisons** the
 //!   partition: after a failed fsync the kernel may have dropped the dirty
 //!   pages, so nothing written since the last good sync can be trusted.
 //!   Appends and syncs are refused with [`StorageError::Poisoned`]; the
 //!   caller must stop acknowledging and exit so systemd restarts the daemon,
 //!   and recovery sorts out the tail.
-//! * ENOSPC on append fails that append only: its partial bytes are truncated
-//!   away, acknowledged data is untouched, the partition stays readable and a
-//!   later append succeeds once space returns.
+//! * ENOSPC on a write fails every pending batch (none was acknowledged):
+//!   the partial bytes are truncated away, written data is untouched, the
+//!   epoch's `rollbacks` count moves so their waiters can tell, the
+//!   partition stays readable and later appends succeed once space returns.
 //! * Recovery on open checks every segment (sealed ones against their index,
-//!   the tail of the active one batch by batch), truncates a torn tail
+//!   the tail of the active one batch by batch), cuts direct-I/O zero padding
+//!   after the last batch (not a torn tail), truncates a torn tail
 //!   (incomplete or checksum-failing last batches), rebuilds missing or short
 //!   indexes and fsyncs the result, so after `open` everything readable is
 //!   durable. A corrupt batch with valid data after it is never truncated:
@@ -67,22 +80,23 @@
 //!   batch found later by a read or by [`PartitionLog::verify`] (a scrub)
 //!   quarantines the partition the same way and is returned as
 //!   [`StorageError::CorruptBatch`].
-//! * Reads see written data, synced or not. Timestamps are made monotone per
-//!   partition (a clock stepping back reuses the last timestamp), so lookup by
-//!   timestamp is a binary search.
-
+//! * Reads see written data, synced or not (never pending data). Timestamps
+//!   are made monotone per partition (a clock stepping back reuses the last
+//!   timestamp), so lookup by timestamp is a binary search.
+//!
 //! # What the pump calls
 //!
-//! `PartitionLog::open(io, dir, config, clock)` once (its
+//! `PartitionLog::open(io, dir, config, clock, pool)` once (its
 //! [`RecoveryReport`] says what recovery did); `append(batch)` per producer
-//! batch → [`AppendResult`] offsets; `sync()` when its group-commit policy
-//! says so, then acknowledge up to `durable_offset()`; `unsynced_bytes()` /
-//! `unsynced_messages()` / `written_offset()` to drive that policy;
-//! `read_by_offset` / `read_by_timestamp` / `read_first` / `read_last`
-//! for polls (`current_offset()` for the reply prefix);
-//! `delete_oldest_segments` for retention, `purge`, `stats`. Any error with
-//! [`StorageError::is_fatal`] means: stop acknowledging, exit, let systemd
-//! restart.
+//! batch → [`AppendResult`] offsets; `write_pending()` once per round;
+//! `sync()` or `begin_sync`/`end_sync` when its group-commit and flush
+//! policies say so; `unsynced_bytes()` / `unsynced_messages()` /
+//! `written_offset()` / `durable_offset()` to drive them and to release
+//! acknowledgements; `read_by_offset[_into]` / `read_by_timestamp` /
+//! `read_first` / `read_last` for polls (`current_offset()` for the reply
+//! prefix); `delete_oldest_segments` for retention, `purge`, `stats`,
+//! `close` at shutdown. Any error with [`StorageError::is_fatal`] means:
+//! stop acknowledging, exit, let systemd restart.
 
 pub mod buf;
 pub mod consumer_offsets;

@@ -692,7 +692,11 @@ impl Sim {
     /// A failed fsync poisons; nothing durable is lost after restart.
     fn fault_fsync(&mut self) {
         let partition = self.rng.below(PARTITIONS as u64) as usize;
-        self.append_with(partition, true).unwrap();
+        // (A generated batch is now and then a damaged one, which appends
+        // nothing: append until something is unsynced.)
+        while self.logs[partition].unsynced_bytes() == 0 {
+            self.append_with(partition, true).unwrap();
+        }
         self.io.fail_next_fsync();
         let error = block_on(self.logs[partition].sync()).unwrap_err();
         assert!(error.is_fatal(), "{error}");
