@@ -263,6 +263,10 @@ pub const INDEX_READ_ENTRIES_MAX: u64 = 4096;
 /// pending (appends coalesce into one write of up to this size; a larger
 /// batch gets a buffer of its own size).
 pub const TAIL_CHUNK_BYTES: usize = 4 * 1024 * 1024;
+/// A poll that misses the partition's read window reads this much of the
+/// segment at once (direct I/O has no kernel read-ahead): the next polls of
+/// a sequential consumer are then served from memory.
+pub const READ_WINDOW_BYTES: usize = 4 * 1024 * 1024;
 /// A consumer-offsets file larger than this is not replayed (bounded memory
 /// on open).
 pub const CONSUMER_OFFSETS_FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;

@@ -141,7 +141,7 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
         let outcome = handler::handle_frame(context, session, frame).await;
         match outcome {
             Outcome::Reply(reply) => {
-                let (result, _) = stream.write_all(reply).await;
+                let (result, _) = stream.write_vectored_all(reply).await;
                 if let Err(error) = result {
                     return End::Io(error);
                 }

@@ -5,4 +5,5 @@
 pub mod connection;
 pub mod handler;
 pub mod listener;
+pub mod reply_frame;
 pub mod session;

@@ -70,20 +70,22 @@ pub fn encode_reply(
 }
 
 /// Builds a successful reply around a body that already sits in `frame`
-/// after `HEADER_SIZE` free bytes (a poll's records, read there without a
-/// copy): fills those bytes with the reply header. `None` when the
-/// operation is result-framed (its body needs a result section first) or
-/// the body is too large; the caller then builds the reply by copying.
+/// after `HEADER_SIZE` free bytes, followed by `tail_len` more bytes the
+/// caller sends after it (a poll's records, lent without a copy): fills
+/// those bytes with the reply header. `None` when the operation is
+/// result-framed (its body needs a result section first) or the body is
+/// too large.
 pub fn encode_reply_in_place(
     request: &RequestHeader,
     mut frame: Vec<u8>,
+    tail_len: usize,
     session: u64,
     commit: u64,
 ) -> Option<Vec<u8>> {
     if is_result_framed(request.operation) || frame.len() < HEADER_SIZE {
         return None;
     }
-    let body_len = frame.len() - HEADER_SIZE;
+    let body_len = (frame.len() - HEADER_SIZE).checked_add(tail_len)?;
     if body_len > BODY_SIZE_MAX {
         return None;
     }

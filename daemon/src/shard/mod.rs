@@ -426,6 +426,7 @@ impl ShardLoop {
     /// Publish the once-a-second report: partition numbers and latency
     /// percentiles over the last window (the histograms restart).
     fn publish_report(&mut self) {
+        self.pump.release_idle_memory();
         let (queue_wait, fsync) = self.pump.take_latencies();
         let report = heartbeat::ShardReport {
             partitions: self.pump.report(),

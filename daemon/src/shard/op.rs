@@ -9,7 +9,7 @@ use crate::protocol::codes::Status;
 use crate::protocol::limits::HEADER_SIZE;
 use crate::protocol::primitives::PollingStrategy;
 use crate::storage::consumer_offsets::ConsumerKey;
-use crate::storage::{DeletedSegments, PartitionStats, StorageError};
+use crate::storage::{DeletedSegments, PartitionStats, SharedSlice, StorageError};
 
 /// Bytes a poll result keeps free in front of its records: the reply header
 /// and the 16-byte poll prefix (`partition_id`, `current_offset`, `count`),
@@ -42,8 +42,10 @@ pub struct PollResult {
     /// Highest stored offset (0 when empty).
     pub current_offset: u64,
     pub message_count: u32,
-    /// [`POLL_HEADROOM`] free bytes, then the stored records.
+    /// [`POLL_HEADROOM`] free bytes, then stored records copied here.
     pub bytes: Vec<u8>,
+    /// Then stored records lent from the partition's read window.
+    pub shared: Option<SharedSlice>,
 }
 
 impl PollResult {
@@ -53,12 +55,21 @@ impl PollResult {
             current_offset,
             message_count: 0,
             bytes: vec![0; POLL_HEADROOM],
+            shared: None,
         }
     }
 
-    /// The stored records, without the headroom.
-    pub fn records(&self) -> &[u8] {
-        &self.bytes[POLL_HEADROOM..]
+    /// The stored records, without the headroom (a copy when part of them
+    /// is shared).
+    pub fn records(&self) -> std::borrow::Cow<'_, [u8]> {
+        match &self.shared {
+            None => std::borrow::Cow::Borrowed(&self.bytes[POLL_HEADROOM..]),
+            Some(shared) => {
+                let mut records = self.bytes[POLL_HEADROOM..].to_vec();
+                records.extend_from_slice(shared.as_slice());
+                std::borrow::Cow::Owned(records)
+            }
+        }
     }
 }
 

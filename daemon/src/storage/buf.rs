@@ -17,6 +17,10 @@ use std::rc::Rc;
 /// devices with 512-byte and 4 KiB logical blocks.
 pub const IO_ALIGN: usize = 4096;
 
+/// Size and alignment of a transparent huge page on x86-64 and most
+/// aarch64 kernels; buffers this large are placed to be backable by one.
+pub const HUGE_PAGE_BYTES: usize = 2 * 1024 * 1024;
+
 /// Rounds `value` down to a multiple of [`IO_ALIGN`].
 pub fn align_down(value: u64) -> u64 {
     value & !(IO_ALIGN as u64 - 1)
@@ -38,6 +42,8 @@ pub struct AlignedBuf {
 // SAFETY: the buffer is uniquely owned heap memory (like a `Vec<u8>`); moving
 // it to another thread moves that ownership.
 unsafe impl Send for AlignedBuf {}
+// SAFETY: shared references only read the bytes (no interior mutability).
+unsafe impl Sync for AlignedBuf {}
 
 impl std::fmt::Debug for AlignedBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -53,18 +59,39 @@ impl AlignedBuf {
     /// [`IO_ALIGN`]; at least one block).
     pub fn with_capacity(capacity: usize) -> AlignedBuf {
         let capacity = (align_up(capacity.max(1) as u64)) as usize;
-        let layout = Layout::from_size_align(capacity, IO_ALIGN)
-            .expect("an aligned capacity below isize::MAX is a valid layout");
+        let layout = Self::layout(capacity);
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { std::alloc::alloc(layout) };
         let Some(ptr) = NonNull::new(raw) else {
             std::alloc::handle_alloc_error(layout);
         };
+        if layout.align() == HUGE_PAGE_BYTES {
+            // Large buffers on transparent huge pages where the kernel
+            // offers them: fewer TLB misses for the copies, and direct I/O
+            // pins a few huge pages instead of hundreds of small ones.
+            // Advice only: failure changes nothing.
+            // SAFETY: the range is this allocation, page aligned.
+            unsafe {
+                libc::madvise(raw.cast(), capacity, libc::MADV_HUGEPAGE);
+            }
+        }
         AlignedBuf {
             ptr,
             len: 0,
             capacity,
         }
+    }
+
+    /// The allocation layout of a buffer of `capacity` (a multiple of
+    /// [`IO_ALIGN`]): huge-page aligned from [`HUGE_PAGE_BYTES`] up.
+    fn layout(capacity: usize) -> Layout {
+        let align = if capacity >= HUGE_PAGE_BYTES {
+            HUGE_PAGE_BYTES
+        } else {
+            IO_ALIGN
+        };
+        Layout::from_size_align(capacity, align)
+            .expect("an aligned capacity below isize::MAX is a valid layout")
     }
 
     pub fn len(&self) -> usize {
@@ -149,8 +176,7 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.capacity, IO_ALIGN)
-            .expect("the layout was valid at allocation");
+        let layout = Self::layout(self.capacity);
         // SAFETY: allocated in `with_capacity` with this very layout.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
     }
@@ -184,6 +210,45 @@ unsafe impl monoio::buf::IoBufMut for AlignedBuf {
         self.len = pos;
     }
 }
+
+/// A range of an aligned buffer shared between a partition's read window
+/// and the poll replies lent parts of it: a reply goes from the buffer the
+/// disk read filled to the socket without a copy in between. The buffer is
+/// freed when the window and every reply are done with it.
+#[derive(Debug, Clone)]
+pub struct SharedSlice {
+    buf: std::sync::Arc<AlignedBuf>,
+    range: std::ops::Range<usize>,
+}
+
+impl SharedSlice {
+    /// `range` of `buf`; it must lie inside the initialised bytes.
+    pub fn new(buf: std::sync::Arc<AlignedBuf>, range: std::ops::Range<usize>) -> SharedSlice {
+        assert!(range.start <= range.end);
+        assert!(range.end <= buf.len());
+        SharedSlice { buf, range }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf.as_slice()[self.range.clone()]
+    }
+
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+}
+
+impl PartialEq for SharedSlice {
+    fn eq(&self, other: &SharedSlice) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for SharedSlice {}
 
 /// What a pool holds, for the console and the budget check.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -263,6 +328,16 @@ impl BufferPool {
             state.stats.idle_bytes += bytes;
             state.idle.push(buf);
         }
+    }
+
+    /// Stops accounting for a buffer taken from this pool that will not come
+    /// back (shared with replies that free it wherever they finish).
+    pub fn forget(&self, capacity: usize) {
+        let mut state = self.state.borrow_mut();
+        state.stats.outstanding_bytes = state
+            .stats
+            .outstanding_bytes
+            .saturating_sub(capacity as u64);
     }
 
     /// Frees every idle buffer (after a burst, so memory returns to the

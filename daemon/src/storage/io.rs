@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 use monoio::buf::{IoBuf, IoBufMut};
 
+use super::buf::AlignedBuf;
+
 /// How [`StorageIo::open`] treats an existing or missing file. Files are
 /// always opened read + write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +74,16 @@ pub trait StorageIo {
         buf: B,
         position: u64,
     ) -> (io::Result<()>, B);
+    /// Reads up to `buf.capacity()` bytes at `position` into `buf` (its
+    /// contents are replaced), stopping early only at the end of the file;
+    /// returns how many. On a direct file `position` must be aligned (the
+    /// buffer always is; the end of the file need not be).
+    async fn read_at_most(
+        &self,
+        file: &Self::File,
+        buf: AlignedBuf,
+        position: u64,
+    ) -> (io::Result<usize>, AlignedBuf);
     /// Reads exactly `len` bytes at `position`; `UnexpectedEof` when the file
     /// is shorter.
     async fn read_exact_at(
@@ -180,6 +192,38 @@ impl StorageIo for MonoioIo {
         position: u64,
     ) -> (io::Result<()>, B) {
         file.file.read_exact_at(buf, position).await
+    }
+
+    async fn read_at_most(
+        &self,
+        file: &MonoioFile,
+        buf: AlignedBuf,
+        position: u64,
+    ) -> (io::Result<usize>, AlignedBuf) {
+        // One read returns less than asked only at the end of the file or
+        // when interrupted; repeat until full or at the end. The slices
+        // keep the buffer's own alignment for direct files (every partial
+        // read of a direct file ends on a block boundary or at the end).
+        let mut buf = buf;
+        buf.clear();
+        let total = buf.capacity();
+        let mut done = 0usize;
+        while done < total {
+            let (result, slice) = file
+                .file
+                .read_at(buf.slice_mut(done..total), position + done as u64)
+                .await;
+            buf = slice.into_inner();
+            match result {
+                Ok(0) => break,
+                Ok(read) => done += read,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return (Err(error), buf),
+            }
+        }
+        // SAFETY: `done` bytes from the start were initialised by the reads.
+        unsafe { buf.set_init(done) };
+        (Ok(done), buf)
     }
 
     async fn read_exact_at(

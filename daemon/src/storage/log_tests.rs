@@ -30,7 +30,8 @@ fn producer_batch(messages: usize, payload_len: usize) -> ValidBatch {
 
 fn offsets(read: &ReadBatches) -> Vec<u64> {
     let mut offsets = Vec::new();
-    let mut rest = read.records_bytes();
+    let records = read.records_bytes();
+    let mut rest = &records[..];
     while !rest.is_empty() {
         let header = BatchHeader::decode(rest).unwrap();
         let record = &rest[..header.batch_length as usize];

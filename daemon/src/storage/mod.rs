@@ -80,9 +80,17 @@
 //!   batch found later by a read or by [`PartitionLog::verify`] (a scrub)
 //!   quarantines the partition the same way and is returned as
 //!   [`StorageError::CorruptBatch`].
-//! * Reads see written data, synced or not (never pending data). Timestamps
-//!   are made monotone per partition (a clock stepping back reuses the last
-//!   timestamp), so lookup by timestamp is a binary search.
+//! * Reads see written data, synced or not (never pending data). They are
+//!   served from one read window per partition: a large read of the
+//!   segment (direct where the log is written direct) or the buffer a write
+//!   just put on the disk when a consumer is tailing; a poll reply borrows
+//!   whole records from the window instead of copying them. A record read
+//!   from the disk is checked against its index entry (header, offsets,
+//!   length); its message checksums were verified where it was received,
+//!   and recovery's tail scan and the scrub ([`PartitionLog::verify`])
+//!   verify them again. Timestamps are made monotone per partition (a clock
+//!   stepping back reuses the last timestamp), so lookup by timestamp is a
+//!   binary search.
 //!
 //! # What the pump calls
 //!
@@ -119,7 +127,7 @@ pub(crate) mod sim_workload;
 
 use std::path::PathBuf;
 
-pub use buf::{AlignedBuf, BufferPool, IO_ALIGN};
+pub use buf::{AlignedBuf, BufferPool, IO_ALIGN, SharedSlice};
 pub use io::{Access, MonoioIo, OpenMode, StorageIo};
 pub use partition_log::{
     AppendResult, Clock, DeletedSegments, LogEpoch, PartitionConfig, PartitionLog, PartitionState,

@@ -23,6 +23,7 @@ use super::StorageError;
 use super::buf::{AlignedBuf, BufferPool};
 use super::index::IndexEntry;
 use super::io::{Access, OpenMode, StorageIo};
+use super::read::{ReadCursor, ReadWindow};
 use super::recovery::{RecoveryReport, create_segment_files, recover};
 use super::segment::Segment;
 use super::write::Tail;
@@ -230,6 +231,13 @@ pub struct PartitionLog<I: StorageIo> {
     /// A background sync runs (at most one at a time).
     pub(super) background_sync: bool,
     pub(super) recovery: RecoveryReport,
+    /// What polls are served from (see `read.rs`); at most one per
+    /// partition, released when idle.
+    pub(super) read_window: RefCell<Option<ReadWindow>>,
+    /// A read used the window since the last idle check.
+    pub(super) window_used: std::cell::Cell<bool>,
+    /// Where the last read ended (see `read.rs`).
+    pub(super) read_cursor: std::cell::Cell<Option<ReadCursor>>,
 }
 
 impl<I: StorageIo> std::fmt::Debug for PartitionLog<I> {
@@ -324,6 +332,9 @@ impl<I: StorageIo> PartitionLog<I> {
             },
             background_sync: false,
             recovery: report,
+            read_window: RefCell::new(None),
+            window_used: std::cell::Cell::new(false),
+            read_cursor: std::cell::Cell::new(None),
         };
         log.load_tail(size_bytes).await?;
         Ok(log)
@@ -552,6 +563,14 @@ impl<I: StorageIo> PartitionLog<I> {
         for _ in 0..deletable {
             let segment = self.segments.remove(0);
             assert!(!self.segments.is_empty());
+            self.forget_window_of(segment.start_offset);
+            if self
+                .read_cursor
+                .get()
+                .is_some_and(|cursor| cursor.segment_start == segment.start_offset)
+            {
+                self.read_cursor.set(None);
+            }
             self.remove_segment_files(&segment).await?;
             deleted.segments += 1;
             deleted.messages += segment.message_count();
@@ -598,6 +617,8 @@ impl<I: StorageIo> PartitionLog<I> {
         self.tail.pending.clear();
         self.tail.pending_bytes = 0;
         self.epoch.purges += 1;
+        self.replace_window(None);
+        self.read_cursor.set(None);
         for segment in std::mem::take(&mut self.segments) {
             deleted.segments += 1;
             deleted.messages += segment.message_count();

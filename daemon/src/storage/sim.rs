@@ -44,7 +44,7 @@ use std::task::{Context, Poll, Waker};
 
 use monoio::buf::{IoBuf, IoBufMut};
 
-use super::buf::IO_ALIGN;
+use super::buf::{AlignedBuf, IO_ALIGN};
 use super::io::{Access, OpenMode, StorageIo};
 use super::partition_log::Clock;
 
@@ -541,6 +541,39 @@ impl StorageIo for SimIo {
                     buf.set_init(len);
                 }
                 (Ok(()), buf)
+            }
+            Err(error) => (Err(error), buf),
+        }
+    }
+
+    async fn read_at_most(
+        &self,
+        file: &SimFileHandle,
+        mut buf: AlignedBuf,
+        position: u64,
+    ) -> (io::Result<usize>, AlignedBuf) {
+        buf.clear();
+        let len = buf.capacity();
+        let target = buf.write_ptr();
+        if file.access == Access::Direct && !direct_aligned(position, len, target) {
+            return (Err(os_error(libc::EINVAL)), buf);
+        }
+        let read = self.with_file(file, |disk, inode| {
+            disk.stats.reads += 1;
+            let current = &disk.files[&inode].current;
+            let start = (position as usize).min(current.len());
+            let end = (start + len).min(current.len());
+            Ok(current[start..end].to_vec())
+        });
+        match read {
+            Ok(bytes) => {
+                // SAFETY: `write_ptr` has room for `bytes_total` bytes and
+                // `bytes` holds at most that many.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), target, bytes.len());
+                    buf.set_init(bytes.len());
+                }
+                (Ok(bytes.len()), buf)
             }
             Err(error) => (Err(error), buf),
         }

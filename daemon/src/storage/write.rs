@@ -18,6 +18,7 @@ use super::index::IndexEntry;
 use super::io::{Access, OpenMode, StorageIo};
 use super::is_no_space;
 use super::partition_log::{AppendResult, PartitionLog, PartitionState, open_active};
+use super::read::ReadWindow;
 use super::recovery::create_segment_files;
 use super::segment::Segment;
 use crate::batch::ValidBatch;
@@ -261,7 +262,22 @@ impl<I: StorageIo> PartitionLog<I> {
             let mut small = self.pool.take(TAIL_IDLE_BYTES);
             small.extend_from_slice(&self.tail.buf().as_slice()[keep_from as usize..]);
             if let Some(big) = self.tail.buf.replace(small) {
-                self.pool.give(big);
+                if self.has_reader() {
+                    // A consumer is tailing this partition: what was just
+                    // written becomes its read window, so it reads the new
+                    // batches from memory instead of from the disk.
+                    let file_start = self.tail.start;
+                    let valid_end = file_start + big.len() as u64;
+                    self.replace_window(Some(ReadWindow {
+                        segment_start: self.active().start_offset,
+                        file_start,
+                        valid_end,
+                        buf: std::sync::Arc::new(big),
+                        verified: true,
+                    }));
+                } else {
+                    self.pool.give(big);
+                }
             }
         } else {
             self.tail.buf_mut().keep_from(keep_from as usize);

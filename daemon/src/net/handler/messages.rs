@@ -130,7 +130,7 @@ pub(crate) async fn poll(
     let header_size = crate::protocol::limits::HEADER_SIZE;
     assert!(POLL_HEADROOM == header_size + prefix.len());
     frame[header_size..POLL_HEADROOM].copy_from_slice(&prefix);
-    Ok(request.replier.ok_in_place(frame))
+    Ok(request.replier.ok_in_place(frame, result.shared))
 }
 
 /// A send resolved against the view while the request still borrows its

@@ -25,6 +25,7 @@ use crate::metadata::model::User;
 use crate::metadata::permissions::Principal;
 use crate::metadata::prepare::{PrepareContext, PrepareError, Prepared, prepare};
 use crate::metadata::{Applied, MemberKey, MetadataCommand, MetadataError, MetadataView};
+use crate::net::reply_frame::ReplyFrame;
 use crate::protocol::codes::{EvictionReason, Operation, Status};
 use crate::protocol::command::Command;
 use crate::protocol::header::RequestHeader;
@@ -34,6 +35,7 @@ use crate::protocol::reply::{
 use crate::shard::context::ShardContext;
 use crate::shard::mesh::{Request, Response, ShardId, ShardMessage};
 use crate::shard::op::{PartitionOp, PumpError, Reply};
+use crate::storage::SharedSlice;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -41,7 +43,7 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub enum Outcome {
     /// Write these bytes (a reply or an eviction frame) and go on.
-    Reply(Vec<u8>),
+    Reply(ReplyFrame),
     /// Close without a reply: the byte stream cannot be trusted.
     Close(String),
 }
@@ -56,7 +58,7 @@ pub(crate) struct Replier<'a> {
 impl Replier<'_> {
     pub(crate) fn ok(&self, payload: &[u8]) -> Outcome {
         match encode_reply(self.header, Status::Ok, payload, self.session, self.commit) {
-            Ok(reply) => Outcome::Reply(reply),
+            Ok(reply) => Outcome::Reply(reply.into()),
             // Only a reply over 64 MiB fails to encode; say so instead.
             Err(error) => {
                 tracing::warn!(%error, "reply too large");
@@ -66,14 +68,16 @@ impl Replier<'_> {
     }
 
     /// A successful reply whose body follows `HEADER_SIZE` free bytes at
-    /// the front of `frame` (built in place, without copying the body).
-    pub(crate) fn ok_in_place(&self, frame: Vec<u8>) -> Outcome {
+    /// the front of `frame` and ends with `tail` (built in place, without
+    /// copying the body).
+    pub(crate) fn ok_in_place(&self, frame: Vec<u8>, tail: Option<SharedSlice>) -> Outcome {
         let header_size = crate::protocol::limits::HEADER_SIZE;
         if frame.len() < header_size {
             return self.status(Status::Error);
         }
-        match encode_reply_in_place(self.header, frame, self.session, self.commit) {
-            Some(reply) => Outcome::Reply(reply),
+        let tail_len = tail.as_ref().map_or(0, SharedSlice::len);
+        match encode_reply_in_place(self.header, frame, tail_len, self.session, self.commit) {
+            Some(head) => Outcome::Reply(ReplyFrame::new(head, tail)),
             None => {
                 // Not expected for the operations that build in place; the
                 // body is copied behind a fresh header instead.
@@ -87,16 +91,11 @@ impl Replier<'_> {
     }
 
     pub(crate) fn status(&self, status: Status) -> Outcome {
-        Outcome::Reply(encode_status_reply(
-            self.header,
-            status,
-            self.session,
-            self.commit,
-        ))
+        Outcome::Reply(encode_status_reply(self.header, status, self.session, self.commit).into())
     }
 
     pub(crate) fn evict(&self, reason: EvictionReason) -> Outcome {
-        Outcome::Reply(encode_eviction(self.header, reason).to_vec())
+        Outcome::Reply(encode_eviction(self.header, reason).to_vec().into())
     }
 
     pub(crate) fn error(&self, error: &HandlerError) -> Outcome {
@@ -213,7 +212,7 @@ pub async fn handle_frame(
         Err(error) => {
             let commit = session.next_commit();
             match encode_error(&header, &error, session.number(), commit) {
-                Some(reply) => Outcome::Reply(reply),
+                Some(reply) => Outcome::Reply(reply.into()),
                 None => Outcome::Close(error.to_string()),
             }
         }

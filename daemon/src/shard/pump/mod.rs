@@ -149,6 +149,8 @@ pub struct Pump<I: StorageIo + Clone + 'static> {
     waiters: Vec<Waiter>,
     background: Vec<BackgroundSync<I::File>>,
     pub counters: PumpCounters,
+    /// An append or poll ran since the last idle check.
+    busy: bool,
     fatal: Option<FatalError>,
     /// µs an op waited in the inbox; µs per fsync. Reset at each report.
     queue_wait: hdrhistogram::Histogram<u64>,
@@ -189,6 +191,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             waiters: Vec::new(),
             background: Vec::new(),
             counters: PumpCounters::default(),
+            busy: false,
             fatal: None,
             queue_wait: latency_histogram(),
             fsync: latency_histogram(),
@@ -215,6 +218,30 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         self.queue_wait.reset();
         self.fsync.reset();
         latencies
+    }
+
+    /// Once a second (the shard's report tick): read windows no poll used
+    /// since the last tick are released; when the shard did no appends or
+    /// polls since then, the pool's idle buffers are freed too and the
+    /// allocator returns free memory to the system, so the daemon's memory
+    /// goes back toward idle after a burst. Returns the bytes the pool
+    /// freed.
+    pub fn release_idle_memory(&mut self) -> u64 {
+        for partition in self.partitions.values() {
+            partition.log.release_idle_window();
+        }
+        if std::mem::take(&mut self.busy) {
+            return 0;
+        }
+        let freed = self.storage.pool.trim();
+        if freed > 0 {
+            // SAFETY: malloc_trim only releases free heap memory; it is
+            // safe to call at any time from any thread.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
+        freed
     }
 
     pub fn partitions(&self) -> usize {
@@ -316,6 +343,9 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         if self.fatal.is_some() {
             reply_stopping(op);
             return;
+        }
+        if matches!(op, PartitionOp::Append { .. } | PartitionOp::Poll { .. }) {
+            self.busy = true;
         }
         match op {
             PartitionOp::Open {
@@ -556,11 +586,12 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             .read_by_offset_into(start, count, cap, POLL_HEADROOM)
             .await?;
         assert!(read.headroom == POLL_HEADROOM);
-        let records = read.bytes.len() - POLL_HEADROOM;
+        let records = read.records_len();
         let result = PollResult {
             current_offset,
             message_count: read.message_count,
             bytes: read.bytes,
+            shared: read.shared,
         };
         let mut stored = None;
         if request.auto_commit

@@ -500,7 +500,7 @@ impl Sim {
 
     fn check_poll(&self, part: usize, result: &PollResult, expected: &ExpectedPoll) {
         let key = self.parts[part].key;
-        let got = decode_messages(result.records(), u64::from(key.partition));
+        let got = decode_messages(&result.records(), u64::from(key.partition));
         assert_eq!(
             result.current_offset, expected.current_offset,
             "seed {}: poll of {key}: current offset",
