@@ -208,7 +208,7 @@ fn run(
         "memory budget"
     );
     let _data_dir_lock = preflight::prepare_data_dir(&config.data_dir)?;
-    let access = preflight::choose_access(&config.data_dir, crate::storage::Access::Direct);
+    let access = preflight::choose_access(&config.data_dir, config.storage.io_mode.access());
     let driver = preflight::choose_driver(config.sharding.require_io_uring)?;
     preflight::raise_nofile_limit();
     let (address, listeners) =

@@ -173,6 +173,7 @@ const FLUSH_INTERVAL: Kind = Kind::Duration {
     zero: Some("off"),
 };
 const DURABILITY: Kind = Kind::Choice(&["persisted", "replicated"]);
+const IO_MODE: Kind = Kind::Choice(&["direct", "buffered"]);
 
 const RETENTION_CHECK_DEFAULT: BuiltIn = BuiltIn::Duration(limits::RETENTION_CHECK_INTERVAL);
 const FLUSH_INTERVAL_DEFAULT: BuiltIn = BuiltIn::Duration(limits::FLUSH_INTERVAL);
@@ -202,6 +203,7 @@ pub(super) const KEYS: &[Key] = &[
     key("retention.check_interval",        RETENTION_CHECK,     RETENTION_CHECK_DEFAULT, Restart),
     key("storage.default_durability",      DURABILITY,          Text("persisted"),       Restart),
     key("storage.flush_interval",          FLUSH_INTERVAL,      FLUSH_INTERVAL_DEFAULT,  Restart),
+    key("storage.io_mode",                 IO_MODE,             Text("direct"),          Restart),
 ];
 
 /// The key named `name`, if there is one.

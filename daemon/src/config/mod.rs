@@ -130,6 +130,29 @@ pub struct StorageConfig {
     /// (`storage.flush_interval`; `0` leaves it to the topic's size and
     /// count thresholds and to shutdown; otherwise 10 ms to 1 h).
     pub flush_interval: Duration,
+    /// How segment data reaches the device (`storage.io_mode`): `direct`
+    /// (`O_DIRECT` from aligned buffers, no page-cache copy; the default,
+    /// with a logged fallback where the file system refuses it) or
+    /// `buffered` (through the page cache).
+    pub io_mode: IoMode,
+}
+
+/// `storage.io_mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoMode {
+    Direct,
+    Buffered,
+}
+
+impl IoMode {
+    /// The storage access this mode asks for (before the start-up probe).
+    pub fn access(self) -> crate::storage::Access {
+        match self {
+            IoMode::Direct => crate::storage::Access::Direct,
+            IoMode::Buffered => crate::storage::Access::Buffered,
+        }
+    }
 }
 
 /// The validated, immutable configuration.
