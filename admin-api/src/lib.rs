@@ -187,6 +187,13 @@ pub struct ShardStats {
     pub cpu_time_ms: u64,
     /// Share of one CPU the shard thread used recently (100 = one full core).
     pub cpu_percent: f64,
+    /// Sends accepted on this shard for partitions it owns.
+    #[serde(default)]
+    pub sends_local_total: u64,
+    /// Sends accepted on this shard and handed to the owner shard (the
+    /// frame's buffer moves over; nothing is copied).
+    #[serde(default)]
+    pub sends_forwarded_total: u64,
 }
 
 /// Latency percentiles in microseconds.

@@ -222,6 +222,8 @@ impl DaemonSource {
                 heartbeat_age_ms,
                 cpu_time_ms,
                 cpu_percent,
+                sends_local_total: counters.sends_local,
+                sends_forwarded_total: counters.sends_forwarded,
             });
         }
         shards

@@ -58,6 +58,10 @@ pub struct ShardContext {
     stop_receiver: flume::Receiver<()>,
     /// True until the listener is shut down (after the final sweep).
     accepting: Cell<bool>,
+    /// Sends accepted on this shard for its own partitions, and for other
+    /// shards' (handed over with their buffer).
+    pub sends_local: Cell<u64>,
+    pub sends_forwarded: Cell<u64>,
     /// µs from a request's last byte read to its reply written.
     request_latency: RefCell<hdrhistogram::Histogram<u64>>,
 }
@@ -97,6 +101,8 @@ impl ShardContext {
             stop_sender: RefCell::new(Some(stop_sender)),
             stop_receiver,
             accepting: Cell::new(true),
+            sends_local: Cell::new(0),
+            sends_forwarded: Cell::new(0),
             request_latency: RefCell::new(
                 hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2)
                     .expect("static histogram bounds are valid"),

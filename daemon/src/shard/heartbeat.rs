@@ -68,6 +68,10 @@ pub struct ShardCounters {
     pub fsyncs: u64,
     pub connections: u64,
     pub partitions: u64,
+    /// Sends accepted here for partitions this shard owns.
+    pub sends_local: u64,
+    /// Sends accepted here and handed to another shard.
+    pub sends_forwarded: u64,
 }
 
 #[derive(Debug, Default)]
@@ -80,6 +84,8 @@ struct Slot {
     fsyncs: AtomicU64,
     connections: AtomicU64,
     partitions: AtomicU64,
+    sends_local: AtomicU64,
+    sends_forwarded: AtomicU64,
     report: Mutex<Arc<ShardReport>>,
 }
 
@@ -142,6 +148,10 @@ impl Heartbeats {
             .store(counters.connections, Ordering::Relaxed);
         slot.partitions
             .store(counters.partitions, Ordering::Relaxed);
+        slot.sends_local
+            .store(counters.sends_local, Ordering::Relaxed);
+        slot.sends_forwarded
+            .store(counters.sends_forwarded, Ordering::Relaxed);
     }
 
     pub fn counters(&self, shard: usize) -> ShardCounters {
@@ -154,6 +164,8 @@ impl Heartbeats {
             fsyncs: slot.fsyncs.load(Ordering::Relaxed),
             connections: slot.connections.load(Ordering::Relaxed),
             partitions: slot.partitions.load(Ordering::Relaxed),
+            sends_local: slot.sends_local.load(Ordering::Relaxed),
+            sends_forwarded: slot.sends_forwarded.load(Ordering::Relaxed),
         }
     }
 
@@ -223,6 +235,8 @@ impl Heartbeats {
                 fsyncs: sum.fsyncs + c.fsyncs,
                 connections: sum.connections + c.connections,
                 partitions: sum.partitions + c.partitions,
+                sends_local: sum.sends_local + c.sends_local,
+                sends_forwarded: sum.sends_forwarded + c.sends_forwarded,
             },
         )
     }

@@ -451,6 +451,8 @@ impl ShardLoop {
                 fsyncs: counters.fsyncs,
                 connections: self.context.connections() as u64,
                 partitions: self.pump.partitions() as u64,
+                sends_local: self.context.sends_local.get(),
+                sends_forwarded: self.context.sends_forwarded.get(),
             },
         );
     }

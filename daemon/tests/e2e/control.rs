@@ -121,6 +121,58 @@ fn hello_and_snapshot_show_every_planned_shard() {
     daemon.assert_clean_log();
 }
 
+/// Proves the snapshot counts where sends went: every send accepted by a
+/// shard is either for a partition that shard owns or handed to the owner,
+/// and one connection sending to partitions on different shards shows both.
+#[test]
+fn the_snapshot_counts_local_and_forwarded_sends() {
+    let daemon = TestDaemon::start();
+    let mut client = crate::messages::logged_in(daemon.address, "iggy", "iggy");
+    let partitions = 4;
+    crate::messages::stream_with_topic(&mut client, "route", "sends", partitions);
+    let sends = 12u64;
+    for number in 0..sends {
+        let payload = number.to_le_bytes();
+        crate::messages::send(
+            &mut client,
+            "route",
+            "sends",
+            (number % u64::from(partitions)) as u32,
+            &[&payload],
+        );
+    }
+    // Shards publish their counters with their heartbeat (every 250 ms at
+    // the latest): read snapshots until every send is counted.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (shards, local, forwarded) = loop {
+        let answers = ask(&admin_socket(&daemon), &[r#"{"v":1,"op":"snapshot"}"#]);
+        let shards = answers[0]["snapshot"]["shards"]
+            .as_array()
+            .expect("shards")
+            .clone();
+        let total = |field: &str| -> u64 {
+            shards
+                .iter()
+                .map(|shard| shard[field].as_u64().unwrap())
+                .sum()
+        };
+        let (local, forwarded) = (total("sends_local_total"), total("sends_forwarded_total"));
+        assert!(local + forwarded <= sends, "{shards:?}");
+        if local + forwarded == sends || std::time::Instant::now() > deadline {
+            break (shards, local, forwarded);
+        }
+    };
+    assert_eq!(local + forwarded, sends, "{shards:?}");
+    if shards.len() > 1 {
+        assert!(
+            local > 0 && forwarded > 0,
+            "partitions on every shard: {shards:?}"
+        );
+    } else {
+        assert_eq!(forwarded, 0);
+    }
+}
+
 /// Proves a daemon killed with SIGKILL leaves a stale socket that the next
 /// start on the same directory replaces (and says so).
 #[test]

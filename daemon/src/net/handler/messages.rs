@@ -224,6 +224,12 @@ pub async fn send_planned(
             return Err(HandlerError::Status(Status::InvalidCommand));
         }
         let key = plan.key;
+        let counter = if plan.owner == context.shard {
+            &context.sends_local
+        } else {
+            &context.sends_forwarded
+        };
+        counter.set(counter.get() + 1);
         let ack = partition_op(context, plan.owner, |reply| PartitionOp::Append {
             key,
             batch,
