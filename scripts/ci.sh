@@ -57,6 +57,14 @@ log "nix (offline)"
 log "rpm"
 ./packaging/rpm/check.sh
 
+# The benchmark regression guard: the release daemon the RPM step just built
+# (target/release/iggyd), driven by the load generator (its debug build from
+# the nextest step: it times requests, it does not do the daemon's work),
+# must keep its throughput within generous floors of raw baselines measured
+# in the same run. A ratio floor, never a timed threshold.
+log "benchmark regression guard"
+target/debug/iggyd-bench --spawn target/release/iggyd --spawn-dir target --guard
+
 log "real systemd (nspawn)"
 ./scripts/nspawn-e2e.sh
 

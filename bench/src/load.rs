@@ -182,6 +182,10 @@ pub struct LoadConfig {
     pub keep_data: bool,
     /// Where the raw TCP→file baseline writes (the daemon's disk).
     pub raw_file_dir: PathBuf,
+    /// Each producer sends to every partition of its stream in turn (so
+    /// many partitions are busy with few producers); otherwise producer `p`
+    /// keeps to partition `(p / streams) % partitions`.
+    pub spread: bool,
 }
 
 /// The outcome of one repetition.
@@ -191,6 +195,8 @@ pub struct LoadRun {
     pub consume: Option<Aggregate>,
     pub raw_upload: Option<Aggregate>,
     pub raw_to_file: Option<Aggregate>,
+    /// TCP→file with an fdatasync per request (persisted scenarios only).
+    pub raw_to_file_synced: Option<Aggregate>,
     pub raw_one_way: Option<Aggregate>,
     pub raw_download: Option<Aggregate>,
 }
@@ -254,13 +260,28 @@ fn run_phases(
     let mut send_frame_bytes = Vec::new();
     for producer in 0..config.producers {
         let (stream, topic, _) = topics[producer % topics.len()];
-        let partition = (producer / topics.len()) as u32 % config.partitions;
+        let first = (producer / topics.len()) as u32 % config.partitions;
         let mut connection = connect().map_err(err)?;
-        let mut frame =
-            connection.send_frame(stream, topic, partition, &batch, config.messages_per_batch);
-        send_frame_bytes = frame.bytes.clone();
+        let targets: Vec<u32> = if config.spread {
+            (0..config.partitions)
+                .map(|step| (first + step) % config.partitions)
+                .collect()
+        } else {
+            vec![first]
+        };
+        let mut frames: Vec<_> = targets
+            .iter()
+            .map(|partition| {
+                connection.send_frame(stream, topic, *partition, &batch, config.messages_per_batch)
+            })
+            .collect();
+        send_frame_bytes = frames[0].bytes.clone();
+        let mut next = 0usize;
         producer_works.push(Box::new(move || {
-            connection.send(&mut frame).map_err(err)?;
+            let count = frames.len();
+            let frame = &mut frames[next % count];
+            next += 1;
+            connection.send(frame).map_err(err)?;
             Ok(Some((payload_per_batch, messages_per_batch)))
         }));
     }
@@ -341,6 +362,7 @@ fn run_phases(
         consume: None,
         raw_upload: None,
         raw_to_file: None,
+        raw_to_file_synced: None,
         raw_one_way: None,
         raw_download: None,
     };
@@ -396,17 +418,25 @@ fn run_phases(
                 .join(format!("iggyd-bench-raw-{}", std::process::id()));
             std::fs::create_dir_all(&sink)
                 .map_err(|error| format!("{}: {error}", sink.display()))?;
-            let to_file = loopback::lockstep(
-                config.producers,
-                &send_frame_bytes,
-                256 + 4 + 20,
-                payload_per_batch,
-                messages_per_batch,
-                stop,
-                Some(&sink),
-            );
+            let to_file = |sync: bool| {
+                let result = loopback::lockstep(
+                    config.producers,
+                    &send_frame_bytes,
+                    256 + 4 + 20,
+                    payload_per_batch,
+                    messages_per_batch,
+                    stop,
+                    Some(loopback::Sink { dir: &sink, sync }),
+                );
+                let _ = std::fs::remove_dir_all(&sink);
+                let _ = std::fs::create_dir_all(&sink);
+                result
+            };
+            run.raw_to_file = Some(to_file(false)?);
+            if config.durability == Durability::Persisted {
+                run.raw_to_file_synced = Some(to_file(true)?);
+            }
             let _ = std::fs::remove_dir_all(&sink);
-            run.raw_to_file = Some(to_file?);
             run.raw_one_way = Some(loopback::one_way(
                 config.producers,
                 &send_frame_bytes,
@@ -515,6 +545,16 @@ pub fn rows(config: &LoadConfig, runs: &[LoadRun]) -> Vec<Row> {
             target: Target::None,
             ..base.clone()
         });
+        let (to_file_synced, _) = medians(runs, |run| mb(&run.raw_to_file_synced));
+        if to_file_synced > 0.0 {
+            rows.push(Row {
+                name: format!("{label} produce vs TCP→file+fdatasync"),
+                baseline_name: "raw lockstep + write + fdatasync".into(),
+                baseline: Some(to_file_synced),
+                target: Target::None,
+                ..base.clone()
+            });
+        }
         rows.push(Row {
             name: format!("{label} produce vs one-way"),
             baseline_name: "raw one-way".into(),
@@ -602,6 +642,7 @@ fn runs_json(runs: &[LoadRun]) -> Value {
                     "consume": aggregate_json(&run.consume),
                     "raw_lockstep_upload": aggregate_json(&run.raw_upload),
                     "raw_lockstep_to_file": aggregate_json(&run.raw_to_file),
+                    "raw_lockstep_to_file_synced": aggregate_json(&run.raw_to_file_synced),
                     "raw_one_way": aggregate_json(&run.raw_one_way),
                     "raw_lockstep_download": aggregate_json(&run.raw_download),
                 })

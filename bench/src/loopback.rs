@@ -9,10 +9,11 @@
 //!   reply it is the baseline for consumers.
 //! * [`one_way`]: each connection streams frames without waiting (a pure
 //!   copy); an upper bound on what loopback TCP can move.
-//! * [`lockstep`] with a `sink` directory: the peer also appends every
-//!   request body to a file of its own (buffered `write`, no fsync) before
-//!   answering: the least any server that stores what it receives must do,
-//!   measured on the same disk as the daemon's data.
+//! * [`lockstep`] with a [`Sink`]: the peer also appends every request
+//!   body to a file of its own (buffered `write`) before answering, and
+//!   with `sync` also fdatasyncs it: the least any server that stores (and,
+//!   synced, makes durable) what it receives must do, measured on the same
+//!   disk as the daemon's data.
 //!
 //! This file owns the peer threads and sockets; timing and stopping are the
 //! shared driver's (`load::drive`).
@@ -51,15 +52,25 @@ fn read_frame(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> std::io::Result<b
     Ok(true)
 }
 
+/// Where a lockstep peer stores what it receives.
+#[derive(Debug, Clone, Copy)]
+pub struct Sink<'a> {
+    pub dir: &'a Path,
+    /// fdatasync after every write (the `persisted` baseline).
+    pub sync: bool,
+}
+
 /// A listener whose connections each answer every frame with `reply`
 /// (or nothing, for one-way), after appending its body to a file in `sink`
-/// when given. Threads end when their client disconnects.
+/// (and syncing it, when asked) when given. Threads end when their client
+/// disconnects.
 fn peer(
     connections: usize,
     reply: Option<Arc<Vec<u8>>>,
-    sink: Option<&Path>,
+    sink: Option<Sink<'_>>,
 ) -> std::io::Result<SocketAddr> {
-    let sink = sink.map(Path::to_path_buf);
+    let sync = sink.is_some_and(|sink| sink.sync);
+    let sink = sink.map(|sink| sink.dir.to_path_buf());
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let address = listener.local_addr()?;
     std::thread::Builder::new()
@@ -86,7 +97,8 @@ fn peer(
                         let mut buffer = Vec::with_capacity(2 * 1024 * 1024);
                         while let Ok(true) = read_frame(&mut stream, &mut buffer) {
                             if let Some(file) = file.as_mut()
-                                && file.write_all(&buffer).is_err()
+                                && (file.write_all(&buffer).is_err()
+                                    || (sync && file.sync_data().is_err()))
                             {
                                 return;
                             }
@@ -114,7 +126,7 @@ pub fn lockstep(
     payload_bytes: u64,
     messages: u64,
     stop: Stop,
-    sink: Option<&Path>,
+    sink: Option<Sink<'_>>,
 ) -> Result<Aggregate, String> {
     let address = peer(connections, Some(Arc::new(frame_of_len(reply_len))), sink)
         .map_err(|error| format!("loopback peer: {error}"))?;
@@ -192,7 +204,10 @@ mod tests {
             1000,
             1,
             Stop::Requests(10),
-            Some(dir.path()),
+            Some(Sink {
+                dir: dir.path(),
+                sync: true,
+            }),
         );
         assert_eq!(stored.unwrap().requests, 10);
         let written = std::fs::metadata(dir.path().join("raw-0.log"))

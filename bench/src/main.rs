@@ -4,8 +4,12 @@
 //! measured in the same run (see `iggyd_bench::load`).
 //!
 //! `--standard` runs the scenarios of the benchmark issue against one
-//! server; `--spawn BINARY` starts a fresh iggyd on a temp directory first
-//! (readiness via `NOTIFY_SOCKET`) and stops it at the end.
+//! server; `--scaling` runs the scaling matrix (1–8 producers and
+//! consumers, 1/8/64 busy partitions with `persisted` group commit, 100 B
+//! and 10 KB messages, a mixed run); `--guard` runs a short subset and
+//! fails when a ratio to its raw baseline falls under a generous floor (the
+//! CI regression guard). `--spawn BINARY` starts a fresh iggyd on a temp
+//! directory first (readiness via `NOTIFY_SOCKET`) and stops it at the end.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +49,16 @@ struct Args {
     /// consumers from page cache, idle RSS with 1,000 partitions).
     #[arg(long)]
     standard: bool,
+    /// Run the scaling matrix (see the crate doc).
+    #[arg(long)]
+    scaling: bool,
+    /// Run the CI regression guard: a short subset whose ratios to their raw
+    /// baselines must stay above generous floors (exit 1 otherwise).
+    #[arg(long)]
+    guard: bool,
+    /// Each producer sends to every partition of its stream in turn.
+    #[arg(long)]
+    spread: bool,
     /// Measure idle RSS with --partitions partitions (needs --daemon-pid or --spawn).
     #[arg(long)]
     idle_rss: bool,
@@ -143,7 +157,161 @@ fn config(args: &Args, address: SocketAddr) -> LoadConfig {
         baselines: !args.no_baseline,
         keep_data: args.keep_data,
         raw_file_dir: args.spawn_dir.clone().unwrap_or_else(std::env::temp_dir),
+        spread: args.spread,
     }
+}
+
+/// One scenario of a matrix run: a name and its configuration.
+type Scenario = (String, LoadConfig);
+
+/// The scaling matrix, on top of `base` (address, sizes, duration, repeat).
+fn scaling_scenarios(base: &LoadConfig) -> Vec<Scenario> {
+    let replicated = LoadConfig {
+        durability: Durability::Replicated,
+        consumers: 0,
+        sequential: false,
+        spread: false,
+        ..base.clone()
+    };
+    let mut scenarios = Vec::new();
+    for actors in [1usize, 2, 4, 8] {
+        scenarios.push((
+            format!("produce-{actors}p"),
+            LoadConfig {
+                producers: actors,
+                partitions: actors as u32,
+                name: format!("{}-p{actors}", base.name),
+                ..replicated.clone()
+            },
+        ));
+    }
+    for actors in [1usize, 2, 4, 8] {
+        scenarios.push((
+            format!("consume-{actors}c"),
+            LoadConfig {
+                producers: actors,
+                consumers: actors,
+                partitions: actors as u32,
+                sequential: true,
+                name: format!("{}-c{actors}", base.name),
+                ..replicated.clone()
+            },
+        ));
+    }
+    for partitions in [1u32, 8, 64] {
+        scenarios.push((
+            format!("persisted-{partitions}-partitions"),
+            LoadConfig {
+                producers: 8,
+                partitions,
+                spread: true,
+                durability: Durability::Persisted,
+                name: format!("{}-gc{partitions}", base.name),
+                ..replicated.clone()
+            },
+        ));
+    }
+    scenarios.push((
+        "message-100b".into(),
+        LoadConfig {
+            producers: 2,
+            partitions: 2,
+            message_size: 100,
+            messages_per_batch: 1000,
+            poll_count: 1000,
+            name: format!("{}-m100", base.name),
+            ..replicated.clone()
+        },
+    ));
+    scenarios.push((
+        "message-10kb".into(),
+        LoadConfig {
+            producers: 2,
+            partitions: 2,
+            message_size: 10_000,
+            messages_per_batch: 100,
+            poll_count: 100,
+            name: format!("{}-m10k", base.name),
+            ..replicated.clone()
+        },
+    ));
+    scenarios.push((
+        "mixed-2p-2c".into(),
+        LoadConfig {
+            producers: 2,
+            consumers: 2,
+            partitions: 2,
+            name: format!("{}-mix", base.name),
+            ..replicated
+        },
+    ));
+    scenarios
+}
+
+/// The guard's scenarios and, for each, the floor of its throughput ratio
+/// to its raw baseline row (a row name suffix). The floors are about a
+/// quarter of what a healthy daemon reaches here (produce ≈ 1.2× a raw
+/// TCP→file write, `persisted` ≈ 1.3× a raw write + fdatasync, consume ≈
+/// 0.1× a pure loopback copy), so only a real regression (a lost batching,
+/// a copy per message, an fsync per append) trips them, not a noisy
+/// neighbour.
+fn guard_scenarios(base: &LoadConfig) -> Vec<(Scenario, &'static str, f64)> {
+    let short = LoadConfig {
+        stop: Stop::Duration(Duration::from_secs(1)),
+        consumers: 0,
+        sequential: false,
+        spread: false,
+        ..base.clone()
+    };
+    vec![
+        (
+            (
+                "guard-produce".into(),
+                LoadConfig {
+                    producers: 2,
+                    partitions: 2,
+                    durability: Durability::Replicated,
+                    name: format!("{}-gp", base.name),
+                    ..short.clone()
+                },
+            ),
+            " produce vs TCP→file",
+            0.25,
+        ),
+        (
+            (
+                "guard-consume".into(),
+                LoadConfig {
+                    producers: 2,
+                    consumers: 2,
+                    partitions: 2,
+                    sequential: true,
+                    durability: Durability::Replicated,
+                    name: format!("{}-gc", base.name),
+                    ..short.clone()
+                },
+            ),
+            " consume",
+            // The raw download is a pure loopback copy of bytes already in
+            // memory; the daemon reads them from the disk first.
+            0.025,
+        ),
+        (
+            (
+                "guard-persisted".into(),
+                LoadConfig {
+                    producers: 4,
+                    partitions: 8,
+                    spread: true,
+                    durability: Durability::Persisted,
+                    name: format!("{}-gs", base.name),
+                    ..short
+                },
+            ),
+            " produce vs TCP→file+fdatasync",
+            0.25,
+        ),
+    ]
 }
 
 fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
@@ -199,6 +367,29 @@ fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
         json_parts.insert("idle_rss".into(), rss_json);
     }
 
+    if args.guard {
+        for ((name, config), row_suffix, floor) in guard_scenarios(&base) {
+            let (scenario_rows, runs) = load::run(&config, 1)?;
+            details.push_str(&format!("{name}:\n{}", load::describe(&runs)));
+            let row = scenario_rows
+                .iter()
+                .find(|row| row.name.ends_with(row_suffix) && row.unit == "MB/s")
+                .ok_or(format!("{name}: no row ending in {row_suffix:?}"))?;
+            let ratio = row.baseline.map_or(0.0, |baseline| row.value / baseline);
+            details.push_str(&format!(
+                "{name}: {:.1} MB/s, ratio {ratio:.2} to {} (floor {floor})\n",
+                row.value, row.baseline_name
+            ));
+            if ratio < floor {
+                return Err(format!(
+                    "regression guard: {name} ran at {ratio:.2}x its raw baseline ({}), under the floor {floor}",
+                    row.baseline_name
+                ));
+            }
+            rows.extend(scenario_rows);
+            json_parts.insert(name, runs);
+        }
+    }
     let mut scenario = |name: &str, config: LoadConfig| -> Result<(), String> {
         let (scenario_rows, runs) = load::run(&config, args.repeat)?;
         details.push_str(&format!("{name}:\n{}", load::describe(&runs)));
@@ -206,6 +397,11 @@ fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
         json_parts.insert(name.to_owned(), runs);
         Ok(())
     };
+    if args.scaling {
+        for (name, config) in scaling_scenarios(&base) {
+            scenario(&name, config)?;
+        }
+    }
     if args.standard {
         let producers = LoadConfig {
             consumers: 0,
@@ -237,7 +433,7 @@ fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
                 ..producers
             },
         )?;
-    } else if !args.idle_rss {
+    } else if !args.idle_rss && !args.scaling && !args.guard {
         scenario(&args.name, base)?;
     }
     if let Some(daemon) = spawned.as_mut() {
