@@ -46,6 +46,13 @@ pub fn pool_idle_bytes_max(per_shard_memory_bytes: u64) -> u64 {
     (per_shard_memory_bytes / 16).min(32 * 1024 * 1024)
 }
 
+/// I/O buffers (write tails, read windows) a shard hands out before it takes
+/// only what each operation needs: half the shard's memory share (the rest
+/// is frames in flight, metadata, connections, the allocator's slack).
+pub fn io_buffer_budget_bytes(per_shard_memory_bytes: u64) -> u64 {
+    per_shard_memory_bytes / 2
+}
+
 /// Fraction of the memory the machine and the cgroup can give that a derived
 /// (`memory.budget = "auto"`) budget takes: the page cache serves reads, so
 /// the daemon leaves it at least half.

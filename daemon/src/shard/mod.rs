@@ -220,7 +220,10 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
             PumpStorage {
                 data_dir,
                 access: spec.access,
-                pool: BufferPool::new(limits::pool_idle_bytes_max(spec.per_shard_memory_bytes)),
+                pool: BufferPool::with_budget(
+                    limits::pool_idle_bytes_max(spec.per_shard_memory_bytes),
+                    limits::io_buffer_budget_bytes(spec.per_shard_memory_bytes),
+                ),
             },
         ),
         heartbeats,

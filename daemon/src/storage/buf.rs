@@ -269,6 +269,8 @@ struct PoolState {
     idle: Vec<AlignedBuf>,
     stats: PoolStats,
     idle_bytes_max: u64,
+    /// Outstanding bytes past which users take only what they must.
+    budget_bytes: u64,
 }
 
 /// A per-shard pool of aligned buffers. Cloning shares the pool (one shard,
@@ -279,14 +281,30 @@ pub struct BufferPool {
 }
 
 impl BufferPool {
-    /// A pool that keeps at most `idle_bytes_max` bytes of idle buffers.
+    /// A pool that keeps at most `idle_bytes_max` bytes of idle buffers,
+    /// with no budget.
     pub fn new(idle_bytes_max: u64) -> BufferPool {
+        BufferPool::with_budget(idle_bytes_max, u64::MAX)
+    }
+
+    /// A pool whose users stop taking more than they must (larger write
+    /// buffers ahead of need, read windows beyond the span a poll wants)
+    /// once `budget_bytes` are handed out: a shard's share of
+    /// `memory.budget`.
+    pub fn with_budget(idle_bytes_max: u64, budget_bytes: u64) -> BufferPool {
         BufferPool {
             state: Rc::new(RefCell::new(PoolState {
                 idle_bytes_max,
+                budget_bytes,
                 ..PoolState::default()
             })),
         }
+    }
+
+    /// Whether `bytes` more can be handed out within the budget.
+    pub fn has_room(&self, bytes: usize) -> bool {
+        let state = self.state.borrow();
+        state.stats.outstanding_bytes.saturating_add(bytes as u64) <= state.budget_bytes
     }
 
     /// An empty buffer of at least `capacity` bytes: the smallest idle one

@@ -198,3 +198,47 @@ fn monoio_torn_tail_truncated() {
         );
     });
 }
+
+// Over its budget a shard takes only what each operation needs: a read
+// window holds just the records a poll asked for, a tail just the batch;
+// within budget a window reads ahead and a tail leaves room.
+#[test]
+fn over_budget_buffers_take_only_what_is_needed() {
+    for (budget, reads_ahead) in [(u64::MAX, true), (0, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        runtime().block_on(async {
+            let pool = BufferPool::with_budget(1 << 20, budget);
+            let config = PartitionConfig::new(0, 1 << 30).with_access(Access::Direct);
+            let mut log =
+                PartitionLog::open(MonoioIo, dir.path(), config, Rc::new(SystemClock), pool)
+                    .await
+                    .unwrap();
+            for _ in 0..8 {
+                log.append_and_write(&producer_batch(4, 3000))
+                    .await
+                    .unwrap();
+            }
+            let tail_capacity = log.tail.buf().capacity();
+            log.close().await.unwrap();
+            drop(log);
+            let pool = BufferPool::with_budget(1 << 20, budget);
+            let config = PartitionConfig::new(0, 1 << 30).with_access(Access::Direct);
+            let log = PartitionLog::open(MonoioIo, dir.path(), config, Rc::new(SystemClock), pool)
+                .await
+                .unwrap();
+            let read = log.read_by_offset(0, 4, u64::MAX).await.unwrap();
+            assert_eq!(read.message_count, 4);
+            let window_len = log.read_window.borrow().as_ref().unwrap().buf.len();
+            let written = log.stats().bytes as usize;
+            if reads_ahead {
+                assert_eq!(window_len, written, "the whole (small) segment at once");
+            } else {
+                assert!(
+                    window_len <= 5 * IO_ALIGN,
+                    "one batch's blocks: {window_len}"
+                );
+                assert!(tail_capacity <= 2 * IO_ALIGN, "{tail_capacity}");
+            }
+        });
+    }
+}

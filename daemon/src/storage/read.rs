@@ -186,7 +186,13 @@ impl<I: StorageIo> PartitionLog<I> {
         let written_end = segment.size_bytes;
         assert!(span.end <= written_end);
         let file_start = align_down(span.start);
-        let want_end = (file_start + READ_WINDOW_BYTES as u64).max(span.end);
+        // A window reads ahead of the span, within the shard's budget.
+        let ahead = if self.pool.has_room(READ_WINDOW_BYTES) {
+            READ_WINDOW_BYTES as u64
+        } else {
+            0
+        };
+        let want_end = (file_start + ahead).max(span.end);
         let file_end = align_up(want_end.min(written_end));
         let capacity = (file_end - file_start) as usize;
         let log_path = segment.log_path(&self.dir);

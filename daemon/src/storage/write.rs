@@ -166,7 +166,17 @@ impl<I: StorageIo> PartitionLog<I> {
         if self.tail.buf().remaining() >= batch_len {
             return;
         }
-        let mut bigger = self.pool.take((kept + batch_len).max(TAIL_CHUNK_BYTES));
+        // Room for what is needed and as much again (up to a chunk), so a
+        // round of several batches grows the buffer once or twice; within
+        // the shard's budget only, else exactly what is needed.
+        let needed = kept + batch_len;
+        let ahead = needed.max((2 * needed).min(TAIL_CHUNK_BYTES));
+        let size = if self.pool.has_room(ahead) {
+            ahead
+        } else {
+            needed
+        };
+        let mut bigger = self.pool.take(size);
         bigger.extend_from_slice(self.tail.buf().as_slice());
         if let Some(old) = self.tail.buf.replace(bigger) {
             self.pool.give(old);
