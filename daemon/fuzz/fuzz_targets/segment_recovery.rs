@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use arbitrary::{Result, Unstructured};
-use iggyd::batch::{self, BatchHeader, MessageSpec, encode_producer_batch};
+use iggyd::batch::{self, BatchHeader, MessageSpec, ValidBatch, encode_producer_batch};
 use iggyd::storage::segment::{index_path, log_path};
 use iggyd::storage::sim::{SimClock, SimIo, block_on};
 use iggyd::storage::{
-    PartitionConfig, PartitionLog, PartitionState, ReadBatches, StorageError, StorageIo,
+    BufferPool, PartitionConfig, PartitionLog, PartitionState, ReadBatches, StorageError, StorageIo,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -249,6 +249,7 @@ fuzz_target!(|data: &[u8]| {
         dir.clone(),
         config.clone(),
         clock.clone(),
+        BufferPool::new(1 << 20),
     )) else {
         return;
     };
@@ -267,6 +268,7 @@ fuzz_target!(|data: &[u8]| {
         dir.clone(),
         config.clone(),
         clock.clone(),
+        BufferPool::new(1 << 20),
     ))
     .expect("a partition that opened once opens again");
     assert_eq!((log.first_offset(), log.next_offset()), (first, next));
@@ -285,7 +287,10 @@ fuzz_target!(|data: &[u8]| {
         payload: b"after recovery".to_vec(),
         user_headers: Vec::new(),
     };
-    let appended = match block_on(log.append(encode_producer_batch(NOW_MICROS, &[message]))) {
+    let encoded = encode_producer_batch(NOW_MICROS, &[message]);
+    let range = 0..encoded.len();
+    let batch = ValidBatch::new(encoded, range).expect("the encoder writes valid batches");
+    let appended = match block_on(log.append(&batch)) {
         Ok(appended) => appended,
         Err(StorageError::OffsetsExhausted { .. }) if next == u64::MAX => return,
         Err(error) => panic!("append to an open partition failed: {error}"),
