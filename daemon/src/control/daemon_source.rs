@@ -591,6 +591,7 @@ mod tests {
                         memory_bytes: 0,
                     },
                     current_offset: 9,
+                    durable_next_offset: 10,
                     sealed_segments: Vec::new(),
                     consumer_offsets: vec![(
                         ConsumerKey {
@@ -606,6 +607,7 @@ mod tests {
                     p99: 7,
                     p999: 8,
                     max: 9,
+                    ..Latency::default()
                 },
                 ..ShardReport::default()
             },

@@ -165,6 +165,9 @@ struct ShardLoop {
     events: mpsc::Sender<ShardEvent>,
     /// Fires the accept loop's stop; taken at `StopAccepting`.
     stop_accepting: Option<flume::Sender<()>>,
+    /// Every published window's latencies, added up (the metrics endpoint's
+    /// histograms).
+    latency_totals: heartbeat::LatencyHistograms,
 }
 
 /// The partitions of `view` this shard owns, with their settings.
@@ -232,6 +235,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         fatal: None,
         events: events.clone(),
         stop_accepting: None,
+        latency_totals: heartbeat::LatencyHistograms::default(),
     };
 
     // Recovery: open (and check) every partition this shard owns.
@@ -431,11 +435,17 @@ impl ShardLoop {
     fn publish_report(&mut self) {
         self.pump.release_idle_memory();
         let (queue_wait, fsync) = self.pump.take_latencies();
+        let request = self.context.take_request_latency();
+        let totals = &mut self.latency_totals;
+        totals.request.add(&request.window);
+        totals.queue_wait.add(&queue_wait.window);
+        totals.fsync.add(&fsync.window);
         let report = heartbeat::ShardReport {
             partitions: self.pump.report(),
-            request: self.context.take_request_latency(),
+            request,
             queue_wait,
             fsync,
+            histograms: *totals,
             published_at: Some(Instant::now()),
         };
         self.heartbeats.publish_report(self.context.shard, report);
