@@ -101,6 +101,9 @@ pub struct ShardSpec {
     pub per_shard_memory_bytes: u64,
     pub started: Instant,
     pub started_at_us: u64,
+    /// Where GetSnapshotFile requests go (the control plane's `snapshot`
+    /// thread).
+    pub snapshot_files: crate::control::snapshot_file::SnapshotFiles,
 }
 
 /// Start the shard thread.
@@ -214,6 +217,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         started: spec.started,
         started_at_us: spec.started_at_us,
         view: spec.view.clone(),
+        snapshot_files: spec.snapshot_files.clone(),
     }));
     let mut shard = ShardLoop {
         context: context.clone(),
@@ -558,6 +562,7 @@ mod tests {
                 per_shard_memory_bytes: limits::SHARD_MEMORY_MIN_BYTES,
                 started: Instant::now(),
                 started_at_us: 0,
+                snapshot_files: crate::control::snapshot_file::queue().0,
             };
             handles.push(spawn(spec).unwrap());
         }
