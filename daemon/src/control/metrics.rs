@@ -165,6 +165,18 @@ fn shard_counters() -> Vec<ShardCounter> {
             |stats, _| stats.bytes_out_total as f64,
         ),
         (
+            "iggyd_shard_sends_local",
+            "Send requests accepted on this shard for partitions it owns.",
+            None,
+            |stats, _| stats.sends_local_total as f64,
+        ),
+        (
+            "iggyd_shard_sends_forwarded",
+            "Send requests accepted on this shard and handed to the owner shard.",
+            None,
+            |stats, _| stats.sends_forwarded_total as f64,
+        ),
+        (
             "iggyd_shard_fsyncs",
             "fsyncs of this shard's partition files (one may cover many appends).",
             None,

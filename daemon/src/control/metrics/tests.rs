@@ -76,6 +76,8 @@ fn populated() -> (DaemonSource, tempfile::TempDir) {
             fsyncs: 4,
             connections: 2,
             partitions: 2,
+            sends_local: 7,
+            sends_forwarded: 3,
         },
     );
     let partition =
@@ -167,6 +169,11 @@ fn page_reports_published_state() {
     assert_eq!(value(&page, "iggyd_shard_in_bytes_total", shard), 3000.0);
     assert_eq!(value(&page, "iggyd_shard_out_bytes_total", shard), 1200.0);
     assert_eq!(value(&page, "iggyd_shard_fsyncs_total", shard), 4.0);
+    assert_eq!(value(&page, "iggyd_shard_sends_local_total", shard), 7.0);
+    assert_eq!(
+        value(&page, "iggyd_shard_sends_forwarded_total", shard),
+        3.0
+    );
     assert_eq!(value(&page, "iggyd_shard_connections", shard), 2.0);
     assert_eq!(value(&page, "iggyd_connections", ""), 2.0);
     assert!(page.contains("# TYPE iggyd_shard_messages_in_total counter\n"));
