@@ -32,6 +32,7 @@ rustPlatform.buildRustPackage {
       ../bench
       ../systemd
       ../packaging/iggyd.toml
+      ../packaging/grafana
       ../LICENSE
       ../README.md
     ];
@@ -61,6 +62,7 @@ rustPlatform.buildRustPackage {
     install -Dm0644 systemd/iggyd.sysusers $out/lib/sysusers.d/iggyd.conf
     install -Dm0644 systemd/iggyd.tmpfiles $out/lib/tmpfiles.d/iggyd.conf
     install -Dm0644 packaging/iggyd.toml $out/share/iggyd/iggyd.toml
+    install -Dm0644 packaging/grafana/iggyd.json $out/share/iggyd/grafana/iggyd.json
   '';
 
   meta = {

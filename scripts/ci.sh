@@ -11,9 +11,10 @@ log() { printf '\n== %s\n' "$*"; }
 # hwloc: lstopo for diagnostics. util-linux: taskset, setpriv. tmux: console
 # tests. python3: the admin-socket permission test runs a client as another
 # uid; python3-venv: the apache-iggy compat suite's virtualenv.
+# prometheus: promtool, which checks the daemon's /metrics page.
 if command -v apt-get >/dev/null 2>&1; then
   log "system packages"
-  ./scripts/setup-debian.sh hwloc util-linux tmux python3 python3-venv
+  ./scripts/setup-debian.sh hwloc util-linux tmux python3 python3-venv prometheus
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then
@@ -23,6 +24,14 @@ fi
 
 # io_uring rings are locked memory on older kernels.
 ulimit -l unlimited 2>/dev/null || true
+
+# iggy-cli 0.14.0 for the CLI suite: cached outside the clone (see
+# scripts/cli-compat.sh); on a fresh machine it builds in the background,
+# at low priority, while the checks below run, and is waited for before the
+# CLI suite.
+mkdir -p target
+nice -n 10 ./scripts/cli-compat.sh --install-only >target/cli-install.log 2>&1 &
+cli_install=$!
 
 # A test that cannot run here (no root for a mount, a missing tool) skips
 # through `iggyd_testkit::skip`, which fails under CI=true: this run is never
@@ -43,6 +52,15 @@ cargo nextest run --workspace --locked --profile ci
 
 log "python compat (apache-iggy 0.9.0)"
 ./scripts/python-compat.sh
+
+log "cli compat (iggy-cli 0.14.0)"
+if ! wait "$cli_install"; then
+  cat target/cli-install.log
+  echo "installing iggy-cli failed" >&2
+  exit 1
+fi
+cat target/cli-install.log
+./scripts/cli-compat.sh
 
 # Packaging and the unit files: systemd-analyze verify + exposure score,
 # the Nix files as far as an offline machine can check them, the RPM built

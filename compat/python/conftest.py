@@ -1,4 +1,5 @@
-"""pytest fixture `daemon`: a fresh iggyd per test (see iggyd_daemon.py)."""
+"""pytest fixtures: `daemon`, a fresh iggyd per test, and `daemon_with`, a
+factory for one started with extra environment (see iggyd_daemon.py)."""
 
 import shutil
 import tempfile
@@ -19,3 +20,24 @@ def daemon():
         if running.process.poll() is None:
             stop_daemon(running)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon_with():
+    """Start iggyd with extra `IGGYD_…` variables; stopped (cleanly) after
+    the test."""
+    started = []
+
+    def start(env: dict):
+        directory = Path(tempfile.mkdtemp(prefix="iggyd-py-"))
+        running = start_daemon(directory, env)
+        started.append(running)
+        return running
+
+    try:
+        yield start
+    finally:
+        for running in started:
+            if running.process.poll() is None:
+                stop_daemon(running)
+            shutil.rmtree(running.directory, ignore_errors=True)

@@ -30,6 +30,17 @@ class Daemon:
     def log(self) -> str:
         return (self.directory / "daemon.log").read_text(errors="replace")
 
+    def admin_socket(self) -> Path:
+        return self.directory / "data" / "iggyd.sock"
+
+    def metrics_address(self) -> str:
+        """The address the daemon logged for its metrics endpoint (it logs it
+        before READY=1, so it is there once start_daemon returns)."""
+        for line in self.log().splitlines():
+            if "metrics endpoint ready" in line:
+                return line.split("address=")[1].split()[0]
+        raise AssertionError("no metrics endpoint in the log:\n" + self.log())
+
 
 def _binary() -> Path:
     binary = Path(os.environ.get("IGGYD_BINARY", REPO / "target" / "debug" / "iggyd"))
@@ -51,8 +62,9 @@ def _hermetic_env(notify_path: Path) -> dict:
     return env
 
 
-def start_daemon(directory: Path) -> Daemon:
-    """Spawn iggyd and wait for READY=1; return where it listens."""
+def start_daemon(directory: Path, env: dict | None = None) -> Daemon:
+    """Spawn iggyd and wait for READY=1; return where it listens. `env` adds
+    variables (`IGGYD_…` configuration) to the hermetic environment."""
     notify_path = directory / "notify.sock"
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(notify_path))
@@ -66,7 +78,7 @@ def start_daemon(directory: Path) -> Daemon:
     ]
     process = subprocess.Popen(
         command,
-        env=_hermetic_env(notify_path),
+        env={**_hermetic_env(notify_path), **(env or {})},
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -1,11 +1,12 @@
 //! The single start-up sequence: arguments -> configuration -> shard plan ->
-//! preflight (memory budget, data directory, I/O driver) -> listeners ->
-//! supervisor. Also the `plan` and `config` subcommands. This is where typed
+//! preflight (memory budget, data directory, I/O driver) -> listeners (the
+//! Iggy port, the metrics port and its credentials) -> supervisor. Also the `plan` and `config` subcommands. This is where typed
 //! errors become one readable line on stderr, a `STATUS=` text and an exit
 //! code; nothing below this module prints or exits.
 
 use crate::cgroup::CgroupLimits;
 use crate::config::{Config, Sources};
+use crate::control::metrics_server::{self, MetricsAuth};
 use crate::error::BootError;
 use crate::logging::LogHandle;
 use crate::metadata::MetadataStore;
@@ -217,6 +218,14 @@ fn run(
             source,
         })?;
 
+    let metrics = match config.metrics.address {
+        Some(address) => {
+            let auth = MetricsAuth::load(&config.metrics)?;
+            Some((metrics_server::bind(address)?, auth))
+        }
+        None => None,
+    };
+
     let store = open_metadata(&config)?;
 
     supervisor::block_signals()?;
@@ -241,6 +250,7 @@ fn run(
         flush_interval: config.storage.flush_interval,
         access,
         per_shard_memory_bytes: memory.per_shard_bytes,
+        metrics,
     })
 }
 

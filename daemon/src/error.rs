@@ -26,6 +26,8 @@ pub enum BootError {
     },
     #[error(transparent)]
     Control(#[from] crate::control::ControlError),
+    #[error(transparent)]
+    Metrics(#[from] crate::control::metrics_server::MetricsError),
     #[error("shard {shard} (PU {pu}) failed: {message}")]
     Shard {
         shard: usize,
@@ -56,10 +58,12 @@ impl BootError {
             }
             BootError::Logging(error) if error.is_config() => ExitCode::from(EXIT_CONFIG),
             BootError::Control(error) if error.is_configuration() => ExitCode::from(EXIT_CONFIG),
+            BootError::Metrics(error) if error.is_configuration() => ExitCode::from(EXIT_CONFIG),
             BootError::Listen { .. }
             | BootError::Shard { .. }
             | BootError::Logging(_)
             | BootError::Control(_)
+            | BootError::Metrics(_)
             | BootError::Runtime(_)
             | BootError::DrainTimeout { .. }
             | BootError::SecondSignal { .. } => ExitCode::from(EXIT_FAILURE),

@@ -148,6 +148,28 @@ pub const ADMIN_CLOSE_LINGER: Duration = Duration::from_millis(200);
 /// How long an admin action (flush, fault) waits for a shard.
 pub const ADMIN_ACTION_TIMEOUT: Duration = Duration::from_secs(10);
 
+// `iggy snapshot` (`control/snapshot_file.rs`): each bounded so a snapshot
+// stays far below the 64 MiB reply limit and builds in about a second.
+
+/// Snapshot requests queued for the `snapshot` thread; more wait (their
+/// connection's task, not its shard).
+pub const SNAPSHOT_QUEUE_DEPTH: usize = 4;
+
+/// Log lines a snapshot carries, over the newest log files.
+pub const SNAPSHOT_LOG_LINES_MAX: usize = 10_000;
+
+/// Log bytes a snapshot carries.
+pub const SNAPSHOT_LOG_BYTES_MAX: u64 = 8 * 1024 * 1024;
+
+/// Data-directory entries the filesystem overview lists.
+pub const SNAPSHOT_FILESYSTEM_ENTRIES_MAX: usize = 20_000;
+
+/// Processes the process list shows.
+pub const SNAPSHOT_PROCESSES_MAX: usize = 4_096;
+
+/// Characters of one process's command line in the process list.
+pub const SNAPSHOT_COMMAND_LINE_MAX: usize = 512;
+
 /// Longest Unix socket path (`admin.socket`): `sockaddr_un` holds 108 bytes
 /// including the terminating NUL.
 pub const UNIX_SOCKET_PATH_BYTES_MAX: usize = 107;

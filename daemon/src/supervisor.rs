@@ -28,13 +28,17 @@
 //! shard.
 
 //!
-//! Once every shard is ready, and before `READY=1`, the admin socket starts
-//! (`control`), so a client that waits for readiness finds it; it stops
-//! first on the way down.
+//! Once every shard is ready, and before `READY=1`, the control plane
+//! starts (`control`): the admin socket, the metrics endpoint when
+//! `metrics.address` is set, and the `snapshot` thread that builds
+//! GetSnapshotFile ZIPs, so a client that waits for readiness finds them;
+//! they stop first on the way down.
 
 use crate::config::{Config, Sources};
 use crate::control::ControlServer;
 use crate::control::daemon_source::{DaemonSource, DaemonSourceParts};
+use crate::control::metrics_server::{MetricsAuth, MetricsServer};
+use crate::control::snapshot_file::{self, SnapshotWorker};
 use crate::error::BootError;
 use crate::limits;
 use crate::logging::{LimitsUpdate, LogHandle};
@@ -89,6 +93,9 @@ pub struct Launch {
     pub access: crate::storage::Access,
     /// Each shard's share of `memory.budget`.
     pub per_shard_memory_bytes: u64,
+    /// The bound metrics listener and the credentials scrapes must present
+    /// (`metrics.address` set).
+    pub metrics: Option<(std::net::TcpListener, MetricsAuth)>,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -136,6 +143,8 @@ struct Running {
     exited: Vec<bool>,
     signals: SigSet,
     control: Option<ControlServer>,
+    metrics: Option<MetricsServer>,
+    snapshot: Option<SnapshotWorker>,
 }
 
 /// Start the shards and supervise them until a stop signal or a failure.
@@ -164,7 +173,10 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         exited: vec![false; shards],
         signals,
         control: None,
+        metrics: None,
+        snapshot: None,
     };
+    let (snapshot_files, snapshot_jobs) = snapshot_file::queue();
     let view = launch.store.publish();
     heartbeats.publish_view(view.clone());
     let mut store = Some(launch.store);
@@ -202,6 +214,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
             stale_after: limits::STALE_CLIENT_AFTER,
             started: launch.started,
             started_at_us,
+            snapshot_files: snapshot_files.clone(),
         };
         let handle = shard::spawn(spec).map_err(|error| {
             BootError::Runtime(format!(
@@ -271,7 +284,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         .iter()
         .map(|planned| planned.core)
         .collect();
-    let source = DaemonSource::new(DaemonSourceParts {
+    let source = Arc::new(DaemonSource::new(DaemonSourceParts {
         shards: launch.plan.shards.clone(),
         drivers: shard_drivers,
         numa_nodes: launch.plan.inputs.numa_nodes,
@@ -282,8 +295,8 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         log_dir: launch.log_dir.clone(),
         durability_default: launch.default_durability,
         log: Some(launch.reload.log.clone()),
-    });
-    match ControlServer::start(&launch.admin_socket, Arc::new(source)) {
+    }));
+    match ControlServer::start(&launch.admin_socket, source.clone()) {
         Ok(server) => {
             tracing::info!(socket = %launch.admin_socket.display(), "admin socket ready");
             running.control = Some(server);
@@ -293,6 +306,32 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
             return stop(&mut running, drain_timeout, Some(failure));
         }
     }
+    if let Some((listener, auth)) = launch.metrics.take() {
+        match MetricsServer::start(listener, auth, source.clone()) {
+            Ok(server) => {
+                tracing::info!(address = %server.address(), "metrics endpoint ready: GET /metrics");
+                running.metrics = Some(server);
+            }
+            Err(error) => {
+                let failure = BootError::Metrics(error);
+                return stop(&mut running, drain_timeout, Some(failure));
+            }
+        }
+    }
+    let sources = snapshot_file::SnapshotSources {
+        admin: source.clone(),
+        heartbeats: heartbeats.clone(),
+        config: launch.reload.config.clone(),
+        plan: launch.plan.clone(),
+    };
+    match SnapshotWorker::start(&snapshot_files, snapshot_jobs, sources) {
+        Ok(worker) => running.snapshot = Some(worker),
+        Err(error) => {
+            let failure = BootError::Runtime(format!("cannot start the snapshot thread: {error}"));
+            return stop(&mut running, drain_timeout, Some(failure));
+        }
+    }
+    drop(snapshot_files);
     let headline = format!(
         "serving on {}: {shards} shards on {} cores ({})",
         launch.address,
@@ -615,6 +654,12 @@ fn stop(
     systemd::stopping("stopping: finishing requests");
     if let Some(control) = running.control.take() {
         control.stop();
+    }
+    if let Some(metrics) = running.metrics.take() {
+        metrics.stop();
+    }
+    if let Some(snapshot) = running.snapshot.take() {
+        snapshot.stop();
     }
     let started = Instant::now();
     let deadline = started + timeout;

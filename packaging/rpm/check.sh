@@ -41,6 +41,7 @@ expected=(
   "drwxr-x--- iggyd iggyd /var/lib/iggyd"
   "drwxr-x--- iggyd iggyd /var/log/iggyd"
   "drwxr-x--- iggyd iggyd /run/iggyd"
+  "-rw-r--r-- root root /usr/share/iggyd/grafana/iggyd.json"
   "-rw-r--r-- root root */licenses/iggyd*/LICENSE"
   "-rw-r--r-- root root */doc/iggyd*/README.md"
   "-rw-r--r-- root root */doc/iggyd*/README.packaging.md"

@@ -1,4 +1,5 @@
-//! System commands: ping, stats, me, clients and cluster metadata.
+//! System commands: ping, stats, me, clients, cluster metadata and
+//! snapshot files.
 
 use crate::common::*;
 use iggy::prelude::*;
@@ -67,5 +68,58 @@ async fn ping_stats_me_clients_and_cluster_metadata() {
 
     client.logout_user().await.expect("logout");
     assert_code(client.get_me().await, 40, "get_me after logout");
+    daemon.assert_clean_log();
+}
+
+/// Proves GetSnapshotFile through the SDK: the answer is a ZIP that opens,
+/// in the asked compression, with the files of the asked types; LZMA, which
+/// the daemon's ZIP writer cannot produce, is "feature unavailable" (5).
+#[tokio::test]
+async fn snapshot_file_is_a_zip_of_the_asked_types() {
+    use std::io::Read;
+    let daemon = SdkDaemon::start();
+    let client = daemon.root_client().await;
+    stream_with_topic(&client, "snap", "t", 2).await;
+    let snapshot = client
+        .snapshot(
+            SnapshotCompression::Bzip2,
+            vec![SystemSnapshotType::ServerConfig, SystemSnapshotType::Test],
+        )
+        .await
+        .expect("snapshot");
+    let mut archive =
+        zip::ZipArchive::new(std::io::Cursor::new(snapshot.0)).expect("a ZIP archive");
+    let mut names = Vec::new();
+    for index in 0..archive.len() {
+        let mut file = archive.by_index(index).expect("entry");
+        assert_eq!(file.compression(), zip::CompressionMethod::Bzip2);
+        let mut text = String::new();
+        file.read_to_string(&mut text).expect("utf-8 entry");
+        let name = file.name().expect("entry name").to_string();
+        if name == "metadata.json" {
+            assert!(text.contains("\"snap\""), "{text}");
+        }
+        if name == "server_config.toml" {
+            assert!(text.contains("password = \"<redacted>\""), "{text}");
+        }
+        names.push(name);
+    }
+    assert_eq!(
+        names,
+        [
+            "summary.json",
+            "test.txt",
+            "server_config.toml",
+            "plan.json",
+            "metadata.json"
+        ]
+    );
+    assert_code(
+        client
+            .snapshot(SnapshotCompression::Lzma, vec![SystemSnapshotType::All])
+            .await,
+        5,
+        "lzma snapshot",
+    );
     daemon.assert_clean_log();
 }

@@ -72,6 +72,12 @@ pub(super) enum Kind {
     CpuAllocation,
     /// One of these words (the `Config` field deserializes from the word).
     Choice(&'static [&'static str]),
+    /// `""`, meaning `empty` (the `Config` field is an `Option` and holds
+    /// `None`), or a value of the `inner` kind.
+    Optional {
+        inner: &'static Kind,
+        empty: &'static str,
+    },
 }
 
 impl Kind {
@@ -79,15 +85,21 @@ impl Kind {
     /// parsed like figment's `Env` (a password of `0123` must not become the
     /// number 123).
     pub(super) fn env_verbatim(self) -> bool {
-        matches!(
-            self,
-            Kind::Path | Kind::SocketPath | Kind::Address | Kind::Text { .. } | Kind::Level
-        )
+        match self {
+            Kind::Optional { inner, .. } => inner.env_verbatim(),
+            _ => matches!(
+                self,
+                Kind::Path | Kind::SocketPath | Kind::Address | Kind::Text { .. } | Kind::Level
+            ),
+        }
     }
 
     /// Whether error messages must not echo the value.
     pub(super) fn is_secret(self) -> bool {
-        matches!(self, Kind::Text { secret: true, .. })
+        match self {
+            Kind::Optional { inner, .. } => inner.is_secret(),
+            _ => matches!(self, Kind::Text { secret: true, .. }),
+        }
     }
 }
 
@@ -174,6 +186,18 @@ const FLUSH_INTERVAL: Kind = Kind::Duration {
 };
 const DURABILITY: Kind = Kind::Choice(&["persisted", "replicated"]);
 const IO_MODE: Kind = Kind::Choice(&["direct", "buffered"]);
+const METRICS_ADDRESS: Kind = Kind::Optional {
+    inner: &Kind::Address,
+    empty: "no metrics endpoint",
+};
+const METRICS_BEARER_FILE: Kind = Kind::Optional {
+    inner: &Kind::Path,
+    empty: "no bearer token",
+};
+const METRICS_BASIC_FILE: Kind = Kind::Optional {
+    inner: &Kind::Path,
+    empty: "no basic authentication",
+};
 
 const RETENTION_CHECK_DEFAULT: BuiltIn = BuiltIn::Duration(limits::RETENTION_CHECK_INTERVAL);
 const FLUSH_INTERVAL_DEFAULT: BuiltIn = BuiltIn::Duration(limits::FLUSH_INTERVAL);
@@ -204,6 +228,9 @@ pub(super) const KEYS: &[Key] = &[
     key("storage.default_durability",      DURABILITY,          Text("persisted"),       Restart),
     key("storage.flush_interval",          FLUSH_INTERVAL,      FLUSH_INTERVAL_DEFAULT,  Restart),
     key("storage.io_mode",                 IO_MODE,             Text("direct"),          Restart),
+    key("metrics.address",                 METRICS_ADDRESS,     Text(""),                Restart),
+    key("metrics.bearer_token_file",       METRICS_BEARER_FILE, Text(""),                Restart),
+    key("metrics.basic_auth_file",         METRICS_BASIC_FILE,  Text(""),                Restart),
 ];
 
 /// The key named `name`, if there is one.

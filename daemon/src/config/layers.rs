@@ -305,8 +305,12 @@ fn unknown(figment: &Figment, key: &str, value: &Value, candidates: &[String]) -
             .max(strsim::jaro_winkler(key, &flat))
             .max(strsim::jaro_winkler(key_last, last))
     };
+    // `max_by` keeps the last of equal scores: walking the candidates
+    // backwards makes a tie go to the key listed first in the table
+    // (`address` → `tcp.address`, not `metrics.address`).
     let suggestion = candidates
         .iter()
+        .rev()
         .map(|candidate| (similarity(candidate), candidate))
         .filter(|(score, _)| *score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))

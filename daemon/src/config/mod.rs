@@ -155,6 +155,20 @@ impl IoMode {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MetricsConfig {
+    /// `metrics.address`: where `GET /metrics` (Prometheus text format) is
+    /// served; `None` (`""`, the default) = no endpoint.
+    pub address: Option<SocketAddr>,
+    /// `metrics.bearer_token_file`: scrapes must send `Authorization:
+    /// Bearer <the file's first line>`.
+    pub bearer_token_file: Option<PathBuf>,
+    /// `metrics.basic_auth_file`: scrapes must send basic credentials equal
+    /// to the file's first line, `user:password`. At most one of the two
+    /// files is set.
+    pub basic_auth_file: Option<PathBuf>,
+}
+
 /// The validated, immutable configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Config {
@@ -168,6 +182,7 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     pub retention: RetentionConfig,
     pub storage: StorageConfig,
+    pub metrics: MetricsConfig,
 }
 
 /// Where configuration comes from, besides the built-in defaults.
@@ -290,6 +305,24 @@ impl Config {
     /// file, handle it like one.
     pub fn to_toml(&self) -> String {
         print::document(print::entries(self))
+    }
+
+    /// `to_toml` with every secret value (the root password) replaced by
+    /// `"<redacted>"`, for diagnostics that leave the host. An empty
+    /// password stays `""`: it says one was generated, not what it is.
+    pub fn to_toml_redacted(&self) -> String {
+        let entries = print::entries(self)
+            .into_iter()
+            .map(|(key, value)| {
+                let secret = keys::find(key).is_some_and(|found| found.kind.is_secret());
+                if secret && value.as_str() != Some("") {
+                    (key, toml::Value::from("<redacted>"))
+                } else {
+                    (key, value)
+                }
+            })
+            .collect();
+        print::document(entries)
     }
 
     /// `(dotted key, value as TOML)` for every key with a value, in the order

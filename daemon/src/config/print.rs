@@ -38,8 +38,15 @@ fn printed(kind: Kind, value: Option<&Value>) -> Option<Toml> {
             },
         );
     }
+    if let Kind::Optional { inner, .. } = kind {
+        return match value {
+            None => Some(Toml::from("")),
+            Some(value) => printed(*inner, Some(value)),
+        };
+    }
     let value = value?;
     let printed = match kind {
+        Kind::Optional { .. } => return None,
         Kind::Path
         | Kind::SocketPath
         | Kind::Address

@@ -62,7 +62,37 @@ impl Reader<'_> {
             }
             return Ok(Value::from(path.to_string_lossy().into_owned()));
         }
-        let value = match key.kind {
+        self.value_of_kind(key, key.kind)
+    }
+
+    /// `key`'s value read as `kind` (its own kind, or the inner kind of an
+    /// `Optional` one).
+    fn value_of_kind(&self, key: &Key, kind: Kind) -> Result<Value, ConfigError> {
+        let name = key.name;
+        let value = match kind {
+            Kind::Optional { inner, empty } => {
+                if let Value::String(_, text) = self.value(name)?
+                    && text.trim().is_empty()
+                {
+                    return Ok(Value::from(Empty::None));
+                }
+                return self
+                    .value_of_kind(key, *inner)
+                    .map_err(|error| match error {
+                        ConfigError::Invalid {
+                            key,
+                            value,
+                            expected,
+                            origin,
+                        } => ConfigError::Invalid {
+                            key,
+                            value,
+                            expected: format!("\"\" ({empty}) or {expected}"),
+                            origin,
+                        },
+                        other => other,
+                    });
+            }
             Kind::Path => Value::from(self.path(name)?),
             Kind::SocketPath => {
                 let path = self.path(name)?;
@@ -95,6 +125,22 @@ impl Reader<'_> {
 
     /// Rules between keys, once every key is accepted on its own.
     fn cross_checks(&self) -> Result<(), ConfigError> {
+        let bearer = self.value("metrics.bearer_token_file")?;
+        let basic = self.value("metrics.basic_auth_file")?;
+        let set =
+            |value: &Value| !matches!(value, Value::String(_, text) if text.trim().is_empty());
+        if set(bearer) && set(basic) {
+            return Err(self.fail(
+                "metrics.basic_auth_file",
+                basic,
+                format!(
+                    "\"\" while `metrics.bearer_token_file` is set ({}{}): the metrics endpoint \
+                     takes one kind of authentication",
+                    show("metrics.bearer_token_file", bearer),
+                    from(&layers::origin(self.figment, bearer))
+                ),
+            ));
+        }
         let (file_value, file_bytes) = self.size("logging.max_file_size")?;
         let (total_value, total_bytes) = self.size("logging.max_total_size")?;
         if file_bytes != 0 && total_bytes != 0 && file_bytes > total_bytes {

@@ -433,6 +433,15 @@ fn every_key_rejects_bad_values_by_name() {
             "storage.flush_interval",
         ),
         ("tcp = \"127.0.0.1:1\"", "tcp"),
+        ("[metrics]\naddress = \"localhost\"", "metrics.address"),
+        (
+            "[metrics]\nbearer_token_file = 5",
+            "metrics.bearer_token_file",
+        ),
+        (
+            "[metrics]\nbearer_token_file = \"/t\"\nbasic_auth_file = \"/b\"",
+            "metrics.basic_auth_file",
+        ),
     ];
     for (toml, key) in cases {
         let err = load(toml, &[]).unwrap_err();
@@ -489,7 +498,7 @@ fn unknown_keys_and_suggestions() {
         err.to_string(),
         "config key `tcp_address` from environment variable `IGGYD_TCP_ADDRESS` is not \
          known; did you mean `IGGYD_TCP__ADDRESS`? the top-level keys are data_dir, tcp, \
-         admin, sharding, memory, root, logging, shutdown, retention, storage"
+         admin, sharding, memory, root, logging, shutdown, retention, storage, metrics"
     );
 }
 
@@ -526,7 +535,8 @@ fn to_toml_round_trips() {
         [logging]\nlevel = \"info,iggyd::shard=debug\"\ndir = \"/var/log/iggyd\"\n\
         max_file_size = 12345\nmax_total_size = 0\nretention = \"1h 30m\"\n\
         rotation_check_interval = \"1500 ms\"\n\
-        [shutdown]\ndrain_timeout = \"2 m\"\n";
+        [shutdown]\ndrain_timeout = \"2 m\"\n\
+        [metrics]\naddress = \"127.0.0.1:9464\"\nbasic_auth_file = \"/etc/iggyd/scrape\"\n";
     for source in ["", rich, "[sharding]\ncpu_allocation = 3\n"] {
         let config = load(source, &[]).unwrap();
         let printed = config.to_toml();
@@ -537,6 +547,52 @@ fn to_toml_round_trips() {
     assert!(printed.contains("budget = \"auto\""), "{printed}");
     assert!(printed.contains("max_file_size = \"500 MB\""), "{printed}");
     assert!(printed.contains("retention = \"7 days\""), "{printed}");
+}
+
+/// Proves the redacted configuration hides the root password but keeps an
+/// empty one (generated) and everything else as `to_toml` prints it.
+#[test]
+fn redacted_config_hides_the_password() {
+    let config = load("[root]\npassword = \"hunter22\"\n", &[]).unwrap();
+    let redacted = config.to_toml_redacted();
+    assert!(!redacted.contains("hunter22"), "{redacted}");
+    assert!(redacted.contains("password = \"<redacted>\""), "{redacted}");
+    assert_eq!(
+        redacted.replace("\"<redacted>\"", "\"hunter22\""),
+        config.to_toml()
+    );
+    let generated = load("[root]\npassword = \"\"\n", &[]).unwrap();
+    assert!(generated.to_toml_redacted().contains("password = \"\"\n"));
+}
+
+/// Proves the metrics keys: off (`""`, printed as such) by default, an
+/// address and one credentials file from a file or the environment, and an
+/// error that says `""` turns the endpoint off.
+#[test]
+fn metrics_keys() {
+    let config = load("", &[]).unwrap();
+    assert_eq!(config.metrics.address, None);
+    assert_eq!(config.metrics.bearer_token_file, None);
+    assert_eq!(config.metrics.basic_auth_file, None);
+    assert!(config.to_toml().contains("[metrics]\naddress = \"\"\n"));
+    let config = load(
+        "[metrics]\naddress = \"127.0.0.1:9464\"\n",
+        &[("IGGYD_METRICS__BEARER_TOKEN_FILE", "/run/credentials/token")],
+    )
+    .unwrap();
+    assert_eq!(
+        config.metrics.address,
+        Some("127.0.0.1:9464".parse().unwrap())
+    );
+    assert_eq!(
+        config.metrics.bearer_token_file,
+        Some(PathBuf::from("/run/credentials/token"))
+    );
+    let error = load_err("[metrics]\naddress = \"nowhere\"", &[]);
+    assert!(
+        error.contains("expected \"\" (no metrics endpoint) or an IP address and port"),
+        "{error}"
+    );
 }
 
 /// Proves the storage keys: `persisted` by default with a 1 s interval

@@ -15,6 +15,7 @@
 use crate::control::api::{
     self, Hello, Percentiles, ProcessStats, ShardStats, Snapshot, Watchdog, WatchdogState,
 };
+use crate::control::metrics::{GroupLag, MetricsInput, ShardSeries};
 use crate::control::{Action, ControlSource, sysinfo};
 use crate::preflight::Driver;
 use crate::shard::heartbeat::{Heartbeats, Latency, ShardCounters};
@@ -382,11 +383,54 @@ impl ControlSource for DaemonSource {
 }
 
 impl DaemonSource {
+    /// What one Prometheus scrape reports: the admin snapshot of this moment
+    /// (without the recent events) plus what it does not carry (histograms,
+    /// durable offsets, lag per partition, open files), all from published
+    /// state.
+    pub fn metrics_input(&self) -> MetricsInput {
+        let (topics, group_lags, durable_next_offsets) = self.topics_and_lags();
+        let snapshot = Snapshot {
+            taken_at_ms: unix_ms(),
+            process: self.process(),
+            shards: self.shards(),
+            topics,
+            events: Vec::new(),
+        };
+        let shards = (0..self.parts.shards.len())
+            .map(|shard| ShardSeries {
+                counters: self.parts.heartbeats.counters(shard),
+                histograms: self.parts.heartbeats.report(shard).histograms,
+            })
+            .collect();
+        MetricsInput {
+            snapshot,
+            shards,
+            durable_next_offsets,
+            group_lags,
+            open_fds: sysinfo::open_fds().ok(),
+        }
+    }
+
     /// Topics from the published metadata view and the shards' published
     /// partition reports.
     fn topics(&self) -> Vec<api::TopicStats> {
+        self.topics_and_lags().0
+    }
+
+    /// Topics, each consumer group's lag per partition, and each partition's
+    /// durable watermark (by stream, topic and partition id).
+    #[allow(clippy::type_complexity)]
+    fn topics_and_lags(
+        &self,
+    ) -> (
+        Vec<api::TopicStats>,
+        Vec<GroupLag>,
+        BTreeMap<(u32, u32, u32), u64>,
+    ) {
+        let mut group_lags = Vec::new();
+        let mut durable_next_offsets = BTreeMap::new();
         let Some(view) = self.parts.heartbeats.view() else {
-            return Vec::new();
+            return (Vec::new(), group_lags, durable_next_offsets);
         };
         let mut reports = BTreeMap::new();
         for shard in 0..self.parts.shards.len() {
@@ -418,13 +462,19 @@ impl DaemonSource {
                     );
                     let (messages, bytes, segments, current_offset, offsets) =
                         match reports.get(&key) {
-                            Some((_, report)) => (
-                                report.stats.messages,
-                                report.stats.bytes,
-                                report.stats.segments as u64,
-                                report.current_offset,
-                                report.consumer_offsets.clone(),
-                            ),
+                            Some((_, report)) => {
+                                durable_next_offsets.insert(
+                                    (stream.id, topic.id, partition.id),
+                                    report.durable_next_offset,
+                                );
+                                (
+                                    report.stats.messages,
+                                    report.stats.bytes,
+                                    report.stats.segments as u64,
+                                    report.current_offset,
+                                    report.consumer_offsets.clone(),
+                                )
+                            }
                             None => (0, 0, 0, 0, Vec::new()),
                         };
                     stats.messages += messages;
@@ -448,6 +498,13 @@ impl DaemonSource {
                             None => 0,
                         };
                         *lag_by_group.entry(group.id).or_default() += lag;
+                        group_lags.push(GroupLag {
+                            stream: stream.name.clone(),
+                            topic: topic.name.clone(),
+                            group: group.name.clone(),
+                            partition_id: partition.id,
+                            lag,
+                        });
                     }
                 }
                 stats.consumer_groups = topic
@@ -463,7 +520,7 @@ impl DaemonSource {
                 topics.push(stats);
             }
         }
-        topics
+        (topics, group_lags, durable_next_offsets)
     }
 }
 
@@ -591,6 +648,7 @@ mod tests {
                         memory_bytes: 0,
                     },
                     current_offset: 9,
+                    durable_next_offset: 10,
                     sealed_segments: Vec::new(),
                     consumer_offsets: vec![(
                         ConsumerKey {
@@ -606,6 +664,7 @@ mod tests {
                     p99: 7,
                     p999: 8,
                     max: 9,
+                    ..Latency::default()
                 },
                 ..ShardReport::default()
             },

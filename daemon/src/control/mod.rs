@@ -22,7 +22,10 @@
 
 pub mod api;
 pub mod daemon_source;
+pub mod metrics;
+pub mod metrics_server;
 pub mod server;
+pub mod snapshot_file;
 pub mod sysinfo;
 
 pub use api::{Action, Hello, Snapshot};

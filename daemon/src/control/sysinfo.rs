@@ -9,7 +9,7 @@ use std::io;
 use std::path::Path;
 
 /// Bytes of one memory page (`sysconf(_SC_PAGESIZE)`).
-fn page_size_bytes() -> u64 {
+pub fn page_size_bytes() -> u64 {
     // SAFETY: sysconf has no preconditions; it only reads a constant.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     u64::try_from(size)
@@ -26,6 +26,13 @@ fn clock_ticks_per_second() -> u64 {
         .ok()
         .filter(|ticks| *ticks > 0)
         .unwrap_or(100)
+}
+
+/// Open file descriptors of this process: the entries of `/proc/self/fd`
+/// (less the one the listing itself holds open).
+pub fn open_fds() -> io::Result<u64> {
+    let entries = std::fs::read_dir("/proc/self/fd")?.count() as u64;
+    Ok(entries.saturating_sub(1))
 }
 
 /// Resident set size of this process, from `/proc/self/statm`.

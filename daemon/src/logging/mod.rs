@@ -42,6 +42,7 @@ pub use layer::{RecentEvent, recent_events};
 mod writer;
 
 pub use files::ACTIVE_NAME;
+pub(crate) use files::{LogName, parse_name as parse_log_name};
 pub use journal::{JournalStream, priority, stderr_is_journal};
 pub use writer::{FreeSpace, low_disk_threshold};
 

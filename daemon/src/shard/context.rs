@@ -64,6 +64,9 @@ pub struct ShardContext {
     pub sends_forwarded: Cell<u64>,
     /// µs from a request's last byte read to its reply written.
     request_latency: RefCell<hdrhistogram::Histogram<u64>>,
+    /// GetSnapshotFile builds happen on the control plane's `snapshot`
+    /// thread; connections queue them here.
+    pub snapshot_files: crate::control::snapshot_file::SnapshotFiles,
 }
 
 pub struct ContextSettings {
@@ -76,6 +79,7 @@ pub struct ContextSettings {
     pub started: Instant,
     pub started_at_us: u64,
     pub view: Arc<MetadataView>,
+    pub snapshot_files: crate::control::snapshot_file::SnapshotFiles,
 }
 
 impl ShardContext {
@@ -107,6 +111,7 @@ impl ShardContext {
                 hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2)
                     .expect("static histogram bounds are valid"),
             ),
+            snapshot_files: settings.snapshot_files,
         }
     }
 

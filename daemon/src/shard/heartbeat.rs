@@ -9,11 +9,13 @@
 //! that shard's pump is wedged (not merely its timer). The other gauges are
 //! monotone counters (messages, bytes, fsyncs) or levels (connections,
 //! partitions) the shard publishes after each commit round. Once a second a
-//! shard also publishes a `ShardReport` (its partitions' numbers and latency
-//! percentiles) by swapping an `Arc` behind a mutex held for a pointer copy,
-//! and shard 0 publishes the current metadata view the same way. Shards
-//! never read each other's slots; only observers (supervisor, admin socket)
-//! do.
+//! shard also publishes a `ShardReport` (its partitions' numbers, latency
+//! percentiles of the last window and cumulative latency histograms with
+//! fixed buckets) by swapping an `Arc` behind a mutex held for a pointer
+//! copy, and shard 0 publishes the current metadata view the same way.
+//! Shards never read each other's slots; only observers (supervisor, admin
+//! socket, the metrics endpoint) do, so a scrape costs a shard nothing
+//! beyond this once-a-second publish.
 
 use crate::metadata::MetadataView;
 use crate::shard::op::PartitionReport;
@@ -21,7 +23,70 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-/// Latency percentiles in µs over one publish window.
+/// Upper bounds (µs, inclusive) of the latency histograms' buckets, from
+/// 10 µs to 10 s; a last, unbounded bucket follows. Prometheus reads them
+/// as the `le` bounds of `_bucket` series.
+pub const LATENCY_BUCKET_BOUNDS_US: [u64; 19] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000,
+];
+
+/// Buckets of [`LATENCY_BUCKET_BOUNDS_US`] plus the unbounded one.
+pub const LATENCY_BUCKETS: usize = LATENCY_BUCKET_BOUNDS_US.len() + 1;
+
+/// Latencies counted into the fixed buckets: per bucket (not cumulative),
+/// the total count and the sum in µs. Values come from a shard's
+/// hdrhistogram (2 significant digits), so a value near a bound may land in
+/// the neighbouring bucket and the sum is exact to about 1 %.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LatencyBuckets {
+    pub counts: [u64; LATENCY_BUCKETS],
+    pub count: u64,
+    pub sum_us: u64,
+}
+
+impl LatencyBuckets {
+    /// Counts every value recorded in `histogram` (one pass over its
+    /// recorded buckets: done once a second per histogram, off the
+    /// per-request path).
+    pub fn of(histogram: &hdrhistogram::Histogram<u64>) -> LatencyBuckets {
+        let mut buckets = LatencyBuckets::default();
+        for step in histogram.iter_recorded() {
+            let value = histogram.median_equivalent(step.value_iterated_to());
+            let count = step.count_at_value();
+            let index = LATENCY_BUCKET_BOUNDS_US.partition_point(|bound| *bound < value);
+            buckets.counts[index] += count;
+            buckets.count += count;
+            buckets.sum_us = buckets.sum_us.saturating_add(value.saturating_mul(count));
+        }
+        buckets
+    }
+
+    /// Adds another window's counts.
+    pub fn add(&mut self, other: &LatencyBuckets) {
+        for (mine, theirs) in self.counts.iter_mut().zip(other.counts) {
+            *mine += theirs;
+        }
+        self.count += other.count;
+        self.sum_us = self.sum_us.saturating_add(other.sum_us);
+    }
+
+    /// `(upper bound in µs, values at or below it)` for every bounded bucket,
+    /// in order; the unbounded bucket's cumulative count is `self.count`.
+    pub fn cumulative(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        LATENCY_BUCKET_BOUNDS_US
+            .iter()
+            .zip(self.counts)
+            .scan(0u64, |total, (bound, count)| {
+                *total += count;
+                Some((*bound, *total))
+            })
+    }
+}
+
+/// Latency percentiles in µs over one publish window, and the window's
+/// values in the fixed buckets (which the shard adds to its cumulative
+/// histograms).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Latency {
     pub p50: u64,
@@ -29,6 +94,7 @@ pub struct Latency {
     pub p99: u64,
     pub p999: u64,
     pub max: u64,
+    pub window: LatencyBuckets,
 }
 
 impl Latency {
@@ -42,8 +108,17 @@ impl Latency {
             p99: histogram.value_at_quantile(0.99),
             p999: histogram.value_at_quantile(0.999),
             max: histogram.max(),
+            window: LatencyBuckets::of(histogram),
         }
     }
+}
+
+/// A shard's latency histograms since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LatencyHistograms {
+    pub request: LatencyBuckets,
+    pub queue_wait: LatencyBuckets,
+    pub fsync: LatencyBuckets,
 }
 
 /// What a shard publishes about once a second besides its counters.
@@ -55,6 +130,8 @@ pub struct ShardReport {
     /// Time partition ops waited in this shard's inbox.
     pub queue_wait: Latency,
     pub fsync: Latency,
+    /// Cumulative since the shard started (the windows above, added up).
+    pub histograms: LatencyHistograms,
     pub published_at: Option<Instant>,
 }
 
@@ -253,6 +330,41 @@ mod tests {
         heartbeats.bump(1);
         assert_eq!(heartbeats.snapshot(), vec![0, 2, 0]);
         assert_eq!(heartbeats.read(1), 2);
+    }
+
+    /// Proves values land in the bucket whose bound is the first at or above
+    /// them, the unbounded bucket takes the rest, and windows add up into
+    /// cumulative counts.
+    #[test]
+    fn latency_buckets_count_and_accumulate() {
+        let mut histogram =
+            hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 2).unwrap();
+        for value in [5, 10, 11, 400, 20_000_000] {
+            histogram.record(value).unwrap();
+        }
+        let window = Latency::of(&histogram).window;
+        assert_eq!(window.count, 5);
+        assert_eq!(window.counts[0], 2, "5 and 10 are at or below 10 µs");
+        assert_eq!(window.counts[1], 1, "11 is in (10, 25]");
+        assert_eq!(window.counts[5], 1, "400 is in (250, 500]");
+        assert_eq!(window.counts[LATENCY_BUCKETS - 1], 1, "20 s is past 10 s");
+        let sum = window.sum_us as f64;
+        assert!((sum - 20_000_426.0).abs() / 20_000_426.0 < 0.01, "{sum}");
+        let mut total = LatencyBuckets::default();
+        total.add(&window);
+        total.add(&window);
+        let cumulative: Vec<(u64, u64)> = total.cumulative().collect();
+        assert_eq!(cumulative.len(), LATENCY_BUCKET_BOUNDS_US.len());
+        assert_eq!(cumulative[0], (10, 4));
+        assert_eq!(cumulative[1], (25, 6));
+        assert_eq!(*cumulative.last().unwrap(), (10_000_000, 8));
+        assert_eq!(total.count, 10);
+        assert_eq!(
+            Latency::of(&hdrhistogram::Histogram::new(2).unwrap())
+                .window
+                .count,
+            0
+        );
     }
 
     #[test]

@@ -101,6 +101,9 @@ pub struct ShardSpec {
     pub per_shard_memory_bytes: u64,
     pub started: Instant,
     pub started_at_us: u64,
+    /// Where GetSnapshotFile requests go (the control plane's `snapshot`
+    /// thread).
+    pub snapshot_files: crate::control::snapshot_file::SnapshotFiles,
 }
 
 /// Start the shard thread.
@@ -165,6 +168,9 @@ struct ShardLoop {
     events: mpsc::Sender<ShardEvent>,
     /// Fires the accept loop's stop; taken at `StopAccepting`.
     stop_accepting: Option<flume::Sender<()>>,
+    /// Every published window's latencies, added up (the metrics endpoint's
+    /// histograms).
+    latency_totals: heartbeat::LatencyHistograms,
 }
 
 /// The partitions of `view` this shard owns, with their settings.
@@ -211,6 +217,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         started: spec.started,
         started_at_us: spec.started_at_us,
         view: spec.view.clone(),
+        snapshot_files: spec.snapshot_files.clone(),
     }));
     let mut shard = ShardLoop {
         context: context.clone(),
@@ -232,6 +239,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         fatal: None,
         events: events.clone(),
         stop_accepting: None,
+        latency_totals: heartbeat::LatencyHistograms::default(),
     };
 
     // Recovery: open (and check) every partition this shard owns.
@@ -431,11 +439,17 @@ impl ShardLoop {
     fn publish_report(&mut self) {
         self.pump.release_idle_memory();
         let (queue_wait, fsync) = self.pump.take_latencies();
+        let request = self.context.take_request_latency();
+        let totals = &mut self.latency_totals;
+        totals.request.add(&request.window);
+        totals.queue_wait.add(&queue_wait.window);
+        totals.fsync.add(&fsync.window);
         let report = heartbeat::ShardReport {
             partitions: self.pump.report(),
-            request: self.context.take_request_latency(),
+            request,
             queue_wait,
             fsync,
+            histograms: *totals,
             published_at: Some(Instant::now()),
         };
         self.heartbeats.publish_report(self.context.shard, report);
@@ -548,6 +562,7 @@ mod tests {
                 per_shard_memory_bytes: limits::SHARD_MEMORY_MIN_BYTES,
                 started: Instant::now(),
                 started_at_us: 0,
+                snapshot_files: crate::control::snapshot_file::queue().0,
             };
             handles.push(spawn(spec).unwrap());
         }

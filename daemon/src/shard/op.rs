@@ -86,6 +86,9 @@ pub struct PartitionReport {
     pub key: PartitionKey,
     pub stats: PartitionStats,
     pub current_offset: u64,
+    /// Offset one past the last fsynced message (`current_offset + 1` when
+    /// everything stored is durable; 0 when nothing is).
+    pub durable_next_offset: u64,
     /// Sealed segments (oldest first) as `(size_bytes, last_timestamp_us)`.
     pub sealed_segments: Vec<(u64, u64)>,
     pub consumer_offsets: Vec<(ConsumerKey, u64)>,

@@ -278,7 +278,9 @@ async fn dispatch(
     match command {
         C::Ping | C::Register(_) | C::Logout => Ok(request.replier.empty()),
         C::GetStats => system::stats(request, principal).await,
-        C::GetSnapshot { .. } => Ok(request.replier.status(Status::FeatureUnavailable)),
+        C::GetSnapshot { compression, types } => {
+            system::snapshot_file(request, principal, compression, types).await
+        }
         C::GetClusterMetadata => system::cluster_metadata(request),
         C::DescribeOptions { scope } => system::describe_options(request, scope),
         C::GetMe => system::me(request).await,

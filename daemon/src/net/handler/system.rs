@@ -1,7 +1,8 @@
-//! System requests: stats, cluster metadata, option descriptions, and the
-//! client registry (GetMe, GetClient, GetClients). The registry is spread
-//! over the shards (each knows its own connections), so client listings ask
-//! every shard over the mesh.
+//! System requests: stats, cluster metadata, option descriptions, the
+//! client registry (GetMe, GetClient, GetClients) and snapshot files. The
+//! registry is spread over the shards (each knows its own connections), so
+//! client listings ask every shard over the mesh; a snapshot file is built
+//! on the control plane's `snapshot` thread while this task awaits it.
 
 use super::{Handled, HandlerError, Outcome, Request_, partition_op};
 use crate::metadata::TopicOptions;
@@ -58,6 +59,38 @@ fn encode_details(out: &mut Vec<u8>, client: &context::ClientInfo) {
         consumer_groups_count: groups.len() as u32,
     };
     encode_client_details(out, &info, &groups);
+}
+
+/// GetSnapshotFile: a ZIP of diagnostics (`control::snapshot_file`).
+/// Needs read_servers. A malformed compression or type is "invalid
+/// command"; LZMA, which the ZIP writer cannot produce, "feature
+/// unavailable".
+pub(crate) async fn snapshot_file(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    compression: u8,
+    types: &[u8],
+) -> Handled<Outcome> {
+    use crate::control::snapshot_file::{SnapshotFileError, SnapshotFileRequest};
+    principal.read_server()?;
+    let status = |error: &SnapshotFileError| match error {
+        SnapshotFileError::UnknownCompression(_)
+        | SnapshotFileError::UnknownType(_)
+        | SnapshotFileError::NoTypes => Status::InvalidCommand,
+        SnapshotFileError::LzmaUnavailable => Status::FeatureUnavailable,
+        SnapshotFileError::Stopping | SnapshotFileError::Zip(_) => Status::Error,
+    };
+    let parsed = match SnapshotFileRequest::parse(compression, types) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            tracing::info!(%error, "snapshot file refused");
+            return Err(HandlerError::Status(status(&error)));
+        }
+    };
+    match request.context.snapshot_files.build(parsed).await {
+        Ok(zip) => Ok(request.replier.ok(&zip)),
+        Err(error) => Err(HandlerError::Status(status(&error))),
+    }
 }
 
 pub(crate) async fn me(request: &mut Request_<'_>) -> Handled<Outcome> {

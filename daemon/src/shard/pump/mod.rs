@@ -685,6 +685,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 key: partition.key,
                 stats: partition.log.stats(),
                 current_offset: partition.log.current_offset(),
+                durable_next_offset: partition.log.durable_next_offset(),
                 sealed_segments: partition
                     .log
                     .sealed_segments()

@@ -1,0 +1,306 @@
+//! Tests of the metrics page: built from a `DaemonSource` over published
+//! state (a view with a stream, a topic and a consumer group; counters; a
+//! report with partitions and histograms), so the whole path from what a
+//! shard publishes to the text a scraper reads is covered; and the check
+//! that the packaged Grafana dashboard asks only for series the page has.
+
+use super::*;
+use crate::control::daemon_source::{DaemonSource, DaemonSourceParts};
+use crate::metadata::{Ident, Metadata, MetadataCommand, TopicOptions};
+use crate::preflight::Driver;
+use crate::shard::heartbeat::{Heartbeats, Latency, ShardReport};
+use crate::shard::mesh::Mesh;
+use crate::shard::op::PartitionReport;
+use crate::shard::partition::PartitionKey;
+use crate::storage::PartitionStats;
+use crate::storage::consumer_offsets::{ConsumerKey, ConsumerKind};
+use crate::topology::PlannedShard;
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+/// A daemon source with one shard whose published state covers every
+/// family: the stream's name needs escaping in a label.
+fn populated() -> (DaemonSource, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let heartbeats = Heartbeats::new(1);
+    let (mesh, _inboxes) = Mesh::new(1);
+    let source = DaemonSource::new(DaemonSourceParts {
+        shards: vec![PlannedShard {
+            shard: 0,
+            pu: 3,
+            core: 1,
+            package: Some(0),
+            numa_node: Some(0),
+            skipped_siblings: Vec::new(),
+        }],
+        drivers: vec![Driver::IoUring],
+        numa_nodes: 1,
+        heartbeats: heartbeats.clone(),
+        mesh,
+        started: Instant::now(),
+        data_dir: dir.path().to_path_buf(),
+        log_dir: dir.path().join("logs"),
+        durability_default: crate::metadata::Durability::Persisted,
+        log: None,
+    });
+    let mut metadata = Metadata::new();
+    for command in [
+        MetadataCommand::CreateStream {
+            name: "orders \"eu\"".into(),
+            created_at_us: 1,
+        },
+        MetadataCommand::CreateTopic {
+            stream: Ident::Id(0),
+            name: "created".into(),
+            partitions_count: 2,
+            options: TopicOptions::defaults(crate::metadata::Durability::Persisted),
+            created_at_us: 1,
+            shard_count: 1,
+        },
+        MetadataCommand::CreateConsumerGroup {
+            stream: Ident::Id(0),
+            topic: Ident::Id(0),
+            name: "billing".into(),
+        },
+    ] {
+        metadata.apply(command).unwrap();
+    }
+    heartbeats.publish_view(metadata.publish());
+    heartbeats.publish(
+        0,
+        &ShardCounters {
+            messages_in: 30,
+            messages_out: 12,
+            bytes_in: 3000,
+            bytes_out: 1200,
+            fsyncs: 4,
+            connections: 2,
+            partitions: 2,
+            sends_local: 7,
+            sends_forwarded: 3,
+        },
+    );
+    let partition =
+        |id: u32, messages: u64, durable_next: u64, committed: Option<u64>| PartitionReport {
+            key: PartitionKey {
+                stream: 0,
+                topic: 0,
+                partition: id,
+            },
+            stats: PartitionStats {
+                messages,
+                bytes: messages * 100,
+                segments: 1,
+                first_offset: 0,
+                next_offset: messages,
+                memory_bytes: 0,
+            },
+            current_offset: messages - 1,
+            durable_next_offset: durable_next,
+            sealed_segments: Vec::new(),
+            consumer_offsets: committed
+                .map(|offset| {
+                    (
+                        ConsumerKey {
+                            kind: ConsumerKind::Group,
+                            id: 0,
+                        },
+                        offset,
+                    )
+                })
+                .into_iter()
+                .collect(),
+        };
+    let mut request = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 2).unwrap();
+    for value in [20, 20, 700, 3_000] {
+        request.record(value).unwrap();
+    }
+    let window = Latency::of(&request);
+    let mut histograms = LatencyHistograms::default();
+    histograms.request.add(&window.window);
+    heartbeats.publish_report(
+        0,
+        ShardReport {
+            partitions: vec![partition(0, 20, 18, Some(14)), partition(1, 10, 10, None)],
+            request: window,
+            histograms,
+            ..ShardReport::default()
+        },
+    );
+    (source, dir)
+}
+
+/// `name{labels} value` lines of a page, as (name, labels, value).
+fn samples(page: &str) -> Vec<(String, String, f64)> {
+    page.lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .map(|line| {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            let (name, labels) = match series.split_once('{') {
+                Some((name, labels)) => (name, labels.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            (name.to_string(), labels.to_string(), value.parse().unwrap())
+        })
+        .collect()
+}
+
+fn value(page: &str, name: &str, label: &str) -> f64 {
+    let found: Vec<f64> = samples(page)
+        .into_iter()
+        .filter(|(found, labels, _)| found == name && labels.contains(label))
+        .map(|(_, _, value)| value)
+        .collect();
+    assert_eq!(found.len(), 1, "{name} {label}:\n{page}");
+    found[0]
+}
+
+/// Proves the page carries each family once, typed, with the numbers the
+/// admin snapshot of the same moment shows, per-partition lag and durable
+/// offsets, cumulative histogram buckets and escaped label values.
+#[test]
+fn page_reports_published_state() {
+    let (source, _dir) = populated();
+    let input = source.metrics_input();
+    let page = encode(&input);
+    let shard = "shard=\"0\",cpu=\"3\",core=\"1\",numa_node=\"0\"";
+    assert_eq!(value(&page, "iggyd_shard_messages_in_total", shard), 30.0);
+    assert_eq!(value(&page, "iggyd_shard_messages_out_total", shard), 12.0);
+    assert_eq!(value(&page, "iggyd_shard_in_bytes_total", shard), 3000.0);
+    assert_eq!(value(&page, "iggyd_shard_out_bytes_total", shard), 1200.0);
+    assert_eq!(value(&page, "iggyd_shard_fsyncs_total", shard), 4.0);
+    assert_eq!(value(&page, "iggyd_shard_sends_local_total", shard), 7.0);
+    assert_eq!(
+        value(&page, "iggyd_shard_sends_forwarded_total", shard),
+        3.0
+    );
+    assert_eq!(value(&page, "iggyd_shard_connections", shard), 2.0);
+    assert_eq!(value(&page, "iggyd_connections", ""), 2.0);
+    assert!(page.contains("# TYPE iggyd_shard_messages_in_total counter\n"));
+    assert!(page.contains("# TYPE iggyd_shard_request_duration_seconds histogram\n"));
+
+    // Buckets are cumulative: 20 µs twice, 700 µs, 3 ms.
+    let bucket = |le: &str| {
+        value(
+            &page,
+            "iggyd_shard_request_duration_seconds_bucket",
+            &format!("le=\"{le}\""),
+        )
+    };
+    assert_eq!(bucket("1e-05"), 0.0);
+    assert_eq!(bucket("2.5e-05"), 2.0);
+    assert_eq!(bucket("0.0005"), 2.0);
+    assert_eq!(bucket("0.001"), 3.0);
+    assert_eq!(bucket("0.005"), 4.0);
+    assert_eq!(bucket("+Inf"), 4.0);
+    assert_eq!(
+        value(&page, "iggyd_shard_request_duration_seconds_count", shard),
+        4.0
+    );
+    let sum = value(&page, "iggyd_shard_request_duration_seconds_sum", shard);
+    assert!((sum - 0.00374).abs() < 0.0001, "{sum}");
+
+    let partition = "stream=\"orders \\\"eu\\\"\",topic=\"created\",partition=\"0\"";
+    assert_eq!(value(&page, "iggyd_partition_messages", partition), 20.0);
+    assert_eq!(
+        value(&page, "iggyd_partition_size_bytes", partition),
+        2000.0
+    );
+    assert_eq!(
+        value(&page, "iggyd_partition_current_offset", partition),
+        19.0
+    );
+    assert_eq!(
+        value(&page, "iggyd_partition_durable_offset", partition),
+        17.0
+    );
+    // Partition 0: committed 14 of 19 → 5; partition 1: nothing committed → 10.
+    let lag = |id: u32| {
+        value(
+            &page,
+            "iggyd_consumer_group_lag_messages",
+            &format!("group=\"billing\",partition=\"{id}\""),
+        )
+    };
+    assert_eq!((lag(0), lag(1)), (5.0, 10.0));
+    let snapshot_lag = input.snapshot.topics[0].consumer_groups[0].lag;
+    assert_eq!(lag(0) + lag(1), snapshot_lag as f64);
+    assert!(value(&page, "iggyd_process_resident_memory_bytes", "") > 0.0);
+    assert!(value(&page, "iggyd_process_open_fds", "") > 0.0);
+    assert_eq!(
+        value(&page, "iggyd_build_info", "version="),
+        1.0,
+        "build info"
+    );
+
+    let families: Vec<&str> = page
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .map(|line| line.split(' ').next().unwrap())
+        .collect();
+    let unique: BTreeSet<&str> = families.iter().copied().collect();
+    assert_eq!(unique.len(), families.len(), "a family appears twice");
+}
+
+/// Every series name (`name` before `{` or a space) the page has.
+fn exported_series() -> BTreeSet<String> {
+    let (source, _dir) = populated();
+    let page = encode(&source.metrics_input());
+    samples(&page)
+        .into_iter()
+        .map(|(name, _, _)| name)
+        .collect()
+}
+
+/// Every `expr` string in a Grafana dashboard, at any depth.
+fn exprs(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, inner) in map {
+                match (key.as_str(), inner) {
+                    ("expr", serde_json::Value::String(expr)) => out.push(expr.clone()),
+                    _ => exprs(inner, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|item| exprs(item, out)),
+        _ => {}
+    }
+}
+
+/// Proves `packaging/grafana/iggyd.json` parses, has panels, and that every
+/// query names at least one series and only series the daemon exports.
+#[test]
+fn grafana_dashboard_queries_exported_series() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/grafana/iggyd.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(
+        dashboard["title"]
+            .as_str()
+            .is_some_and(|title| !title.is_empty())
+    );
+    assert!(
+        dashboard["panels"]
+            .as_array()
+            .is_some_and(|panels| panels.len() >= 6)
+    );
+    let mut queries = Vec::new();
+    exprs(&dashboard, &mut queries);
+    assert!(queries.len() >= 6, "{queries:?}");
+    let exported = exported_series();
+    for query in &queries {
+        let named: Vec<&str> = query
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|word| word.starts_with("iggyd_"))
+            .collect();
+        assert!(!named.is_empty(), "{query} names no iggyd series");
+        for name in named {
+            assert!(
+                exported.contains(name),
+                "{query}: the daemon does not export {name}"
+            );
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! `iggy snapshot` (GetSnapshotFile, code 11): a ZIP of diagnostics built
+//! on a control-plane thread named `snapshot`, never on a shard. A
+//! connection's handler parses the request ([`SnapshotFileRequest::parse`]),
+//! sends it over a bounded queue ([`SnapshotFiles`], which every shard
+//! holds) and awaits the bytes; its shard's pump keeps running meanwhile.
+//!
+//! What the archive holds, by requested type (100 = all but `test`, as the
+//! Apache SDK expands it):
+//!
+//! | type | files |
+//! |---|---|
+//! | always | `summary.json`: version, host, OS and kernel, process, what was asked |
+//! | 1 filesystem_overview | `filesystem_overview.txt`: the data directory tree (sizes, modes), disk usage |
+//! | 2 process_list | `process_list.txt`: the host's processes from `/proc`, and this daemon's threads with their CPU time |
+//! | 3 resource_usage | `resource_usage.json`: the admin snapshot (per-shard stats, latencies, topics), load average, memory |
+//! | 4 test | `test.txt` |
+//! | 5 server_logs | `logs/<file>`: the last lines of the newest log files |
+//! | 6 server_config | `server_config.toml` (secrets redacted), `plan.json` (`iggyd plan --json`), `metadata.json` (streams, topics, partitions, groups, users and token names; no password hashes or tokens) |
+//!
+//! Compression: the requested ZIP method (stored, deflated, bzip2, zstd,
+//! xz); LZMA (5) cannot be written by the `zip` crate and is answered with
+//! "feature unavailable". Sizes are bounded (`limits::SNAPSHOT_*`), so a
+//! snapshot stays far below the 64 MiB reply limit.
+//!
+//! Must not: run on a shard thread, send anything to a shard, or include a
+//! secret (the root password, password hashes, token hashes).
+
+use crate::config::Config;
+use crate::control::ControlSource;
+use crate::limits;
+use crate::shard::heartbeat::Heartbeats;
+use crate::topology::ShardPlan;
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The ZIP compression a client asks for (wire codes 1 to 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    Stored,
+    Deflated,
+    Bzip2,
+    Zstd,
+    Lzma,
+    Xz,
+}
+
+impl Compression {
+    fn from_code(code: u8) -> Option<Compression> {
+        Some(match code {
+            1 => Compression::Stored,
+            2 => Compression::Deflated,
+            3 => Compression::Bzip2,
+            4 => Compression::Zstd,
+            5 => Compression::Lzma,
+            6 => Compression::Xz,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::Stored => "stored",
+            Compression::Deflated => "deflated",
+            Compression::Bzip2 => "bzip2",
+            Compression::Zstd => "zstd",
+            Compression::Lzma => "lzma",
+            Compression::Xz => "xz",
+        }
+    }
+
+    fn method(self) -> Option<zip::CompressionMethod> {
+        match self {
+            Compression::Stored => Some(zip::CompressionMethod::Stored),
+            Compression::Deflated => Some(zip::CompressionMethod::Deflated),
+            Compression::Bzip2 => Some(zip::CompressionMethod::Bzip2),
+            Compression::Zstd => Some(zip::CompressionMethod::Zstd),
+            Compression::Lzma => None,
+            Compression::Xz => Some(zip::CompressionMethod::Xz),
+        }
+    }
+}
+
+/// What a snapshot may contain (wire codes 1 to 6; 100 = all but `Test`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SnapshotType {
+    FilesystemOverview,
+    ProcessList,
+    ResourceUsage,
+    Test,
+    ServerLogs,
+    ServerConfig,
+}
+
+impl SnapshotType {
+    fn name(self) -> &'static str {
+        match self {
+            SnapshotType::FilesystemOverview => "filesystem_overview",
+            SnapshotType::ProcessList => "process_list",
+            SnapshotType::ResourceUsage => "resource_usage",
+            SnapshotType::Test => "test",
+            SnapshotType::ServerLogs => "server_logs",
+            SnapshotType::ServerConfig => "server_config",
+        }
+    }
+}
+
+/// A parsed GetSnapshotFile request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotFileRequest {
+    pub compression: Compression,
+    pub types: BTreeSet<SnapshotType>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotFileError {
+    #[error("unknown snapshot compression {0} (1 stored … 6 xz)")]
+    UnknownCompression(u8),
+    #[error("unknown snapshot type {0} (1 … 6, or 100 for all)")]
+    UnknownType(u8),
+    #[error("a snapshot request must name at least one type")]
+    NoTypes,
+    #[error("LZMA (5) cannot be written into a ZIP here; ask for xz (6) or another method")]
+    LzmaUnavailable,
+    #[error("the daemon is stopping")]
+    Stopping,
+    #[error("building the ZIP failed: {0}")]
+    Zip(String),
+}
+
+impl SnapshotFileRequest {
+    /// Checks the request body's fields (done on the shard: cheap, and a bad
+    /// request never reaches the worker).
+    pub fn parse(compression: u8, types: &[u8]) -> Result<SnapshotFileRequest, SnapshotFileError> {
+        let compression = Compression::from_code(compression)
+            .ok_or(SnapshotFileError::UnknownCompression(compression))?;
+        if compression == Compression::Lzma {
+            return Err(SnapshotFileError::LzmaUnavailable);
+        }
+        let mut parsed = BTreeSet::new();
+        for code in types {
+            match code {
+                1 => parsed.insert(SnapshotType::FilesystemOverview),
+                2 => parsed.insert(SnapshotType::ProcessList),
+                3 => parsed.insert(SnapshotType::ResourceUsage),
+                4 => parsed.insert(SnapshotType::Test),
+                5 => parsed.insert(SnapshotType::ServerLogs),
+                6 => parsed.insert(SnapshotType::ServerConfig),
+                100 => {
+                    parsed.extend([
+                        SnapshotType::FilesystemOverview,
+                        SnapshotType::ProcessList,
+                        SnapshotType::ResourceUsage,
+                        SnapshotType::ServerLogs,
+                        SnapshotType::ServerConfig,
+                    ]);
+                    true
+                }
+                other => return Err(SnapshotFileError::UnknownType(*other)),
+            };
+        }
+        if parsed.is_empty() {
+            return Err(SnapshotFileError::NoTypes);
+        }
+        Ok(SnapshotFileRequest {
+            compression,
+            types: parsed,
+        })
+    }
+}
+
+type Answer = Result<Vec<u8>, SnapshotFileError>;
+
+enum Job {
+    Build(SnapshotFileRequest, flume::Sender<Answer>),
+    /// Wakes the worker so it sees the stop flag.
+    Wake,
+}
+
+/// The shards' handle: queue a build and await the ZIP.
+#[derive(Clone)]
+pub struct SnapshotFiles {
+    jobs: flume::Sender<Job>,
+}
+
+impl std::fmt::Debug for SnapshotFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotFiles").finish_non_exhaustive()
+    }
+}
+
+/// The worker's end of the queue, until the worker starts.
+pub struct SnapshotJobs(flume::Receiver<Job>);
+
+impl std::fmt::Debug for SnapshotJobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotJobs").finish_non_exhaustive()
+    }
+}
+
+/// A bounded queue: requests beyond `SNAPSHOT_QUEUE_DEPTH` wait (the
+/// sender's task, not its shard).
+pub fn queue() -> (SnapshotFiles, SnapshotJobs) {
+    let (jobs, receiver) = flume::bounded(limits::SNAPSHOT_QUEUE_DEPTH);
+    (SnapshotFiles { jobs }, SnapshotJobs(receiver))
+}
+
+impl SnapshotFiles {
+    /// Queue `request` and wait for its ZIP without blocking the thread.
+    pub async fn build(&self, request: SnapshotFileRequest) -> Answer {
+        let (reply, answer) = flume::bounded(1);
+        self.jobs
+            .send_async(Job::Build(request, reply))
+            .await
+            .map_err(|_| SnapshotFileError::Stopping)?;
+        answer
+            .recv_async()
+            .await
+            .map_err(|_| SnapshotFileError::Stopping)?
+    }
+}
+
+/// What the worker reads.
+pub struct SnapshotSources {
+    /// Per-shard stats, the process and topics (the admin snapshot).
+    pub admin: Arc<dyn ControlSource>,
+    /// For the published metadata view.
+    pub heartbeats: Heartbeats,
+    pub config: Config,
+    pub plan: ShardPlan,
+}
+
+/// The running worker; `stop` (or drop) answers what is queued with
+/// "stopping" and joins it.
+pub struct SnapshotWorker {
+    stopping: Arc<AtomicBool>,
+    wake: flume::Sender<Job>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for SnapshotWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotWorker").finish_non_exhaustive()
+    }
+}
+
+impl SnapshotWorker {
+    pub fn start(
+        files: &SnapshotFiles,
+        jobs: SnapshotJobs,
+        sources: SnapshotSources,
+    ) -> std::io::Result<SnapshotWorker> {
+        let stopping = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stopping);
+        let thread = std::thread::Builder::new()
+            .name("snapshot".into())
+            .spawn(move || {
+                while let Ok(job) = jobs.0.recv() {
+                    let Job::Build(request, reply) = job else {
+                        if flag.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        continue;
+                    };
+                    let answer = if flag.load(Ordering::SeqCst) {
+                        Err(SnapshotFileError::Stopping)
+                    } else {
+                        build(&request, &sources)
+                    };
+                    if let Err(error) = &answer {
+                        tracing::warn!(%error, "snapshot file");
+                    }
+                    let _ = reply.send(answer);
+                }
+                // Whatever is still queued hears that the daemon stops.
+                while let Ok(Job::Build(_, reply)) = jobs.0.try_recv() {
+                    let _ = reply.send(Err(SnapshotFileError::Stopping));
+                }
+            })?;
+        Ok(SnapshotWorker {
+            stopping,
+            wake: files.jobs.clone(),
+            thread: Some(thread),
+        })
+    }
+
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.stopping.store(true, Ordering::SeqCst);
+            // A full queue still drains: each queued job is answered at once.
+            let _ = self.wake.send(Job::Wake);
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for SnapshotWorker {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Builds the ZIP for `request`.
+pub fn build(request: &SnapshotFileRequest, sources: &SnapshotSources) -> Answer {
+    let started = std::time::Instant::now();
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for kind in &request.types {
+        match kind {
+            SnapshotType::FilesystemOverview => files.push((
+                "filesystem_overview.txt".into(),
+                contents::filesystem_overview(&sources.config.data_dir).into_bytes(),
+            )),
+            SnapshotType::ProcessList => files.push((
+                "process_list.txt".into(),
+                contents::process_list().into_bytes(),
+            )),
+            SnapshotType::ResourceUsage => files.push((
+                "resource_usage.json".into(),
+                contents::resource_usage(sources.admin.as_ref()),
+            )),
+            SnapshotType::Test => files.push(("test.txt".into(), b"test\n".to_vec())),
+            SnapshotType::ServerLogs => {
+                for (name, tail) in contents::log_tails(&sources.config.logging.dir) {
+                    files.push((format!("logs/{name}"), tail));
+                }
+            }
+            SnapshotType::ServerConfig => {
+                files.push((
+                    "server_config.toml".into(),
+                    sources.config.to_toml_redacted().into_bytes(),
+                ));
+                files.push((
+                    "plan.json".into(),
+                    serde_json::to_vec_pretty(&sources.plan).unwrap_or_default(),
+                ));
+                files.push((
+                    "metadata.json".into(),
+                    contents::metadata(sources.heartbeats.view().as_deref()),
+                ));
+            }
+        }
+    }
+    let names: Vec<&str> = files.iter().map(|(name, _)| name.as_str()).collect();
+    let summary = contents::summary(request, &names, sources.admin.as_ref());
+    files.insert(0, ("summary.json".into(), summary));
+    let zip = write_zip(request.compression, &files)?;
+    tracing::info!(
+        compression = request.compression.name(),
+        types = ?request.types.iter().map(|kind| kind.name()).collect::<Vec<_>>(),
+        bytes = zip.len(),
+        took_ms = started.elapsed().as_millis() as u64,
+        "snapshot file built"
+    );
+    Ok(zip)
+}
+
+/// `files` as one ZIP archive, every entry compressed with `compression`
+/// and stamped with the current time.
+fn write_zip(compression: Compression, files: &[(String, Vec<u8>)]) -> Answer {
+    let method = compression
+        .method()
+        .ok_or(SnapshotFileError::LzmaUnavailable)?;
+    let zip_error = |error: zip::result::ZipError| SnapshotFileError::Zip(error.to_string());
+    let mut options = zip::write::SimpleFileOptions::default()
+        .compression_method(method)
+        .unix_permissions(0o644);
+    if let Some(now) = zip_time(SystemTime::now()) {
+        options = options.last_modified_time(now);
+    }
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, bytes) in files {
+        writer
+            .start_file(name.as_str(), options)
+            .map_err(zip_error)?;
+        writer
+            .write_all(bytes)
+            .map_err(|error| SnapshotFileError::Zip(error.to_string()))?;
+    }
+    Ok(writer.finish().map_err(zip_error)?.into_inner())
+}
+
+/// `time` as a ZIP (MS-DOS) timestamp in UTC; `None` before 1980.
+fn zip_time(time: SystemTime) -> Option<zip::DateTime> {
+    let seconds = time.duration_since(UNIX_EPOCH).ok()?.as_secs();
+    let (year, month, day) = civil_from_days(i64::try_from(seconds / 86_400).ok()?);
+    let of_day = seconds % 86_400;
+    zip::DateTime::from_date_and_time(
+        u16::try_from(year).ok()?,
+        month,
+        day,
+        (of_day / 3600) as u8,
+        (of_day / 60 % 60) as u8,
+        (of_day % 60) as u8,
+    )
+    .ok()
+}
+
+/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian
+/// calendar (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u8, u8) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u8;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+mod contents;
+
+#[cfg(test)]
+mod tests;
