@@ -136,6 +136,12 @@ pub struct User {
     pub created_at_us: u64,
     /// By token name.
     pub tokens: BTreeMap<String, PersonalAccessToken>,
+    /// The metadata version (`applied_commands`) of the change that created
+    /// this account or last withdrew its rights (deactivation, permissions
+    /// removed). Ids are reused (§8 item 2) but incarnations never are: a
+    /// session remembers the incarnation it logged in to and ends as soon
+    /// as the account's differs.
+    pub incarnation: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,13 +2,15 @@
 //! session number and client id, and which consumer groups the session
 //! joined. Owned by the connection task; nothing else mutates it.
 
+use crate::metadata::grant::{Grant, Revoked};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
 /// A logged-in session (§3: Register -> session number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Login {
-    pub user_id: u32,
+    /// Who logged in; checked against every view (`Metadata::standing`).
+    pub grant: Grant,
     /// Non-zero, unique in this process; echoed in every reply's `op`.
     pub session: u64,
     /// The client's random id from the request header (bytes 128..144).
@@ -33,6 +35,9 @@ pub struct Session {
     pub memberships: BTreeSet<Membership>,
     /// Monotone `commit` value echoed in replies.
     pub commit: u64,
+    /// While logged in: says why, when a metadata view revokes the login
+    /// (`ShardContext::install_view`).
+    pub ended: Option<flume::Receiver<Revoked>>,
 }
 
 impl Session {
@@ -43,6 +48,7 @@ impl Session {
             login: None,
             memberships: BTreeSet::new(),
             commit: 0,
+            ended: None,
         }
     }
 
@@ -52,7 +58,7 @@ impl Session {
     }
 
     pub fn user_id(&self) -> Option<u32> {
-        self.login.map(|login| login.user_id)
+        self.login.map(|login| login.grant.user_id)
     }
 
     /// The next `commit` value: non-decreasing and ≥ the session number.

@@ -6,6 +6,7 @@
 
 use super::mesh::{Mesh, ShardId};
 use crate::metadata::MetadataView;
+use crate::metadata::grant::{Grant, Revoked};
 use crate::metadata::options::Durability;
 use crate::net::session::Membership;
 use std::cell::{Cell, RefCell};
@@ -45,6 +46,9 @@ pub struct ShardContext {
     pub started_at_us: u64,
     view: RefCell<Arc<MetadataView>>,
     clients: RefCell<BTreeMap<u32, ClientInfo>>,
+    /// The grant of each logged-in connection and the channel that ends
+    /// it: a view that no longer authorizes the grant sends the reason.
+    grants: RefCell<BTreeMap<u32, (Grant, flume::Sender<Revoked>)>>,
     next_client: Cell<u32>,
     next_session: Cell<u64>,
     /// Round-robin cursor for `Balanced` partitioning from old clients.
@@ -94,6 +98,7 @@ impl ShardContext {
             started_at_us: settings.started_at_us,
             view: RefCell::new(settings.view),
             clients: RefCell::new(BTreeMap::new()),
+            grants: RefCell::new(BTreeMap::new()),
             next_client: Cell::new(1),
             next_session: Cell::new(1),
             next_balanced: Cell::new(0),
@@ -154,12 +159,39 @@ impl ShardContext {
     }
 
     /// Install a newer view (older or equal versions are ignored, so the
-    /// order in which views arrive does not matter).
+    /// order in which views arrive does not matter), and end every session
+    /// the new view no longer authorizes: its connection hears the reason
+    /// at once, even while it waits for its client's next request.
     pub fn install_view(&self, view: Arc<MetadataView>) {
-        let mut current = self.view.borrow_mut();
-        if current.is_superseded_by(&view) {
-            *current = view;
+        {
+            let mut current = self.view.borrow_mut();
+            if !current.is_superseded_by(&view) {
+                return;
+            }
+            *current = view.clone();
         }
+        let mut grants = self.grants.borrow_mut();
+        grants.retain(|_, (grant, ender)| match view.standing(grant) {
+            Ok(_) => true,
+            Err(revoked) => {
+                // Full or disconnected: the connection already knows.
+                let _ = ender.try_send(revoked);
+                false
+            }
+        });
+    }
+
+    /// Watch a logged-in connection's grant (replacing any earlier one);
+    /// the receiver hears why it ended when a view revokes it.
+    pub fn watch_grant(&self, client_id: u32, grant: Grant) -> flume::Receiver<Revoked> {
+        let (ender, ended) = flume::bounded(1);
+        self.grants.borrow_mut().insert(client_id, (grant, ender));
+        ended
+    }
+
+    /// Stop watching (logout, disconnect, eviction).
+    pub fn unwatch_grant(&self, client_id: u32) {
+        self.grants.borrow_mut().remove(&client_id);
     }
 
     pub fn register_client(&self, peer: SocketAddr) -> u32 {
@@ -193,6 +225,7 @@ impl ShardContext {
 
     pub fn unregister_client(&self, client_id: u32) {
         self.clients.borrow_mut().remove(&client_id);
+        self.grants.borrow_mut().remove(&client_id);
     }
 
     pub fn clients(&self) -> Vec<ClientInfo> {

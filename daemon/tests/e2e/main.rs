@@ -17,4 +17,5 @@ mod logging;
 mod messages;
 mod plan;
 mod request_of;
+mod sessions;
 mod systemd;

@@ -162,7 +162,7 @@ pub fn plan_send(
         session: session.number(),
         commit,
     };
-    let view = super::authenticated_view(context, session, header, &replier)?;
+    let view = super::authorized_view(context, session, header, &replier)?;
     let plan = (|| -> Handled<SendPlan> {
         let user = super::principal_user(&view, session)
             .ok_or(HandlerError::Status(Status::Unauthenticated))?;
