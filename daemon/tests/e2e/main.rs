@@ -10,6 +10,7 @@ mod disk_full;
 mod bad_input;
 mod codec;
 mod golden;
+mod hostile;
 mod io_modes;
 mod control;
 mod lifecycle;
