@@ -29,6 +29,12 @@ use std::time::Duration;
 /// senders wait. Bounded so a hot shard pushes back instead of growing.
 pub const SHARD_INBOX_DEPTH: usize = 4096;
 
+/// Most shards one daemon runs. Shard ids travel in one byte (the top byte
+/// of wire client ids, the mesh's envelopes), so a plan with more is
+/// refused at start (exit 78) rather than tripping an assertion in every
+/// shard thread.
+pub const SHARDS_MAX: usize = 255;
+
 /// Smallest memory share a shard may be given by `memory.budget`. Below this a
 /// shard cannot hold its runtime, its io_uring rings and a few connections'
 /// buffers, so start-up refuses instead of failing later inside a shard.

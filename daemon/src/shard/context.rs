@@ -85,7 +85,7 @@ pub struct ContextSettings {
 impl ShardContext {
     pub fn new(settings: ContextSettings) -> ShardContext {
         assert!(settings.shard < settings.shards);
-        assert!(settings.shards < (1 << 8));
+        assert!(settings.shards <= crate::limits::SHARDS_MAX);
         let (stop_sender, stop_receiver) = flume::bounded(1);
         ShardContext {
             shard: settings.shard,
