@@ -56,10 +56,11 @@ impl JournalRecord {
         payload.extend_from_slice(&self.seq.to_le_bytes());
         let payload = postcard::to_extend(&self.command, payload)?;
         assert!(payload.len() >= PAYLOAD_MIN_BYTES);
-        assert!(
-            payload.len() <= RECORD_PAYLOAD_MAX_BYTES,
-            "command too large for a record"
-        );
+        // The store refuses larger commands (`Admission::check`) before
+        // they get here; a record the loader would refuse is never written.
+        if payload.len() > RECORD_PAYLOAD_MAX_BYTES {
+            return Err(postcard::Error::SerializeBufferFull);
+        }
         let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
         let mut out = Vec::with_capacity(RECORD_HEADER_BYTES + payload.len());
         out.extend_from_slice(&len.to_le_bytes());

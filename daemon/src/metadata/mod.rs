@@ -27,6 +27,7 @@
 //! local `Arc` — readers never lock, a view never changes after it is
 //! published.
 
+pub mod admission;
 pub mod apply;
 pub mod auth;
 pub mod bootstrap;

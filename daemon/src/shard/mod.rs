@@ -476,6 +476,10 @@ impl ShardLoop {
             return Err(Status::Error);
         };
         match store.execute(command) {
+            // Nothing changed (a repeated join): no new view to publish.
+            Ok(applied @ crate::metadata::Applied::GroupJoined { changed: false, .. }) => {
+                Ok((applied, self.context.view()))
+            }
             Ok(applied) => {
                 let view = store.publish();
                 self.context.install_view(view.clone());

@@ -108,6 +108,15 @@ pub(crate) async fn change(
     };
     let (stream, topic) = view.topic(&Ident::from(stream), &Ident::from(topic))?;
     principal.consumer_groups(stream.id, topic.id)?;
+    // A join by a session that is already a member changes nothing: it is
+    // answered from the view, without shard 0, a journal write or a new
+    // view (clients repeat joins; a hostile one could loop on them).
+    if let Command::JoinConsumerGroup(group) = &command
+        && let Some(found) = topic.group(&Ident::from(&group.group))
+        && found.member(member_key(request.session)).is_some()
+    {
+        return Ok(request.replier.ok(&[]));
+    }
     let (applied, view, _) = prepare_and_apply(request, &command).await?;
     let mut out = Vec::new();
     match applied {
