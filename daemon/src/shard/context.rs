@@ -31,6 +31,25 @@ const CLIENT_ID_SHARD_SHIFT: u32 = 24;
 /// Session numbers carry the shard in their top 16 bits (never zero).
 const SESSION_SHARD_SHIFT: u32 = 48;
 
+/// The client id for the next connection of `shard` from `counter` (24
+/// bits): after 2^24 connections the counter wraps, and an id still held by
+/// an open connection (`in_use`) is skipped, as is counter 0, so two live
+/// connections never share an id. Returns the id and the next counter.
+fn next_client_id(shard: ShardId, counter: u32, in_use: impl Fn(u32) -> bool) -> (u32, u32) {
+    let mask = (1u32 << CLIENT_ID_SHARD_SHIFT) - 1;
+    let mut counter = counter & mask;
+    // At most as many ids are in use as there are connections, far fewer
+    // than 2^24, so a free one comes within that many steps.
+    loop {
+        let id = ((shard as u32) << CLIENT_ID_SHARD_SHIFT) | counter;
+        let next = counter.wrapping_add(1) & mask;
+        if counter != 0 && !in_use(id) {
+            return (id, next);
+        }
+        counter = next;
+    }
+}
+
 #[derive(Debug)]
 pub struct ShardContext {
     pub shard: ShardId,
@@ -195,10 +214,13 @@ impl ShardContext {
     }
 
     pub fn register_client(&self, peer: SocketAddr) -> u32 {
-        let counter = self.next_client.get();
-        self.next_client
-            .set(counter.wrapping_add(1) & ((1 << CLIENT_ID_SHARD_SHIFT) - 1));
-        let client_id = ((self.shard as u32) << CLIENT_ID_SHARD_SHIFT) | counter;
+        let (client_id, next) = {
+            let clients = self.clients.borrow();
+            next_client_id(self.shard, self.next_client.get(), |id| {
+                clients.contains_key(&id)
+            })
+        };
+        self.next_client.set(next);
         self.clients.borrow_mut().insert(
             client_id,
             ClientInfo {
@@ -248,5 +270,36 @@ impl ShardContext {
         let cursor = self.next_balanced.get();
         self.next_balanced.set(cursor.wrapping_add(1));
         cursor % partitions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves client ids stay unique past 2^24 connections: the counter
+    // wraps to 1 (never 0), and ids still held by open connections are
+    // skipped (before, the wrap handed out a live connection's id and the
+    // registry entry of that connection was overwritten).
+    #[test]
+    fn client_ids_wrap_without_reusing_a_live_id() {
+        let mask = (1u32 << CLIENT_ID_SHARD_SHIFT) - 1;
+        let shard = 3;
+        let live: std::collections::BTreeSet<u32> = [1, 2, 4]
+            .iter()
+            .map(|counter| (3 << 24) | counter)
+            .collect();
+        let (id, next) = next_client_id(shard, mask, |id| live.contains(&id));
+        assert_eq!(id, (3 << 24) | mask);
+        assert_eq!(next, 0);
+        let (id, next) = next_client_id(shard, next, |id| live.contains(&id));
+        assert_eq!(
+            id,
+            (3 << 24) | 3,
+            "0 is skipped, and so are live ids 1 and 2"
+        );
+        let (id, _) = next_client_id(shard, next, |id| live.contains(&id));
+        assert_eq!(id, (3 << 24) | 5);
+        assert_eq!(id >> 24, 3, "the shard stays in the top byte");
     }
 }
