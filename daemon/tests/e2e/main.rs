@@ -10,6 +10,7 @@ mod disk_full;
 mod bad_input;
 mod codec;
 mod golden;
+mod groups;
 mod hostile;
 mod io_modes;
 mod control;

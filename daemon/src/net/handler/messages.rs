@@ -48,13 +48,30 @@ fn partition_key(
     Ok((route.key, route.owner))
 }
 
+/// What a request does with a consumer's offset: a group's offsets belong
+/// to the group, so reading one needs only the permission to poll (lag
+/// monitors and `iggy consumer-offset get --kind consumer-group` are not
+/// members), while polling and storing need the partition's assignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    Read,
+    Poll,
+    Write,
+}
+
 /// Whose offset, and which partition, for a poll or an offset request.
 /// `Ok(None)` means "a group member asked for a partition it does not own".
+/// A poll by a session that is not a member of the group — the group was
+/// deleted, or the membership was lost (stale eviction, restart) — is
+/// `ConsumerGroupMemberNotFound` (5006): the 0.11.0 SDK's consumer answers
+/// it by joining again (creating the group when it may), so it keeps
+/// consuming instead of failing.
 fn consumer_target(
     request: &Request_<'_>,
     topic: &Topic,
     consumer: &Consumer<'_>,
     partition_id: Option<u32>,
+    usage: Use,
 ) -> Handled<Option<(ConsumerKey, u32)>> {
     match consumer.kind {
         ConsumerKind::Consumer => {
@@ -66,24 +83,38 @@ fn consumer_target(
             Ok(Some((key, partition_id.unwrap_or(0))))
         }
         ConsumerKind::ConsumerGroup => {
-            let group = topic.group(&Ident::from(&consumer.id)).ok_or_else(|| {
-                HandlerError::Metadata(crate::metadata::MetadataError::ConsumerGroupNotFound {
-                    group: Ident::from(&consumer.id).to_string(),
-                })
-            })?;
-            let Some(partition_id) = partition_id else {
-                return Ok(None);
+            let group = topic.group(&Ident::from(&consumer.id));
+            let not_member = || {
+                HandlerError::Status(crate::protocol::codes::Status::ConsumerGroupMemberNotFound)
             };
-            let owned = group
-                .assignment(member_key(request.session))
-                .is_some_and(|partitions| partitions.contains(&partition_id));
-            if !owned {
-                return Ok(None);
-            }
+            let Some(group) = group else {
+                if usage == Use::Poll {
+                    return Err(not_member());
+                }
+                return Err(HandlerError::Metadata(
+                    crate::metadata::MetadataError::ConsumerGroupNotFound {
+                        group: Ident::from(&consumer.id).to_string(),
+                    },
+                ));
+            };
             let key = ConsumerKey {
                 kind: consumer_offsets::ConsumerKind::Group,
                 id: group.id,
             };
+            if usage == Use::Read {
+                return Ok(Some((key, partition_id.unwrap_or(0))));
+            }
+            let assignment = group.assignment(member_key(request.session));
+            if assignment.is_none() && usage == Use::Poll {
+                return Err(not_member());
+            }
+            let Some(partition_id) = partition_id else {
+                return Ok(None);
+            };
+            let owned = assignment.is_some_and(|partitions| partitions.contains(&partition_id));
+            if !owned {
+                return Ok(None);
+            }
             Ok(Some((key, partition_id)))
         }
     }
@@ -98,7 +129,7 @@ pub(crate) async fn poll(
     let (stream, topic) = resolve(&view, &poll.stream, &poll.topic)?;
     principal.poll_messages(stream.id, topic.id)?;
     let Some((consumer, partition_id)) =
-        consumer_target(request, topic, &poll.consumer, poll.partition_id)?
+        consumer_target(request, topic, &poll.consumer, poll.partition_id, Use::Poll)?
     else {
         let mut out = Vec::with_capacity(16);
         encode_poll_prefix(&mut out, NOT_YOUR_PARTITION, 0, 0);
@@ -287,11 +318,12 @@ fn offset_route(
     request: &Request_<'_>,
     principal: &Principal<'_>,
     target: &OffsetTarget<'_>,
+    usage: Use,
 ) -> Handled<Option<OffsetRoute>> {
     let (stream, topic) = resolve(&request.view, &target.stream, &target.topic)?;
     principal.poll_messages(stream.id, topic.id)?;
     let Some((consumer, partition_id)) =
-        consumer_target(request, topic, &target.consumer, target.partition_id)?
+        consumer_target(request, topic, &target.consumer, target.partition_id, usage)?
     else {
         return Ok(None);
     };
@@ -319,7 +351,7 @@ pub(crate) async fn get_offset(
         partition_id,
         key,
         owner,
-    }) = offset_route(request, principal, target)?
+    }) = offset_route(request, principal, target, Use::Read)?
     else {
         return Ok(request.replier.empty());
     };
@@ -355,7 +387,7 @@ pub(crate) async fn store_offset(
         key,
         owner,
         ..
-    } = owned_route(offset_route(request, principal, target)?)?;
+    } = owned_route(offset_route(request, principal, target, Use::Write)?)?;
     partition_op(request.context, owner, |reply| PartitionOp::StoreOffset {
         key,
         consumer,
@@ -376,7 +408,7 @@ pub(crate) async fn delete_offset(
         key,
         owner,
         ..
-    } = owned_route(offset_route(request, principal, target)?)?;
+    } = owned_route(offset_route(request, principal, target, Use::Write)?)?;
     partition_op(request.context, owner, |reply| PartitionOp::DeleteOffset {
         key,
         consumer,
