@@ -109,6 +109,15 @@ pub const RETENTION_CHECK_INTERVAL_MAX: Duration = Duration::from_secs(3600);
 /// evicted and removed from its groups (1.2 x Apache's 30 s heartbeat).
 pub const STALE_CLIENT_AFTER: Duration = Duration::from_secs(36);
 
+/// Default of `consumer_groups.rebalance_timeout`: a partition promised to
+/// a joining member moves after this long even if its owner never committed
+/// what it polled (Apache: 30 s).
+pub const REBALANCE_TIMEOUT: Duration = Duration::from_secs(30);
+/// See [`REBALANCE_TIMEOUT`]: the accepted range.
+pub const REBALANCE_TIMEOUT_MIN: Duration = Duration::from_millis(100);
+/// See [`REBALANCE_TIMEOUT`].
+pub const REBALANCE_TIMEOUT_MAX: Duration = Duration::from_secs(3600);
+
 /// While the daemon stops, how long an idle connection may take to send its
 /// next request before it is closed.
 pub const STOP_GRACE: Duration = Duration::from_millis(200);

@@ -175,8 +175,14 @@ const FLUSH_INTERVAL: Kind = Kind::Duration {
 const DURABILITY: Kind = Kind::Choice(&["persisted", "replicated"]);
 const IO_MODE: Kind = Kind::Choice(&["direct", "buffered"]);
 
+const REBALANCE_TIMEOUT: Kind = Kind::Duration {
+    min: limits::REBALANCE_TIMEOUT_MIN,
+    max: Some(limits::REBALANCE_TIMEOUT_MAX),
+    zero: None,
+};
 const RETENTION_CHECK_DEFAULT: BuiltIn = BuiltIn::Duration(limits::RETENTION_CHECK_INTERVAL);
 const FLUSH_INTERVAL_DEFAULT: BuiltIn = BuiltIn::Duration(limits::FLUSH_INTERVAL);
+const REBALANCE_TIMEOUT_DEFAULT: BuiltIn = BuiltIn::Duration(limits::REBALANCE_TIMEOUT);
 
 use BuiltIn::{InDataDir, Text};
 use Reload::{Live, Restart};
@@ -204,6 +210,7 @@ pub(super) const KEYS: &[Key] = &[
     key("storage.default_durability",      DURABILITY,          Text("persisted"),       Restart),
     key("storage.flush_interval",          FLUSH_INTERVAL,      FLUSH_INTERVAL_DEFAULT,  Restart),
     key("storage.io_mode",                 IO_MODE,             Text("direct"),          Restart),
+    key("consumer_groups.rebalance_timeout", REBALANCE_TIMEOUT, REBALANCE_TIMEOUT_DEFAULT, Restart),
 ];
 
 /// The key named `name`, if there is one.

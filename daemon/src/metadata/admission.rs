@@ -118,8 +118,30 @@ impl Metadata {
     /// The answer to a command that would change nothing, so that it is
     /// neither applied nor journaled: a join by a member already in the
     /// group (clients repeat joins; each one used to cost an fdatasync and
-    /// a full copy of the state).
+    /// a full copy of the state), or hand-offs already completed.
     pub fn unchanged_by(&self, command: &MetadataCommand) -> Option<Applied> {
+        if let MetadataCommand::CompleteMoves {
+            stream,
+            topic,
+            group,
+            partitions,
+        } = command
+        {
+            // Hand-offs another request completed already.
+            let (stream, topic) = self.topic(stream, topic).ok()?;
+            let group = topic.group(group)?;
+            if super::groups::any_pending(group, partitions) {
+                return None;
+            }
+            return Some(Applied::MovesCompleted {
+                group: GroupRef {
+                    stream_id: stream.id,
+                    topic_id: topic.id,
+                    group_id: group.id,
+                    generation: group.generation,
+                },
+            });
+        }
         let MetadataCommand::JoinConsumerGroup {
             stream,
             topic,

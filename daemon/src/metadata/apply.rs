@@ -397,6 +397,7 @@ impl Metadata {
                         name,
                         members: Vec::new(),
                         generation: 0,
+                        pending: Vec::new(),
                     },
                 );
                 Ok(Applied::GroupCreated {
@@ -472,6 +473,26 @@ impl Metadata {
                 group.members.remove(slot);
                 groups::rebalance(group, partitions);
                 Ok(Applied::GroupLeft {
+                    group: GroupRef {
+                        stream_id,
+                        topic_id,
+                        group_id,
+                        generation: group.generation,
+                    },
+                })
+            }
+            C::CompleteMoves {
+                stream,
+                topic,
+                group,
+                partitions,
+            } => {
+                let (stream_id, topic_id, group_id) = self.group_ids(&stream, &topic, &group)?;
+                let topic = topic_mut(self.stream_mut(stream_id)?, topic_id)?;
+                let partitions_count = topic.partitions.len();
+                let group = group_mut(topic, group_id)?;
+                groups::complete_moves(group, &partitions, partitions_count);
+                Ok(Applied::MovesCompleted {
                     group: GroupRef {
                         stream_id,
                         topic_id,

@@ -31,6 +31,9 @@ const CLIENT_ID_SHARD_SHIFT: u32 = 24;
 /// Session numbers carry the shard in their top 16 bits (never zero).
 const SESSION_SHARD_SHIFT: u32 = 48;
 
+/// A pending hand-off: (stream, topic, group, partition, new owner).
+type HandoffKey = (u32, u32, u32, u32, u128);
+
 /// The client id for the next connection of `shard` from `counter` (24
 /// bits): after 2^24 connections the counter wraps, and an id still held by
 /// an open connection (`in_use`) is skipped, as is counter 0, so two live
@@ -59,12 +62,18 @@ pub struct ShardContext {
     pub address: SocketAddr,
     /// A consumer-group member silent this long is evicted (§8 item 7).
     pub stale_after: Duration,
+    /// A cooperative hand-off completes after this long even when the
+    /// partition's owner never committed what it polled (Apache: 30 s).
+    pub rebalance_timeout: Duration,
     /// Durability of topics that do not say.
     pub default_durability: Durability,
     pub started: Instant,
     pub started_at_us: u64,
     view: RefCell<Arc<MetadataView>>,
     clients: RefCell<BTreeMap<u32, ClientInfo>>,
+    /// When this shard first saw each pending hand-off to one of its
+    /// sessions: (stream, topic, group, partition, new owner).
+    handoffs_seen: RefCell<BTreeMap<HandoffKey, Instant>>,
     /// The grant of each logged-in connection and the channel that ends
     /// it: a view that no longer authorizes the grant sends the reason.
     grants: RefCell<BTreeMap<u32, (Grant, flume::Sender<Revoked>)>>,
@@ -95,6 +104,7 @@ pub struct ContextSettings {
     pub mesh: Mesh,
     pub address: SocketAddr,
     pub stale_after: Duration,
+    pub rebalance_timeout: Duration,
     pub default_durability: Durability,
     pub started: Instant,
     pub started_at_us: u64,
@@ -112,12 +122,14 @@ impl ShardContext {
             mesh: settings.mesh,
             address: settings.address,
             stale_after: settings.stale_after,
+            rebalance_timeout: settings.rebalance_timeout,
             default_durability: settings.default_durability,
             started: settings.started,
             started_at_us: settings.started_at_us,
             view: RefCell::new(settings.view),
             clients: RefCell::new(BTreeMap::new()),
             grants: RefCell::new(BTreeMap::new()),
+            handoffs_seen: RefCell::new(BTreeMap::new()),
             next_client: Cell::new(1),
             next_session: Cell::new(1),
             next_balanced: Cell::new(0),
@@ -198,6 +210,33 @@ impl ShardContext {
                 false
             }
         });
+    }
+
+    /// Of the partitions `pending` to hand to `to` in a group, those whose
+    /// hand-off this shard has seen pending for the rebalance timeout; the
+    /// clock for each starts the first time it is asked about here (the
+    /// new member syncs right after its join).
+    pub fn handoffs_due(
+        &self,
+        (stream, topic, group): (u32, u32, u32),
+        to: u128,
+        pending: &[u32],
+    ) -> Vec<u32> {
+        let now = Instant::now();
+        let mut seen = self.handoffs_seen.borrow_mut();
+        seen.retain(|key, _| {
+            (key.0, key.1, key.2, key.4) != (stream, topic, group, to) || pending.contains(&key.3)
+        });
+        let mut due = Vec::new();
+        for partition in pending {
+            let since = *seen
+                .entry((stream, topic, group, *partition, to))
+                .or_insert(now);
+            if now.duration_since(since) >= self.rebalance_timeout {
+                due.push(*partition);
+            }
+        }
+        due
     }
 
     /// Watch a logged-in connection's grant (replacing any earlier one);

@@ -148,3 +148,73 @@ fn polls_outside_a_group_answer_member_not_found() {
     client.ping().unwrap();
     daemon.assert_clean_log();
 }
+
+fn sync(client: &mut Client) -> Vec<u32> {
+    let body = client
+        .call(&Request::sync_consumer_group(
+            Identifier::Name("s"),
+            Identifier::Name("t"),
+            Identifier::Name("g"),
+        ))
+        .unwrap()
+        .to_vec();
+    // [generation u64][count u32][partition u32]...
+    body.get(12..)
+        .unwrap_or_default()
+        .chunks_exact(4)
+        .map(|chunk| u32::from_le_bytes(chunk.try_into().unwrap()))
+        .collect()
+}
+
+// Proves the cooperative hand-off waits for the owner's commit and no
+// longer than `consumer_groups.rebalance_timeout`: A holds polled but
+// uncommitted messages of both partitions when B joins; B gets nothing
+// while A neither commits nor the timeout passes, and its share once the
+// (here 300 ms) timeout has passed.
+#[test]
+fn a_hand_off_completes_after_the_rebalance_timeout() {
+    let daemon = TestDaemon::builder()
+        .env("IGGYD_CONSUMER_GROUPS__REBALANCE_TIMEOUT", "300 ms")
+        .spawn();
+    let mut a = logged_in(daemon.address, "iggy", "iggy");
+    stream_with_topic(&mut a, "s", "t", 2);
+    for partition in 0..2 {
+        send(&mut a, "s", "t", partition, &[b"x", b"y"]);
+    }
+    a.call(&Request::create_consumer_group(
+        Identifier::Name("s"),
+        Identifier::Name("t"),
+        "g",
+    ))
+    .unwrap();
+    join(&mut a, "g");
+    assert_eq!(sync(&mut a), vec![0, 1]);
+    for partition in 0..2 {
+        let body = group_poll(&mut a, "g", Some(partition)).unwrap();
+        assert_eq!(u32::from_le_bytes(body[..4].try_into().unwrap()), partition);
+    }
+    let mut b = logged_in(daemon.address, "iggy", "iggy");
+    join(&mut b, "g");
+    let started = std::time::Instant::now();
+    assert_eq!(sync(&mut b), Vec::<u32>::new(), "B waits for A");
+    a.ping().unwrap();
+    assert_eq!(
+        sync(&mut a),
+        vec![0, 1],
+        "A keeps what it has not committed"
+    );
+    let mut waited = 0;
+    let handed = loop {
+        let partitions = sync(&mut b);
+        if !partitions.is_empty() {
+            break partitions;
+        }
+        waited += 1;
+        assert!(waited < 500, "the hand-off never timed out");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
+    assert_eq!(handed, vec![1]);
+    assert_eq!(sync(&mut a), vec![0]);
+    daemon.assert_clean_log();
+}

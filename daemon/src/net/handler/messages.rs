@@ -120,6 +120,24 @@ fn consumer_target(
     }
 }
 
+/// The offset of the last message in `records` (stored records, as a
+/// poll serves them), or `None` when there is none.
+fn last_offset(records: &[u8]) -> Option<u64> {
+    let mut rest = records;
+    let mut last = None;
+    while let Ok(header) = crate::batch::BatchHeader::decode(rest) {
+        let length = usize::try_from(header.batch_length).ok()?;
+        let record = rest.get(..length)?;
+        if let Ok(frames) = crate::batch::frames(record)
+            && let Some(Ok(frame)) = frames.last()
+        {
+            last = Some(frame.offset);
+        }
+        rest = rest.get(length..)?;
+    }
+    last
+}
+
 pub(crate) async fn poll(
     request: &mut Request_<'_>,
     principal: &Principal<'_>,
@@ -128,13 +146,29 @@ pub(crate) async fn poll(
     let view = request.view.clone();
     let (stream, topic) = resolve(&view, &poll.stream, &poll.topic)?;
     principal.poll_messages(stream.id, topic.id)?;
+    // A member's poll first settles cooperative hand-offs (a newer view
+    // may follow).
+    let group_ids = super::groups::group_of(stream.id, topic, &poll.consumer);
+    if let Some(ids) = group_ids {
+        super::groups::before_poll(request, ids).await;
+    }
+    let view = request.view.clone();
+    let (stream, topic) = resolve(&view, &poll.stream, &poll.topic)?;
+    let not_yours = |request: &Request_<'_>| {
+        let mut out = Vec::with_capacity(16);
+        encode_poll_prefix(&mut out, NOT_YOUR_PARTITION, 0, 0);
+        request.replier.ok(&out)
+    };
     let Some((consumer, partition_id)) =
         consumer_target(request, topic, &poll.consumer, poll.partition_id, Use::Poll)?
     else {
-        let mut out = Vec::with_capacity(16);
-        encode_poll_prefix(&mut out, NOT_YOUR_PARTITION, 0, 0);
-        return Ok(request.replier.ok(&out));
+        return Ok(not_yours(request));
     };
+    if let Some(ids) = group_ids
+        && super::groups::hand_off_if_caught_up(request, ids, partition_id).await
+    {
+        return Ok(not_yours(request));
+    }
     let (key, owner) = partition_key(request.context, stream, topic, partition_id)?;
     let poll_request = PollRequest {
         consumer: Some(consumer),
@@ -158,6 +192,10 @@ pub(crate) async fn poll(
         result.current_offset,
         result.message_count,
     );
+    if let Some(ids) = group_ids {
+        let served = last_offset(frame.get(POLL_HEADROOM..).unwrap_or_default());
+        super::groups::record_poll(request.session, ids, partition_id, served, poll.auto_commit);
+    }
     let header_size = crate::protocol::limits::HEADER_SIZE;
     assert!(POLL_HEADROOM == header_size + prefix.len());
     frame[header_size..POLL_HEADROOM].copy_from_slice(&prefix);
@@ -384,9 +422,9 @@ pub(crate) async fn store_offset(
 ) -> Handled<Outcome> {
     let OffsetRoute {
         consumer,
+        partition_id,
         key,
         owner,
-        ..
     } = owned_route(offset_route(request, principal, target, Use::Write)?)?;
     partition_op(request.context, owner, |reply| PartitionOp::StoreOffset {
         key,
@@ -395,6 +433,11 @@ pub(crate) async fn store_offset(
         reply,
     })
     .await?;
+    let view = request.view.clone();
+    let (stream, topic) = resolve(&view, &target.stream, &target.topic)?;
+    if let Some(ids) = super::groups::group_of(stream.id, topic, &target.consumer) {
+        super::groups::after_commit(request, ids, partition_id, offset).await;
+    }
     Ok(request.replier.empty())
 }
 

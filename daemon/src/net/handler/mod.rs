@@ -269,6 +269,11 @@ pub async fn handle(
         session: session.number(),
         commit,
     };
+    // A member's every request lets go of the partitions it has to hand
+    // off once it committed what it polled (cooperative rebalancing).
+    if session.login.is_some() {
+        groups::release_handoffs(context, session).await;
+    }
     match command {
         Command::Ping => return replier.empty(),
         Command::Register(register) => {
@@ -389,7 +394,7 @@ async fn dispatch(
         C::GetConsumerGroups { stream, topic } => {
             groups::get_groups(request, principal, stream, topic)
         }
-        C::SyncConsumerGroup(group) => groups::sync(request, principal, &group),
+        C::SyncConsumerGroup(group) => groups::sync(request, principal, &group).await,
         command @ (C::CreateConsumerGroup { .. }
         | C::DeleteConsumerGroup(_)
         | C::JoinConsumerGroup(_)
@@ -498,6 +503,7 @@ pub async fn session_ended(context: &Rc<ShardContext>, session: &mut Session) {
         }
     }
     session.memberships.clear();
+    session.progress.clear();
     session.login = None;
     session.ended = None;
     context.unwatch_grant(session.client_id);
