@@ -193,7 +193,12 @@ pub(crate) async fn poll(
         result.message_count,
     );
     if let Some(ids) = group_ids {
-        let served = last_offset(frame.get(POLL_HEADROOM..).unwrap_or_default());
+        // The records may end in the part lent from the read window.
+        let served = result
+            .shared
+            .as_ref()
+            .and_then(|shared| last_offset(shared.as_slice()))
+            .or_else(|| last_offset(frame.get(POLL_HEADROOM..).unwrap_or_default()));
         super::groups::record_poll(request.session, ids, partition_id, served, poll.auto_commit);
     }
     let header_size = crate::protocol::limits::HEADER_SIZE;
