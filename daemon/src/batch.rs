@@ -91,6 +91,10 @@ pub enum BatchError {
     },
     #[error("batch checksum {found:#018x}, computed {expected:#018x}")]
     BatchChecksum { expected: u64, found: u64 },
+    #[error("frame {index}: user headers of {bytes} bytes exceed the limit")]
+    UserHeadersTooLarge { index: u32, bytes: usize },
+    #[error("frame {index} at byte {position}: user headers are not a key/value TLV sequence")]
+    UserHeadersMalformed { index: u32, position: usize },
     #[error("slice of messages {start}..{end} is outside a batch of {message_count}")]
     SliceOutOfRange {
         start: u32,
@@ -106,6 +110,8 @@ impl BatchError {
             BatchError::FrameChecksum { .. } => Status::InvalidMessageChecksum,
             BatchError::BatchChecksum { .. } => Status::InvalidBatchChecksum,
             BatchError::EmptyBatch => Status::InvalidMessagesCount,
+            BatchError::UserHeadersTooLarge { .. } => Status::TooBigUserHeaders,
+            BatchError::UserHeadersMalformed { .. } => Status::InvalidFormat,
             BatchError::HeaderTruncated { .. }
             | BatchError::LengthMismatch { .. }
             | BatchError::ReservedNotZero { .. }
@@ -428,8 +434,11 @@ fn batch_hasher(header: &BatchHeader) -> Xxh3Default {
 }
 
 /// One pass over the record: structure, dense deltas, every frame checksum
-/// and the batch checksum (fed frame by frame). With `checksums`, the
-/// frame checksums are kept there too (for stamping without a second pass).
+/// and the batch checksum (fed frame by frame). With `checksums` (a
+/// producer's batch), the frame checksums are kept there too (for stamping
+/// without a second pass) and each frame's user headers are checked in the
+/// same pass (§4.8: a TLV sequence of at most 100,000 bytes), so a stored
+/// batch never carries a header block a consumer cannot decode.
 fn validate_inner(
     bytes: &[u8],
     first_delta: Option<u32>,
@@ -475,6 +484,7 @@ fn validate_inner(
         hasher.update(&computed.to_le_bytes());
         if let Some(checksums) = checksums.as_deref_mut() {
             checksums.push(computed);
+            check_user_headers(&bytes[frame.user_headers.clone()], &frame)?;
         }
         payload_bytes += u64::from(frame.header.payload_length);
         frames_seen += 1;
@@ -502,6 +512,22 @@ fn validate_inner(
         header,
         payload_bytes,
     })
+}
+
+/// A producer frame's user headers: empty, or whole key/value TLVs.
+fn check_user_headers(headers: &[u8], frame: &Frame) -> Result<(), BatchError> {
+    use crate::protocol::error::WireError;
+    match crate::protocol::options::validate_user_headers(headers) {
+        Ok(_) => Ok(()),
+        Err(WireError::UserHeadersTooLarge { bytes }) => Err(BatchError::UserHeadersTooLarge {
+            index: frame.index,
+            bytes,
+        }),
+        Err(_) => Err(BatchError::UserHeadersMalformed {
+            index: frame.index,
+            position: frame.user_headers.start,
+        }),
+    }
 }
 
 /// Recomputes the batch checksum of `bytes` under `header` (which may differ

@@ -248,6 +248,7 @@ fn run(
         log_dir: config.logging.dir.clone(),
         retention_check_interval: config.retention.check_interval,
         flush_interval: config.storage.flush_interval,
+        rebalance_timeout: config.consumer_groups.rebalance_timeout,
         access,
         per_shard_memory_bytes: memory.per_shard_bytes,
         metrics,

@@ -29,6 +29,12 @@ use std::time::Duration;
 /// senders wait. Bounded so a hot shard pushes back instead of growing.
 pub const SHARD_INBOX_DEPTH: usize = 4096;
 
+/// Most shards one daemon runs. Shard ids travel in one byte (the top byte
+/// of wire client ids, the mesh's envelopes), so a plan with more is
+/// refused at start (exit 78) rather than tripping an assertion in every
+/// shard thread.
+pub const SHARDS_MAX: usize = 255;
+
 /// Smallest memory share a shard may be given by `memory.budget`. Below this a
 /// shard cannot hold its runtime, its io_uring rings and a few connections'
 /// buffers, so start-up refuses instead of failing later inside a shard.
@@ -102,6 +108,15 @@ pub const RETENTION_CHECK_INTERVAL_MAX: Duration = Duration::from_secs(3600);
 /// A consumer-group member that sends no request for this long is stale:
 /// evicted and removed from its groups (1.2 x Apache's 30 s heartbeat).
 pub const STALE_CLIENT_AFTER: Duration = Duration::from_secs(36);
+
+/// Default of `consumer_groups.rebalance_timeout`: a partition promised to
+/// a joining member moves after this long even if its owner never committed
+/// what it polled (Apache: 30 s).
+pub const REBALANCE_TIMEOUT: Duration = Duration::from_secs(30);
+/// See [`REBALANCE_TIMEOUT`]: the accepted range.
+pub const REBALANCE_TIMEOUT_MIN: Duration = Duration::from_millis(100);
+/// See [`REBALANCE_TIMEOUT`].
+pub const REBALANCE_TIMEOUT_MAX: Duration = Duration::from_secs(3600);
 
 /// While the daemon stops, how long an idle connection may take to send its
 /// next request before it is closed.
@@ -247,13 +262,33 @@ pub const PAT_NAME_LEN_MAX: usize = 30;
 /// Members one consumer group may hold; the SDK gives each client one
 /// membership per group, so this bounds per-group memory.
 pub const GROUP_MEMBERS_MAX: usize = 65_536;
+/// Consumer groups one topic may hold at most. Any user allowed to read a
+/// topic may create groups on it, so the admitted number (default
+/// [`GROUPS_PER_TOPIC_DEFAULT`]) bounds what one can make metadata hold.
+pub const GROUPS_PER_TOPIC_MAX: usize = 65_536;
+/// Consumer groups per topic shard 0 admits by default.
+pub const GROUPS_PER_TOPIC_DEFAULT: usize = 1_024;
+/// Members per consumer group shard 0 admits by default.
+pub const GROUP_MEMBERS_DEFAULT: usize = 4_096;
+/// Largest metadata record shard 0 admits by default: a permissions block,
+/// option set or name list larger than this is refused (InvalidFormat)
+/// before it reaches the journal. At most [`RECORD_PAYLOAD_MAX_BYTES`].
+pub const METADATA_RECORD_BYTES_DEFAULT: u64 = 1024 * 1024;
+/// How much one command can grow the encoded state beyond its own record:
+/// the partitions it creates from a count (25 bytes each at most, 1,000 per
+/// request) and the members and assignments a join adds, with room to
+/// spare. Shard 0 refuses a command that could take the state past
+/// [`SNAPSHOT_MAX_BYTES`] before applying it.
+pub const METADATA_COMMAND_GROWTH_MAX_BYTES: usize = 64 * 1024;
 /// Commands between two snapshots. Metadata changes are rare; 1,024 keeps
 /// replay at start well under a second while snapshots stay infrequent.
 pub const SNAPSHOT_INTERVAL_COMMANDS: u64 = 1_024;
 /// Largest journal record payload accepted from disk. A length above it is
 /// corruption, not a reason to allocate.
 pub const RECORD_PAYLOAD_MAX_BYTES: usize = 16 * 1024 * 1024;
-/// Largest snapshot accepted from disk.
+/// Largest snapshot accepted from disk, and the bound on the state shard 0
+/// admits (`metadata::admission`): one number, so a snapshot is never
+/// written larger than a restart can load.
 pub const SNAPSHOT_MAX_BYTES: usize = 1024 * 1024 * 1024;
 
 // Topic options (§4.9), checked when a topic is created or updated.

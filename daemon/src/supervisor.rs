@@ -88,6 +88,8 @@ pub struct Launch {
     pub retention_check_interval: Duration,
     /// `storage.flush_interval` (zero = off).
     pub flush_interval: Duration,
+    /// `consumer_groups.rebalance_timeout`.
+    pub rebalance_timeout: Duration,
     /// How segments reach the disk (direct I/O where the file system takes
     /// it).
     pub access: crate::storage::Access,
@@ -212,6 +214,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
             },
             default_durability: launch.default_durability,
             stale_after: limits::STALE_CLIENT_AFTER,
+            rebalance_timeout: launch.rebalance_timeout,
             started: launch.started,
             started_at_us,
             snapshot_files: snapshot_files.clone(),

@@ -174,6 +174,14 @@ pub enum TopologyError {
     #[error("cpu_allocation lists PU {pu} more than once; each PU can hold one shard")]
     DuplicatePu { pu: u32 },
     #[error(
+        "the plan has {planned} shards ({allocation} on this machine), more than the {max} one          daemon runs; narrow it with sharding.cpu_allocation = {max} (a shard count) or a PU range"
+    )]
+    TooManyShards {
+        planned: usize,
+        max: usize,
+        allocation: String,
+    },
+    #[error(
         "no shard can be placed: no PU of the topology ({source_desc}, PUs {existing}) is \
          allowed; allowed set: {allowed_from}; cgroup CPU quota: {quota}"
     )]

@@ -1,4 +1,5 @@
-//! Consumer groups: two members, rebalancing on leave and on disconnect.
+//! Consumer groups: two members, rebalancing on leave and on disconnect,
+//! and the cooperative hand-off when a member joins mid-stream.
 
 use crate::common::*;
 use iggy::prelude::*;
@@ -203,5 +204,151 @@ async fn two_members_rebalance_on_leave_and_on_disconnect() {
             .unwrap()
             .is_none()
     );
+    daemon.assert_clean_log();
+}
+
+/// Commit `offset` of `partition` for the group; false when the daemon
+/// refused (a partition the member no longer owns).
+async fn commit(client: &IggyClient, partition: u32, offset: u64) -> bool {
+    client
+        .store_consumer_offset(
+            &Consumer::group(named("g")),
+            &named("s"),
+            &named("t"),
+            Some(partition),
+            offset,
+        )
+        .await
+        .is_ok()
+}
+
+/// One member step: poll (the SDK picks a partition from its synced
+/// assignment) and keep what came back; with `commit`, commit the last
+/// offset served. Returns the partition and last offset served.
+async fn consume_step(
+    client: &IggyClient,
+    received: &mut Vec<(u32, u64, String)>,
+    commit_now: bool,
+) -> Option<(u32, u64)> {
+    let consumer = Consumer::group(named("g"));
+    let polled = client
+        .poll_messages(
+            &named("s"),
+            &named("t"),
+            None,
+            &consumer,
+            &PollingStrategy::next(),
+            3,
+            false,
+        )
+        .await
+        .expect("group poll");
+    for message in &polled.messages {
+        received.push((
+            polled.partition_id,
+            message.header.offset,
+            String::from_utf8_lossy(&message.payload).into_owned(),
+        ));
+    }
+    let last = polled.messages.last()?.header.offset;
+    if commit_now {
+        commit(client, polled.partition_id, last).await;
+    }
+    Some((polled.partition_id, last))
+}
+
+/// Proves a join mid-stream is cooperative: member A consumes with manual
+/// commits and holds polled but uncommitted messages when B joins; the
+/// partitions B gets stay with A until A has committed what it polled, so
+/// between them every message is delivered exactly once — none twice (B
+/// never re-reads what A polled), none skipped.
+#[tokio::test]
+async fn a_member_joining_mid_stream_rereads_nothing() {
+    let daemon = SdkDaemon::start();
+    let admin = daemon.root_client().await;
+    stream_with_topic(&admin, "s", "t", PARTITIONS).await;
+    admin
+        .create_consumer_group(&named("s"), &named("t"), "g")
+        .await
+        .expect("create group");
+    for partition in 0..PARTITIONS {
+        send_to(
+            &admin,
+            "s",
+            "t",
+            partition,
+            messages(&format!("p{partition}"), 0, 12),
+        )
+        .await;
+    }
+    let total = (PARTITIONS * 12) as usize;
+    let (s, t, g) = (named("s"), named("t"), named("g"));
+    let a = daemon.root_client().await;
+    let b = daemon.root_client().await;
+    a.join_consumer_group(&s, &t, &g).await.expect("a joins");
+    sync_assignment(&a).await;
+    let mut from_a = Vec::new();
+    let mut from_b = Vec::new();
+    // A reads a little from every partition and commits, then reads once
+    // more from each: those messages are in flight (polled, processing,
+    // not yet committed) when B joins.
+    for _ in 0..PARTITIONS {
+        consume_step(&a, &mut from_a, true).await;
+    }
+    let mut in_flight = Vec::new();
+    for _ in 0..PARTITIONS {
+        in_flight.extend(consume_step(&a, &mut from_a, false).await);
+    }
+    assert_eq!(in_flight.len(), PARTITIONS as usize);
+    b.join_consumer_group(&s, &t, &g).await.expect("b joins");
+    sync_assignment(&b).await;
+    assert!(
+        assignment(&admin).await.contains(&vec![]),
+        "B's share waits for A: {:?}",
+        assignment(&admin).await
+    );
+    // B polls meanwhile; A finishes processing and commits what it holds.
+    consume_step(&b, &mut from_b, true).await;
+    for (partition, offset) in in_flight {
+        assert!(
+            commit(&a, partition, offset).await,
+            "A may commit what it polled from partition {partition}"
+        );
+    }
+    // Both consume to the end, syncing now and then as the SDK's
+    // heartbeat does.
+    for step in 0..400 {
+        if from_a.len() + from_b.len() >= total {
+            break;
+        }
+        consume_step(&a, &mut from_a, true).await;
+        consume_step(&b, &mut from_b, true).await;
+        if step % 4 == 3 {
+            sync_assignment(&a).await;
+            sync_assignment(&b).await;
+        }
+    }
+    let mut seen = BTreeMap::new();
+    for (partition, offset, payload) in from_a.iter().chain(from_b.iter()) {
+        let earlier = seen.insert((*partition, *offset), payload.clone());
+        assert!(
+            earlier.is_none(),
+            "partition {partition} offset {offset} was delivered twice (A: {}, B: {})",
+            from_a.len(),
+            from_b.len()
+        );
+    }
+    assert_eq!(seen.len(), total, "every message, once");
+    for partition in 0..PARTITIONS {
+        let payloads: Vec<&String> = seen
+            .range((partition, 0)..(partition + 1, 0))
+            .map(|(_, payload)| payload)
+            .collect();
+        let expected: Vec<String> = (0..12).map(|i| format!("p{partition}-{i}")).collect();
+        assert_eq!(payloads, expected.iter().collect::<Vec<_>>());
+    }
+    assert!(!from_b.is_empty(), "B took its share");
+    let loads: Vec<usize> = assignment(&admin).await.iter().map(Vec::len).collect();
+    assert_eq!(loads, vec![2, 2], "the group ends balanced");
     daemon.assert_clean_log();
 }

@@ -199,8 +199,14 @@ const METRICS_BASIC_FILE: Kind = Kind::Optional {
     empty: "no basic authentication",
 };
 
+const REBALANCE_TIMEOUT: Kind = Kind::Duration {
+    min: limits::REBALANCE_TIMEOUT_MIN,
+    max: Some(limits::REBALANCE_TIMEOUT_MAX),
+    zero: None,
+};
 const RETENTION_CHECK_DEFAULT: BuiltIn = BuiltIn::Duration(limits::RETENTION_CHECK_INTERVAL);
 const FLUSH_INTERVAL_DEFAULT: BuiltIn = BuiltIn::Duration(limits::FLUSH_INTERVAL);
+const REBALANCE_TIMEOUT_DEFAULT: BuiltIn = BuiltIn::Duration(limits::REBALANCE_TIMEOUT);
 
 use BuiltIn::{InDataDir, Text};
 use Reload::{Live, Restart};
@@ -231,6 +237,7 @@ pub(super) const KEYS: &[Key] = &[
     key("metrics.address",                 METRICS_ADDRESS,     Text(""),                Restart),
     key("metrics.bearer_token_file",       METRICS_BEARER_FILE, Text(""),                Restart),
     key("metrics.basic_auth_file",         METRICS_BASIC_FILE,  Text(""),                Restart),
+    key("consumer_groups.rebalance_timeout", REBALANCE_TIMEOUT, REBALANCE_TIMEOUT_DEFAULT, Restart),
 ];
 
 /// The key named `name`, if there is one.

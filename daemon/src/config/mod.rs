@@ -169,6 +169,14 @@ pub struct MetricsConfig {
     pub basic_auth_file: Option<PathBuf>,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ConsumerGroupsConfig {
+    /// A partition promised to a joining member moves after this long even
+    /// if its owner never committed what it polled
+    /// (`consumer_groups.rebalance_timeout`, 100 ms to 1 h).
+    pub rebalance_timeout: Duration,
+}
+
 /// The validated, immutable configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Config {
@@ -183,6 +191,7 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub storage: StorageConfig,
     pub metrics: MetricsConfig,
+    pub consumer_groups: ConsumerGroupsConfig,
 }
 
 /// Where configuration comes from, besides the built-in defaults.

@@ -17,7 +17,7 @@ use super::error::MetadataError;
 use super::groups;
 use super::model::{
     ConsumerGroup, Member, Metadata, Partition, PersonalAccessToken, Stream, Topic, User,
-    lowest_free_id,
+    UserStatus, lowest_free_id,
 };
 use crate::limits::{
     GROUP_MEMBERS_MAX, PARTITION_ID_SPACE, PAT_NAME_LEN_MAX, PAT_NAME_LEN_MIN, PATS_PER_USER_MAX,
@@ -111,6 +111,12 @@ impl Metadata {
         let applied = self.apply_inner(command)?;
         self.applied_commands += 1;
         Ok(applied)
+    }
+
+    /// The version the command being applied publishes: a number no
+    /// earlier change had, and no later one will.
+    fn next_version(&self) -> u64 {
+        self.applied_commands + 1
     }
 
     fn apply_inner(&mut self, command: MetadataCommand) -> Result<Applied, MetadataError> {
@@ -235,6 +241,7 @@ impl Metadata {
                         permissions,
                         created_at_us,
                         tokens: BTreeMap::new(),
+                        incarnation: self.next_version(),
                     },
                 );
                 Ok(Applied::UserCreated { user_id })
@@ -257,9 +264,13 @@ impl Metadata {
                         });
                     }
                 }
+                let incarnation = self.next_version();
                 let user = self.user_mut(user_id)?;
                 let old_name = user.username.clone();
                 if let Some(status) = status {
+                    if status == UserStatus::Inactive && user.status == UserStatus::Active {
+                        user.incarnation = incarnation;
+                    }
                     user.status = status;
                 }
                 if let Some(username) = username {
@@ -295,7 +306,13 @@ impl Metadata {
                 if user_id == ROOT_USER_ID {
                     return Err(MetadataError::CannotChangePermissions);
                 }
-                self.user_mut(user_id)?.permissions = permissions;
+                let incarnation = self.next_version();
+                let user = self.user_mut(user_id)?;
+                // Withdrawing every permission ends the account's sessions.
+                if permissions.is_none() && user.permissions.is_some() {
+                    user.incarnation = incarnation;
+                }
+                user.permissions = permissions;
                 Ok(Applied::PermissionsUpdated { user_id })
             }
             C::CreatePat {
@@ -380,6 +397,7 @@ impl Metadata {
                         name,
                         members: Vec::new(),
                         generation: 0,
+                        pending: Vec::new(),
                     },
                 );
                 Ok(Applied::GroupCreated {
@@ -455,6 +473,26 @@ impl Metadata {
                 group.members.remove(slot);
                 groups::rebalance(group, partitions);
                 Ok(Applied::GroupLeft {
+                    group: GroupRef {
+                        stream_id,
+                        topic_id,
+                        group_id,
+                        generation: group.generation,
+                    },
+                })
+            }
+            C::CompleteMoves {
+                stream,
+                topic,
+                group,
+                partitions,
+            } => {
+                let (stream_id, topic_id, group_id) = self.group_ids(&stream, &topic, &group)?;
+                let topic = topic_mut(self.stream_mut(stream_id)?, topic_id)?;
+                let partitions_count = topic.partitions.len();
+                let group = group_mut(topic, group_id)?;
+                groups::complete_moves(group, &partitions, partitions_count);
+                Ok(Applied::MovesCompleted {
                     group: GroupRef {
                         stream_id,
                         topic_id,

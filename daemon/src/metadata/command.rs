@@ -183,6 +183,15 @@ pub enum MetadataCommand {
     /// every group. Journaled so that later records replay against the
     /// same (empty) memberships they were applied to.
     ResetMembers,
+    /// Hand pending partitions to the members a join promised them to
+    /// (their owner committed what it polled, or the rebalance timeout
+    /// passed). Partitions without a pending hand-off are ignored.
+    CompleteMoves {
+        stream: Ident,
+        topic: Ident,
+        group: Ident,
+        partitions: Vec<u32>,
+    },
 }
 
 /// A partition the caller must create or delete data for, with its owner.
@@ -281,5 +290,8 @@ pub enum Applied {
     },
     MembersRemoved {
         groups: Vec<GroupRef>,
+    },
+    MovesCompleted {
+        group: GroupRef,
     },
 }

@@ -100,6 +100,12 @@ pub enum MetadataError {
     ConsumerGroupIdsExhausted,
     #[error("consumer group {group_id} is full ({max} members)")]
     ConsumerGroupFull { group_id: u32, max: usize },
+    #[error("topic {topic_id} already has {max} consumer groups")]
+    TooManyConsumerGroups { topic_id: u32, max: usize },
+    #[error("the metadata record is {bytes} bytes, more than the {max} allowed")]
+    RecordTooLarge { bytes: usize, max: usize },
+    #[error("the metadata would grow past {max} bytes (now {bytes}), the snapshot limit")]
+    MetadataFull { bytes: usize, max: usize },
     #[error("unauthorized")]
     Unauthorized,
 }
@@ -147,7 +153,13 @@ impl MetadataError {
             E::ConsumerGroupMemberNotFound { .. } => Status::ConsumerGroupMemberNotFound,
             // Four billion groups created on one topic: nothing better than
             // the generic error exists on the wire.
-            E::ConsumerGroupIdsExhausted | E::ConsumerGroupFull { .. } => Status::Error,
+            E::ConsumerGroupIdsExhausted
+            | E::ConsumerGroupFull { .. }
+            | E::TooManyConsumerGroups { .. }
+            | E::MetadataFull { .. } => Status::Error,
+            // A request whose record (a permissions block, an option set)
+            // is larger than a metadata record may be.
+            E::RecordTooLarge { .. } => Status::InvalidFormat,
             E::Unauthorized => Status::Unauthorized,
         }
     }

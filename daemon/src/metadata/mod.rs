@@ -8,7 +8,8 @@
 //! assignment (`groups`), the permission rules (`permissions`), the
 //! checksummed command journal and snapshots (`journal`, `snapshot`,
 //! `store`), the immutable published view (`view`), password/token helpers
-//! (`auth`) and the root-user bootstrap (`bootstrap`).
+//! (`auth`), what a login was granted and whether it still stands
+//! (`grant`) and the root-user bootstrap (`bootstrap`).
 //!
 //! Must not: touch partition data (purge, segments and offsets belong to
 //! the owner shard's pump), do network I/O, or edit the wire codec in
@@ -26,11 +27,13 @@
 //! local `Arc` — readers never lock, a view never changes after it is
 //! published.
 
+pub mod admission;
 pub mod apply;
 pub mod auth;
 pub mod bootstrap;
 pub mod command;
 pub mod error;
+pub mod grant;
 pub mod groups;
 pub mod io;
 pub mod journal;

@@ -91,7 +91,10 @@ pub struct Partition {
 ///
 /// Invariants: `members` in join order, keys unique; the members'
 /// partition lists are disjoint, sorted, and together cover exactly the
-/// topic's partitions when there is at least one member.
+/// topic's partitions when there is at least one member. A partition in
+/// `pending` is still in its current owner's list (who keeps serving it)
+/// and names a member it moves to once that owner has committed what it
+/// polled, or after the rebalance timeout (`groups.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConsumerGroup {
     pub id: u32,
@@ -99,6 +102,15 @@ pub struct ConsumerGroup {
     pub members: Vec<Member>,
     /// Bumped on every membership or partition change.
     pub generation: u64,
+    /// Cooperative hand-offs decided at a join, by partition id.
+    pub pending: Vec<PendingMove>,
+}
+
+/// A partition that changes owner once its current owner lets go of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingMove {
+    pub partition: u32,
+    pub to: MemberKey,
 }
 
 impl ConsumerGroup {
@@ -115,6 +127,14 @@ impl ConsumerGroup {
     /// The partition ids assigned to `key`, or `None` when not a member.
     pub fn assignment(&self, key: MemberKey) -> Option<&[u32]> {
         self.member(key).map(|member| member.partitions.as_slice())
+    }
+
+    /// The member `partition` is being handed to, if a hand-off is pending.
+    pub fn pending_move(&self, partition: u32) -> Option<MemberKey> {
+        self.pending
+            .iter()
+            .find(|pending| pending.partition == partition)
+            .map(|pending| pending.to)
     }
 }
 
@@ -136,6 +156,12 @@ pub struct User {
     pub created_at_us: u64,
     /// By token name.
     pub tokens: BTreeMap<String, PersonalAccessToken>,
+    /// The metadata version (`applied_commands`) of the change that created
+    /// this account or last withdrew its rights (deactivation, permissions
+    /// removed). Ids are reused (§8 item 2) but incarnations never are: a
+    /// session remembers the incarnation it logged in to and ends as soon
+    /// as the account's differs.
+    pub incarnation: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,8 +16,9 @@ use crate::limits::SNAPSHOT_MAX_BYTES;
 /// File name of the snapshot inside the metadata directory.
 pub const SNAPSHOT_FILE: &str = "metadata.snapshot";
 
-/// First 8 bytes of every snapshot: "IGDMETA" + format version 1.
-pub const SNAPSHOT_MAGIC: [u8; 8] = *b"IGDMETA\x01";
+/// First 8 bytes of every snapshot: "IGDMETA" + format version 2 (2 added
+/// `User::incarnation`; a version-1 file is refused as corrupt).
+pub const SNAPSHOT_MAGIC: [u8; 8] = *b"IGDMETA\x02";
 
 /// Bytes before the body.
 pub const SNAPSHOT_HEADER_BYTES: usize = 32;
@@ -26,7 +27,7 @@ pub const SNAPSHOT_HEADER_BYTES: usize = 32;
 ///
 /// Layout (little-endian):
 /// ```text
-/// [magic 8 B = "IGDMETA\x01"]
+/// [magic 8 B = "IGDMETA\x02"]
 /// [seq u64]        last journal sequence number included
 /// [len u64]        body length
 /// [checksum u64]   XXH3-64 of (seq ‖ len ‖ body)

@@ -20,6 +20,7 @@
 
 use std::sync::Arc;
 
+use super::admission::Admission;
 use super::command::{Applied, MetadataCommand};
 use super::error::MetadataError;
 use super::io::MetadataIo;
@@ -101,6 +102,11 @@ pub struct MetadataStore<Io: MetadataIo> {
     snapshot_seq: u64,
     snapshot_interval: u64,
     poisoned: bool,
+    /// Bounds checked before a command is journaled.
+    admission: Admission,
+    /// Encoded size of `metadata` (a snapshot's body), kept after every
+    /// change so the admission check costs nothing more.
+    state_bytes: usize,
 }
 
 fn io_error(
@@ -112,6 +118,21 @@ fn io_error(
         file,
         source,
     }
+}
+
+/// The encoded size of a snapshot body of `metadata`.
+fn encoded_size(metadata: &Metadata) -> usize {
+    serialized_size(metadata)
+}
+
+/// Bytes of the postcard encoding of `value`, counted without a buffer
+/// (`usize::MAX` if it cannot be encoded, which the caller refuses).
+pub(crate) fn serialized_size<T: serde::Serialize + ?Sized>(value: &T) -> usize {
+    postcard::serialize_with_flavor::<T, postcard::ser_flavors::Size, usize>(
+        value,
+        postcard::ser_flavors::Size::default(),
+    )
+    .unwrap_or(usize::MAX)
 }
 
 impl<Io: MetadataIo> MetadataStore<Io> {
@@ -188,6 +209,7 @@ impl<Io: MetadataIo> MetadataStore<Io> {
                 io.sync_durable(file).map_err(io_error("sync", file))?;
             }
         }
+        let state_bytes = encoded_size(&metadata);
         let mut store = Self {
             io,
             metadata,
@@ -195,6 +217,8 @@ impl<Io: MetadataIo> MetadataStore<Io> {
             snapshot_seq,
             snapshot_interval,
             poisoned: false,
+            admission: Admission::default(),
+            state_bytes,
         };
         if store.has_members() {
             match store.execute(MetadataCommand::ResetMembers) {
@@ -224,7 +248,16 @@ impl<Io: MetadataIo> MetadataStore<Io> {
         if self.poisoned {
             return Err(StoreError::Poisoned.into());
         }
+        if let Some(applied) = self.metadata.unchanged_by(&command) {
+            return Ok(applied);
+        }
         let seq = self.last_seq + 1;
+        // Measure before encoding: a record the journal loader would refuse
+        // is refused here, with a status, before anything is written.
+        // The record adds the format byte and the sequence number.
+        let record_bytes = serialized_size(&command).saturating_add(9);
+        self.admission
+            .check(&self.metadata, self.state_bytes, &command, record_bytes)?;
         // Encode before applying (apply consumes the command); an encode
         // failure is a bug, reported without touching the state.
         let record = JournalRecord { seq, command };
@@ -232,6 +265,7 @@ impl<Io: MetadataIo> MetadataStore<Io> {
             reason: error.to_string(),
         })?;
         let applied = self.metadata.apply(record.command)?;
+        self.state_bytes = encoded_size(&self.metadata);
         if let Err(source) = self.io.append_durable(JOURNAL_FILE, &bytes) {
             self.poisoned = true;
             return Err(StoreError::Io {
@@ -273,6 +307,11 @@ impl<Io: MetadataIo> MetadataStore<Io> {
         }
         self.snapshot_seq = self.last_seq;
         Ok(())
+    }
+
+    /// Sets the bounds (clamped to what the loaders accept).
+    pub fn set_admission(&mut self, admission: Admission) {
+        self.admission = admission.clamped();
     }
 
     pub fn metadata(&self) -> &Metadata {

@@ -287,13 +287,29 @@ fn consumer_groups_through_commands() {
     );
     join(&mut metadata, 0, 20).unwrap();
     join(&mut metadata, 2, 20).unwrap();
+    // A join is cooperative: member 10 keeps serving what moves to 20.
     let g0 = view(&metadata, 0);
     assert_eq!(g0.generation, 2);
-    assert_eq!(g0.assignment(MemberKey(10)), Some(&[0, 2][..]));
-    assert_eq!(g0.assignment(MemberKey(20)), Some(&[1, 3][..]));
+    assert_eq!(g0.assignment(MemberKey(10)), Some(&[0, 1, 2, 3][..]));
+    assert_eq!(g0.assignment(MemberKey(20)), Some(&[][..]));
+    assert_eq!(g0.pending_move(3), Some(MemberKey(20)));
+    assert_eq!(g0.pending_move(2), Some(MemberKey(20)));
+    metadata
+        .apply(C::CompleteMoves {
+            stream: id(stream),
+            topic: id(topic),
+            group: id(0),
+            partitions: vec![3, 2, 0],
+        })
+        .unwrap();
+    let g0 = view(&metadata, 0);
+    assert_eq!(g0.generation, 3);
+    assert_eq!(g0.assignment(MemberKey(10)), Some(&[0, 1][..]));
+    assert_eq!(g0.assignment(MemberKey(20)), Some(&[2, 3][..]));
+    assert!(g0.pending.is_empty());
     let again = join(&mut metadata, 0, 20).unwrap();
     assert!(matches!(again, Applied::GroupJoined { changed: false, .. }));
-    assert_eq!(view(&metadata, 0).generation, 2);
+    assert_eq!(view(&metadata, 0).generation, 3);
 
     // Partition changes rebalance every group of the topic.
     metadata
@@ -306,7 +322,7 @@ fn consumer_groups_through_commands() {
         })
         .unwrap();
     let g0 = view(&metadata, 0);
-    assert_eq!(g0.generation, 3);
+    assert_eq!(g0.generation, 4);
     assert_eq!(g0.assignment(MemberKey(10)), Some(&[0, 2, 4][..]));
     metadata
         .apply(C::DeletePartitions {
@@ -316,7 +332,7 @@ fn consumer_groups_through_commands() {
         })
         .unwrap();
     let g0 = view(&metadata, 0);
-    assert_eq!(g0.generation, 4);
+    assert_eq!(g0.generation, 5);
     assert_eq!(g0.assignment(MemberKey(10)), Some(&[0][..]));
     assert_eq!(g0.assignment(MemberKey(20)), Some(&[1][..]));
 

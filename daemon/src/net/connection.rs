@@ -14,6 +14,7 @@
 use super::handler::{self, Outcome};
 use super::session::Session;
 use crate::limits;
+use crate::protocol::codes::EvictionReason;
 use crate::protocol::frame::check_frame_size;
 use crate::protocol::limits::HEADER_SIZE;
 use crate::shard::context::ShardContext;
@@ -33,6 +34,7 @@ enum End {
     Io(std::io::Error),
     Protocol(String),
     Stale,
+    Revoked,
     Stopping,
 }
 
@@ -43,6 +45,7 @@ impl std::fmt::Display for End {
             End::Io(error) => write!(f, "I/O error: {error}"),
             End::Protocol(reason) => write!(f, "protocol error: {reason}"),
             End::Stale => f.write_str("stale consumer-group member evicted"),
+            End::Revoked => f.write_str("login revoked by a metadata change"),
             End::Stopping => f.write_str("idle while the daemon stops"),
         }
     }
@@ -81,12 +84,32 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
             }
             monoio::time::sleep(context.stale_after).await;
         };
+        // A metadata view that revokes the login (user deleted or set
+        // inactive, rights or token withdrawn) ends an idle session at once.
+        let ended = session.ended.clone();
+        let revoked = async move {
+            match ended {
+                Some(ended) => ended.recv_async().await.ok(),
+                None => None,
+            }
+        };
+        let revoked = async move {
+            match revoked.await {
+                Some(revoked) => revoked,
+                None => std::future::pending().await,
+            }
+        };
         let read = monoio::select! {
             read = stream.read_exact(header) => read,
             _ = grace => return End::Stopping,
             _ = stale => {
-                handler::evict_stale(context, session, &mut stream).await;
+                handler::evict(context, session, &mut stream, EvictionReason::StaleClient).await;
                 return End::Stale;
+            }
+            revoked = revoked => {
+                let reason = handler::eviction_of(revoked);
+                handler::evict(context, session, &mut stream, reason).await;
+                return End::Revoked;
             }
         };
         let (result, buffer) = read;
@@ -148,6 +171,10 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
                 context.record_request(request_started.elapsed());
             }
             Outcome::Close(reason) => return End::Protocol(reason),
+            Outcome::Evict(frame) => {
+                let _ = stream.write_all(frame).await;
+                return End::Revoked;
+            }
         }
     }
 }

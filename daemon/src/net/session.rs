@@ -2,13 +2,15 @@
 //! session number and client id, and which consumer groups the session
 //! joined. Owned by the connection task; nothing else mutates it.
 
-use std::collections::BTreeSet;
+use crate::metadata::grant::{Grant, Revoked};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 /// A logged-in session (§3: Register -> session number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Login {
-    pub user_id: u32,
+    /// Who logged in; checked against every view (`Metadata::standing`).
+    pub grant: Grant,
     /// Non-zero, unique in this process; echoed in every reply's `op`.
     pub session: u64,
     /// The client's random id from the request header (bytes 128..144).
@@ -23,6 +25,26 @@ pub struct Membership {
     pub group: u32,
 }
 
+/// What this session did with one partition of a group it is in: the last
+/// offset it was served and the last it committed. A partition its owner
+/// must hand off (a cooperative rebalance) moves once `committed` reaches
+/// `polled`: the new owner then starts after everything the old one read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub polled: Option<u64>,
+    pub committed: Option<u64>,
+}
+
+impl Progress {
+    /// Everything this session was served is committed.
+    pub fn caught_up(&self) -> bool {
+        match self.polled {
+            None => true,
+            Some(polled) => self.committed.is_some_and(|committed| committed >= polled),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Session {
     /// The wire client id (GetClients/GetMe): unique across shards.
@@ -31,8 +53,13 @@ pub struct Session {
     pub login: Option<Login>,
     /// Groups this session joined; left on logout and disconnect.
     pub memberships: BTreeSet<Membership>,
+    /// Per group partition this session polled or committed.
+    pub progress: BTreeMap<(Membership, u32), Progress>,
     /// Monotone `commit` value echoed in replies.
     pub commit: u64,
+    /// While logged in: says why, when a metadata view revokes the login
+    /// (`ShardContext::install_view`).
+    pub ended: Option<flume::Receiver<Revoked>>,
 }
 
 impl Session {
@@ -42,7 +69,9 @@ impl Session {
             peer,
             login: None,
             memberships: BTreeSet::new(),
+            progress: BTreeMap::new(),
             commit: 0,
+            ended: None,
         }
     }
 
@@ -52,7 +81,7 @@ impl Session {
     }
 
     pub fn user_id(&self) -> Option<u32> {
-        self.login.map(|login| login.user_id)
+        self.login.map(|login| login.grant.user_id)
     }
 
     /// The next `commit` value: non-decreasing and ≥ the session number.

@@ -6,6 +6,7 @@
 
 use super::mesh::{Mesh, ShardId};
 use crate::metadata::MetadataView;
+use crate::metadata::grant::{Grant, Revoked};
 use crate::metadata::options::Durability;
 use crate::net::session::Membership;
 use std::cell::{Cell, RefCell};
@@ -30,6 +31,28 @@ const CLIENT_ID_SHARD_SHIFT: u32 = 24;
 /// Session numbers carry the shard in their top 16 bits (never zero).
 const SESSION_SHARD_SHIFT: u32 = 48;
 
+/// A pending hand-off: (stream, topic, group, partition, new owner).
+type HandoffKey = (u32, u32, u32, u32, u128);
+
+/// The client id for the next connection of `shard` from `counter` (24
+/// bits): after 2^24 connections the counter wraps, and an id still held by
+/// an open connection (`in_use`) is skipped, as is counter 0, so two live
+/// connections never share an id. Returns the id and the next counter.
+fn next_client_id(shard: ShardId, counter: u32, in_use: impl Fn(u32) -> bool) -> (u32, u32) {
+    let mask = (1u32 << CLIENT_ID_SHARD_SHIFT) - 1;
+    let mut counter = counter & mask;
+    // At most as many ids are in use as there are connections, far fewer
+    // than 2^24, so a free one comes within that many steps.
+    loop {
+        let id = ((shard as u32) << CLIENT_ID_SHARD_SHIFT) | counter;
+        let next = counter.wrapping_add(1) & mask;
+        if counter != 0 && !in_use(id) {
+            return (id, next);
+        }
+        counter = next;
+    }
+}
+
 #[derive(Debug)]
 pub struct ShardContext {
     pub shard: ShardId,
@@ -39,12 +62,21 @@ pub struct ShardContext {
     pub address: SocketAddr,
     /// A consumer-group member silent this long is evicted (§8 item 7).
     pub stale_after: Duration,
+    /// A cooperative hand-off completes after this long even when the
+    /// partition's owner never committed what it polled (Apache: 30 s).
+    pub rebalance_timeout: Duration,
     /// Durability of topics that do not say.
     pub default_durability: Durability,
     pub started: Instant,
     pub started_at_us: u64,
     view: RefCell<Arc<MetadataView>>,
     clients: RefCell<BTreeMap<u32, ClientInfo>>,
+    /// When this shard first saw each pending hand-off to one of its
+    /// sessions: (stream, topic, group, partition, new owner).
+    handoffs_seen: RefCell<BTreeMap<HandoffKey, Instant>>,
+    /// The grant of each logged-in connection and the channel that ends
+    /// it: a view that no longer authorizes the grant sends the reason.
+    grants: RefCell<BTreeMap<u32, (Grant, flume::Sender<Revoked>)>>,
     next_client: Cell<u32>,
     next_session: Cell<u64>,
     /// Round-robin cursor for `Balanced` partitioning from old clients.
@@ -75,6 +107,7 @@ pub struct ContextSettings {
     pub mesh: Mesh,
     pub address: SocketAddr,
     pub stale_after: Duration,
+    pub rebalance_timeout: Duration,
     pub default_durability: Durability,
     pub started: Instant,
     pub started_at_us: u64,
@@ -85,7 +118,7 @@ pub struct ContextSettings {
 impl ShardContext {
     pub fn new(settings: ContextSettings) -> ShardContext {
         assert!(settings.shard < settings.shards);
-        assert!(settings.shards < (1 << 8));
+        assert!(settings.shards <= crate::limits::SHARDS_MAX);
         let (stop_sender, stop_receiver) = flume::bounded(1);
         ShardContext {
             shard: settings.shard,
@@ -93,11 +126,14 @@ impl ShardContext {
             mesh: settings.mesh,
             address: settings.address,
             stale_after: settings.stale_after,
+            rebalance_timeout: settings.rebalance_timeout,
             default_durability: settings.default_durability,
             started: settings.started,
             started_at_us: settings.started_at_us,
             view: RefCell::new(settings.view),
             clients: RefCell::new(BTreeMap::new()),
+            grants: RefCell::new(BTreeMap::new()),
+            handoffs_seen: RefCell::new(BTreeMap::new()),
             next_client: Cell::new(1),
             next_session: Cell::new(1),
             next_balanced: Cell::new(0),
@@ -159,19 +195,76 @@ impl ShardContext {
     }
 
     /// Install a newer view (older or equal versions are ignored, so the
-    /// order in which views arrive does not matter).
+    /// order in which views arrive does not matter), and end every session
+    /// the new view no longer authorizes: its connection hears the reason
+    /// at once, even while it waits for its client's next request.
     pub fn install_view(&self, view: Arc<MetadataView>) {
-        let mut current = self.view.borrow_mut();
-        if current.is_superseded_by(&view) {
-            *current = view;
+        {
+            let mut current = self.view.borrow_mut();
+            if !current.is_superseded_by(&view) {
+                return;
+            }
+            *current = view.clone();
         }
+        let mut grants = self.grants.borrow_mut();
+        grants.retain(|_, (grant, ender)| match view.standing(grant) {
+            Ok(_) => true,
+            Err(revoked) => {
+                // Full or disconnected: the connection already knows.
+                let _ = ender.try_send(revoked);
+                false
+            }
+        });
+    }
+
+    /// Of the partitions `pending` to hand to `to` in a group, those whose
+    /// hand-off this shard has seen pending for the rebalance timeout; the
+    /// clock for each starts the first time it is asked about here (the
+    /// new member syncs right after its join).
+    pub fn handoffs_due(
+        &self,
+        (stream, topic, group): (u32, u32, u32),
+        to: u128,
+        pending: &[u32],
+    ) -> Vec<u32> {
+        let now = Instant::now();
+        let mut seen = self.handoffs_seen.borrow_mut();
+        seen.retain(|key, _| {
+            (key.0, key.1, key.2, key.4) != (stream, topic, group, to) || pending.contains(&key.3)
+        });
+        let mut due = Vec::new();
+        for partition in pending {
+            let since = *seen
+                .entry((stream, topic, group, *partition, to))
+                .or_insert(now);
+            if now.duration_since(since) >= self.rebalance_timeout {
+                due.push(*partition);
+            }
+        }
+        due
+    }
+
+    /// Watch a logged-in connection's grant (replacing any earlier one);
+    /// the receiver hears why it ended when a view revokes it.
+    pub fn watch_grant(&self, client_id: u32, grant: Grant) -> flume::Receiver<Revoked> {
+        let (ender, ended) = flume::bounded(1);
+        self.grants.borrow_mut().insert(client_id, (grant, ender));
+        ended
+    }
+
+    /// Stop watching (logout, disconnect, eviction).
+    pub fn unwatch_grant(&self, client_id: u32) {
+        self.grants.borrow_mut().remove(&client_id);
     }
 
     pub fn register_client(&self, peer: SocketAddr) -> u32 {
-        let counter = self.next_client.get();
-        self.next_client
-            .set(counter.wrapping_add(1) & ((1 << CLIENT_ID_SHARD_SHIFT) - 1));
-        let client_id = ((self.shard as u32) << CLIENT_ID_SHARD_SHIFT) | counter;
+        let (client_id, next) = {
+            let clients = self.clients.borrow();
+            next_client_id(self.shard, self.next_client.get(), |id| {
+                clients.contains_key(&id)
+            })
+        };
+        self.next_client.set(next);
         self.clients.borrow_mut().insert(
             client_id,
             ClientInfo {
@@ -198,6 +291,7 @@ impl ShardContext {
 
     pub fn unregister_client(&self, client_id: u32) {
         self.clients.borrow_mut().remove(&client_id);
+        self.grants.borrow_mut().remove(&client_id);
     }
 
     pub fn clients(&self) -> Vec<ClientInfo> {
@@ -220,5 +314,36 @@ impl ShardContext {
         let cursor = self.next_balanced.get();
         self.next_balanced.set(cursor.wrapping_add(1));
         cursor % partitions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves client ids stay unique past 2^24 connections: the counter
+    // wraps to 1 (never 0), and ids still held by open connections are
+    // skipped (before, the wrap handed out a live connection's id and the
+    // registry entry of that connection was overwritten).
+    #[test]
+    fn client_ids_wrap_without_reusing_a_live_id() {
+        let mask = (1u32 << CLIENT_ID_SHARD_SHIFT) - 1;
+        let shard = 3;
+        let live: std::collections::BTreeSet<u32> = [1, 2, 4]
+            .iter()
+            .map(|counter| (3 << 24) | counter)
+            .collect();
+        let (id, next) = next_client_id(shard, mask, |id| live.contains(&id));
+        assert_eq!(id, (3 << 24) | mask);
+        assert_eq!(next, 0);
+        let (id, next) = next_client_id(shard, next, |id| live.contains(&id));
+        assert_eq!(
+            id,
+            (3 << 24) | 3,
+            "0 is skipped, and so are live ids 1 and 2"
+        );
+        let (id, _) = next_client_id(shard, next, |id| live.contains(&id));
+        assert_eq!(id, (3 << 24) | 5);
+        assert_eq!(id >> 24, 3, "the shard stays in the top byte");
     }
 }

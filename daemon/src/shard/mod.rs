@@ -91,6 +91,8 @@ pub struct ShardSpec {
     pub store: Option<MetadataStore<StdIo>>,
     pub default_durability: crate::metadata::Durability,
     pub stale_after: Duration,
+    /// `consumer_groups.rebalance_timeout`.
+    pub rebalance_timeout: Duration,
     /// `retention.check_interval`: how often `RetentionTick` is queued.
     pub retention_check_interval: Duration,
     /// `storage.flush_interval`; zero = no interval flush.
@@ -213,6 +215,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         mesh: mesh.clone(),
         address: spec.address,
         stale_after: spec.stale_after,
+        rebalance_timeout: spec.rebalance_timeout,
         default_durability: spec.default_durability,
         started: spec.started,
         started_at_us: spec.started_at_us,
@@ -490,6 +493,15 @@ impl ShardLoop {
             return Err(Status::Error);
         };
         match store.execute(command) {
+            // Nothing changed (a repeated join): no new view to publish.
+            Ok(applied @ crate::metadata::Applied::GroupJoined { changed: false, .. }) => {
+                Ok((applied, self.context.view()))
+            }
+            Ok(applied @ crate::metadata::Applied::MovesCompleted { .. })
+                if store.metadata().applied_commands() == self.context.view().version =>
+            {
+                Ok((applied, self.context.view()))
+            }
             Ok(applied) => {
                 let view = store.publish();
                 self.context.install_view(view.clone());
@@ -556,6 +568,7 @@ mod tests {
                 store: None,
                 default_durability: crate::metadata::Durability::Persisted,
                 stale_after: limits::STALE_CLIENT_AFTER,
+                rebalance_timeout: limits::REBALANCE_TIMEOUT,
                 retention_check_interval: limits::RETENTION_CHECK_INTERVAL,
                 flush_interval: limits::FLUSH_INTERVAL,
                 access: crate::storage::Access::Buffered,

@@ -235,6 +235,12 @@ impl<I: StorageIo + Clone> ConsumerOffsets<I> {
         }
     }
 
+    fn poison(&mut self, reason: String) -> StorageError {
+        tracing::error!(dir = %self.dir.display(), "consumer offsets poisoned: {reason}");
+        self.poisoned = Some(reason.clone());
+        StorageError::Poisoned { reason }
+    }
+
     async fn append_record(&mut self, record: [u8; RECORD_SIZE]) -> Result<(), StorageError> {
         self.check_writable()?;
         let position = self.records * RECORD_SIZE as u64;
@@ -332,15 +338,24 @@ impl<I: StorageIo + Clone> ConsumerOffsets<I> {
             .rename(&temp, &path)
             .await
             .map_err(|source| StorageError::io("rename", &temp, source))?;
-        self.io
-            .sync_dir(&self.dir)
-            .await
-            .map_err(|source| StorageError::io("sync dir", &self.dir, source))?;
-        self.file = self
-            .io
-            .open(&path, OpenMode::Existing)
-            .await
-            .map_err(|source| StorageError::io("open consumer offsets", &path, source))?;
+        // Past the rename, `self.file` is an unlinked inode: a later store
+        // written there would be acknowledged and then lost on restart. A
+        // failure from here on poisons the store instead.
+        if let Err(source) = self.io.sync_dir(&self.dir).await {
+            return Err(self.poison(format!(
+                "compaction: fsync of directory {} failed: {source}",
+                self.dir.display()
+            )));
+        }
+        self.file = match self.io.open(&path, OpenMode::Existing).await {
+            Ok(file) => file,
+            Err(source) => {
+                return Err(self.poison(format!(
+                    "compaction: reopening {} failed: {source}",
+                    path.display()
+                )));
+            }
+        };
         self.records = live;
         self.unsynced = false;
         Ok(())
@@ -455,6 +470,47 @@ mod tests {
             let (offsets, dropped) = ConsumerOffsets::open(io.clone(), &dir).await.unwrap();
             assert_eq!(dropped, 0);
             assert_eq!(offsets.get(key(ConsumerKind::Consumer, 6)), Some(60));
+        });
+    }
+
+    // Proves a compaction whose directory fsync fails after the rename
+    // poisons the store: no later store is acknowledged into the unlinked
+    // old file (before the fix, it was, and vanished on reopen).
+    #[test]
+    fn a_failed_compaction_poisons_instead_of_losing_stores() {
+        let io = SimIo::new(12);
+        let dir = PathBuf::from("/p");
+        block_on(async {
+            io.create_dir_all(&dir).await.unwrap();
+            let (mut offsets, _) = ConsumerOffsets::open(io.clone(), &dir).await.unwrap();
+            // Three live keys: the store that makes the records reach
+            // 3 + slack compacts.
+            for round in 0..(COMPACT_SLACK_RECORDS + 2) {
+                offsets
+                    .store(key(ConsumerKind::Consumer, (round % 3) as u32), round)
+                    .await
+                    .unwrap();
+            }
+            // The temporary file's fsync passes, the directory's fails.
+            io.fail_fsync_after(1);
+            assert!(
+                offsets
+                    .store(key(ConsumerKind::Consumer, 0), 1_000)
+                    .await
+                    .is_err()
+            );
+            let later = key(ConsumerKind::Group, 7);
+            let acknowledged = match offsets.store(later, 77).await {
+                Ok(()) => offsets.sync().await.is_ok(),
+                Err(_) => false,
+            };
+            assert!(!acknowledged, "a store was acknowledged after the failure");
+            assert!(matches!(
+                offsets.store(later, 78).await,
+                Err(StorageError::Poisoned { .. })
+            ));
+            let (reopened, _) = ConsumerOffsets::open(io.clone(), &dir).await.unwrap();
+            assert_eq!(reopened.get(key(ConsumerKind::Consumer, 0)), Some(1_000));
         });
     }
 

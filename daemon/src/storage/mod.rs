@@ -121,6 +121,8 @@ pub mod sim;
 #[cfg(test)]
 mod log_tests;
 #[cfg(test)]
+mod purge_fault_test;
+#[cfg(test)]
 mod sim_test;
 #[cfg(test)]
 pub(crate) mod sim_workload;

@@ -367,7 +367,10 @@ impl<I: StorageIo> PartitionLog<I> {
 
     /// Offset one past the last written message (write completed).
     pub fn written_next_offset(&self) -> u64 {
-        self.active().next_offset
+        // No segment only after a failed purge (the partition is poisoned).
+        self.segments
+            .last()
+            .map_or(self.next_offset, |segment| segment.next_offset)
     }
 
     /// Highest offset written (the write completed), `None` when nothing
@@ -412,9 +415,13 @@ impl<I: StorageIo> PartitionLog<I> {
         self.background_sync
     }
 
-    /// First offset still stored (equals `next_offset` when empty).
+    /// First offset still stored (equals `next_offset` when empty). A
+    /// purge that failed midway may leave a poisoned partition without any
+    /// segment: then it is the next offset, never a panic.
     pub fn first_offset(&self) -> u64 {
-        self.segments[0].start_offset
+        self.segments
+            .first()
+            .map_or(self.next_offset, |segment| segment.start_offset)
     }
 
     pub fn stats(&self) -> PartitionStats {
@@ -619,14 +626,14 @@ impl<I: StorageIo> PartitionLog<I> {
         self.epoch.purges += 1;
         self.replace_window(None);
         self.read_cursor.set(None);
-        for segment in std::mem::take(&mut self.segments) {
+        // A segment leaves the list only once its files are gone, so a
+        // failure keeps every segment still on disk in the list.
+        while let Some(segment) = self.segments.first() {
+            self.remove_segment_files(segment).await?;
+            let segment = self.segments.remove(0);
             deleted.segments += 1;
             deleted.messages += segment.message_count();
             deleted.bytes += segment.size_bytes;
-            if let Err(error) = self.remove_segment_files(&segment).await {
-                self.segments.push(segment);
-                return Err(error);
-            }
         }
         let created = create_segment_files(&self.io, &self.dir, 0).await;
         let (log, index) = match created {

@@ -97,8 +97,15 @@ impl BatchGenerator {
             rng.fill(&mut payload);
             let mut user_headers = Vec::new();
             if rng.chance(1, shape.user_headers_one_in) {
-                user_headers = vec![0u8; rng.range(1, shape.user_headers_max) as usize];
-                rng.fill(&mut user_headers);
+                // One key/value entry (§4.8), so the block passes the
+                // producer check: a String key TLV, a Raw value TLV.
+                for kind in [2u8, 1] {
+                    let mut bytes = vec![0u8; rng.range(1, shape.user_headers_max) as usize];
+                    rng.fill(&mut bytes);
+                    user_headers.push(kind);
+                    user_headers.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                    user_headers.extend_from_slice(&bytes);
+                }
             }
             specs.push(MessageSpec {
                 id: self.next_message_id,

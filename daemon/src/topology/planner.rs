@@ -160,7 +160,14 @@ pub fn plan_machine(
                 skipped_siblings,
             })
         })
-        .collect();
+        .collect::<Vec<PlannedShard>>();
+    if shards.len() > crate::limits::SHARDS_MAX {
+        return Err(TopologyError::TooManyShards {
+            planned: shards.len(),
+            max: crate::limits::SHARDS_MAX,
+            allocation: allocation_name,
+        });
+    }
 
     Ok(ShardPlan {
         allocation: allocation_name,

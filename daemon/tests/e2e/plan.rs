@@ -126,3 +126,30 @@ fn a_pu_that_does_not_exist_is_refused() {
     assert!(output.stderr.contains("99"), "{}", output.stderr);
     assert!(!output.stderr.contains("panicked"), "{}", output.stderr);
 }
+
+/// Proves a machine with more cores than one daemon can run shards (2 × 128
+/// cores) is refused at start with exit 78 and a message naming the bound
+/// and the knob, instead of an assertion in every shard thread; `255`
+/// on the same machine plans 255 shards.
+#[test]
+fn more_than_255_shards_are_refused_with_exit_78() {
+    let machine = "pack:2 core:128 pu:1";
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(iggyd_command()
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env("HWLOC_SYNTHETIC", machine));
+    assert_eq!(output.code(), Some(78), "{output:?}");
+    assert!(
+        output.stderr.contains("256 shards") && output.stderr.contains("cpu_allocation = 255"),
+        "{}",
+        output.stderr
+    );
+    assert!(!output.stderr.contains("panicked"), "{}", output.stderr);
+    let plan = plan_json(
+        iggyd_command()
+            .env("HWLOC_SYNTHETIC", machine)
+            .env("IGGYD_SHARDING__CPU_ALLOCATION", "255"),
+    );
+    assert_eq!(shards(&plan).len(), 255);
+}

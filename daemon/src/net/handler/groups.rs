@@ -2,16 +2,21 @@
 //! leave through shard 0. Membership is keyed by the session, and the
 //! session remembers what it joined so a logout or disconnect leaves.
 
-use super::{Handled, Outcome, Request_, member_key, prepare_and_apply};
+use super::{Handled, Outcome, Request_, apply, member_key, prepare_and_apply};
 use crate::metadata::permissions::Principal;
-use crate::metadata::{Applied, ConsumerGroup, Ident, Topic};
-use crate::net::session::Membership;
+use crate::metadata::{
+    Applied, ConsumerGroup, Ident, MetadataCommand, MetadataView, Topic, groups,
+};
+use crate::net::session::{Membership, Session};
 use crate::protocol::command::{Command, GroupRef};
 use crate::protocol::primitives::Identifier;
 use crate::protocol::reply::{
     ConsumerGroupInfo, GroupMember, encode_consumer_group, encode_consumer_group_details,
     encode_group_assignment,
 };
+use crate::shard::context::ShardContext;
+use std::rc::Rc;
+use std::sync::Arc;
 
 fn encode_details(out: &mut Vec<u8>, topic: &Topic, group: &ConsumerGroup) {
     let members: Vec<GroupMember<'_>> = group
@@ -71,8 +76,218 @@ pub(crate) fn get_groups(
     Ok(request.replier.ok(&out))
 }
 
-/// The caller's own assignment; empty body when it is not a member.
-pub(crate) fn sync(
+/// Hand the pending `partitions` of `group` to the members promised them
+/// (shard 0 ignores any another request handed over already). A failure is
+/// logged: the hand-off is retried by the next request that finds it due.
+pub(crate) async fn complete_handoffs(
+    request: &mut Request_<'_>,
+    ids: (u32, u32, u32),
+    partitions: Vec<u32>,
+) {
+    if let Some(view) = hand_over(request.context, ids, partitions).await {
+        request.view = view;
+    }
+}
+
+async fn hand_over(
+    context: &Rc<ShardContext>,
+    (stream_id, topic_id, group_id): (u32, u32, u32),
+    partitions: Vec<u32>,
+) -> Option<Arc<MetadataView>> {
+    if partitions.is_empty() {
+        return None;
+    }
+    let command = MetadataCommand::CompleteMoves {
+        stream: Ident::Id(stream_id),
+        topic: Ident::Id(topic_id),
+        group: Ident::Id(group_id),
+        partitions,
+    };
+    match apply(context, command).await {
+        Ok((_, view)) => Some(view),
+        Err(error) => {
+            tracing::warn!(
+                status = error.status().code(),
+                "completing a consumer-group hand-off failed"
+            );
+            None
+        }
+    }
+}
+
+/// Any request of a member (its SDK pings every 5 s) lets go of the
+/// partitions it must hand off and has committed everything it polled
+/// from: a member that is idle, or that commits before it polls again,
+/// hands over without waiting for the timeout.
+pub(crate) async fn release_handoffs(context: &Rc<ShardContext>, session: &Session) {
+    if session.memberships.is_empty() {
+        return;
+    }
+    let view = context.view();
+    let me = member_key(session);
+    for membership in &session.memberships {
+        let ids = (membership.stream, membership.topic, membership.group);
+        let Some(group) = group_in(&view, ids) else {
+            continue;
+        };
+        if group.pending.is_empty() {
+            continue;
+        }
+        let owned = group.assignment(me).unwrap_or_default();
+        let ready: Vec<u32> = group
+            .pending
+            .iter()
+            .map(|pending| pending.partition)
+            .filter(|partition| owned.contains(partition))
+            .filter(|partition| {
+                session
+                    .progress
+                    .get(&(*membership, *partition))
+                    .is_none_or(|progress| progress.caught_up())
+            })
+            .collect();
+        hand_over(context, ids, ready).await;
+    }
+}
+
+/// Hand-offs to the caller that waited out the rebalance timeout: their
+/// old owner never committed what it polled, so the caller takes them now
+/// (and may re-read what was not committed).
+pub(crate) async fn complete_due_handoffs(
+    request: &mut Request_<'_>,
+    (stream_id, topic_id): (u32, u32),
+    group: &ConsumerGroup,
+) {
+    let me = member_key(request.session);
+    let pending: Vec<u32> = groups::pending_to(group, me).collect();
+    if pending.is_empty() {
+        return;
+    }
+    let due = request
+        .context
+        .handoffs_due((stream_id, topic_id, group.id), me.0, &pending);
+    complete_handoffs(request, (stream_id, topic_id, group.id), due).await;
+}
+
+/// The group `consumer` names in `topic`, when it is a group consumer and
+/// the group exists: `(stream, topic, group)` ids.
+pub(crate) fn group_of(
+    stream_id: u32,
+    topic: &Topic,
+    consumer: &crate::protocol::primitives::Consumer<'_>,
+) -> Option<(u32, u32, u32)> {
+    if consumer.kind != crate::protocol::primitives::ConsumerKind::ConsumerGroup {
+        return None;
+    }
+    let group = topic.group(&Ident::from(&consumer.id))?;
+    Some((stream_id, topic.id, group.id))
+}
+
+fn group_in(
+    view: &MetadataView,
+    (stream_id, topic_id, group_id): (u32, u32, u32),
+) -> Option<&ConsumerGroup> {
+    view.stream_by_id(stream_id)?
+        .topic_by_id(topic_id)?
+        .groups
+        .get(&group_id)
+}
+
+/// Before a member polls: hand-offs to it that are due complete.
+pub(crate) async fn before_poll(request: &mut Request_<'_>, ids: (u32, u32, u32)) {
+    let view = request.view.clone();
+    if let Some(group) = group_in(&view, ids) {
+        complete_due_handoffs(request, (ids.0, ids.1), group).await;
+    }
+}
+
+/// When `partition` is pending a hand-off away from the caller (its
+/// owner) and the caller has committed everything it polled from it, the
+/// hand-off completes: true, and the caller's poll answers "not yours" so
+/// its SDK syncs the new assignment.
+pub(crate) async fn hand_off_if_caught_up(
+    request: &mut Request_<'_>,
+    ids: (u32, u32, u32),
+    partition: u32,
+) -> bool {
+    let view = request.view.clone();
+    let Some(group) = group_in(&view, ids) else {
+        return false;
+    };
+    let me = member_key(request.session);
+    let owner = group
+        .assignment(me)
+        .is_some_and(|partitions| partitions.contains(&partition));
+    if !owner || group.pending_move(partition).is_none() {
+        return false;
+    }
+    let progress = request
+        .session
+        .progress
+        .get(&(membership(ids), partition))
+        .copied()
+        .unwrap_or_default();
+    if !progress.caught_up() {
+        return false;
+    }
+    complete_handoffs(request, ids, vec![partition]).await;
+    true
+}
+
+fn membership((stream, topic, group): (u32, u32, u32)) -> Membership {
+    Membership {
+        stream,
+        topic,
+        group,
+    }
+}
+
+/// After a member was served up to `last_offset` from `partition` (and,
+/// with auto-commit, committed it).
+pub(crate) fn record_poll(
+    session: &mut crate::net::session::Session,
+    ids: (u32, u32, u32),
+    partition: u32,
+    last_offset: Option<u64>,
+    auto_commit: bool,
+) {
+    let Some(last_offset) = last_offset else {
+        return;
+    };
+    let progress = session
+        .progress
+        .entry((membership(ids), partition))
+        .or_default();
+    progress.polled = Some(
+        progress
+            .polled
+            .map_or(last_offset, |polled| polled.max(last_offset)),
+    );
+    if auto_commit {
+        progress.committed = Some(last_offset);
+    }
+}
+
+/// After a member stored `offset` for `partition`: a pending hand-off of
+/// it completes when that commits everything the member polled.
+pub(crate) async fn after_commit(
+    request: &mut Request_<'_>,
+    ids: (u32, u32, u32),
+    partition: u32,
+    offset: u64,
+) {
+    request
+        .session
+        .progress
+        .entry((membership(ids), partition))
+        .or_default()
+        .committed = Some(offset);
+    hand_off_if_caught_up(request, ids, partition).await;
+}
+
+/// The caller's own assignment; empty body when it is not a member. A
+/// hand-off to the caller that is due completes first.
+pub(crate) async fn sync(
     request: &mut Request_<'_>,
     principal: &Principal<'_>,
     group: &GroupRef<'_>,
@@ -80,6 +295,11 @@ pub(crate) fn sync(
     let view = request.view.clone();
     let (stream, topic) = view.topic(&Ident::from(&group.stream), &Ident::from(&group.topic))?;
     principal.consumer_groups(stream.id, topic.id)?;
+    if let Some(found) = topic.group(&Ident::from(&group.group)) {
+        complete_due_handoffs(request, (stream.id, topic.id), found).await;
+    }
+    let view = request.view.clone();
+    let (_, topic) = view.topic(&Ident::from(&group.stream), &Ident::from(&group.topic))?;
     let mut out = Vec::new();
     if let Some(found) = topic.group(&Ident::from(&group.group))
         && let Some(partitions) = found.assignment(member_key(request.session))
@@ -108,6 +328,15 @@ pub(crate) async fn change(
     };
     let (stream, topic) = view.topic(&Ident::from(stream), &Ident::from(topic))?;
     principal.consumer_groups(stream.id, topic.id)?;
+    // A join by a session that is already a member changes nothing: it is
+    // answered from the view, without shard 0, a journal write or a new
+    // view (clients repeat joins; a hostile one could loop on them).
+    if let Command::JoinConsumerGroup(group) = &command
+        && let Some(found) = topic.group(&Ident::from(&group.group))
+        && found.member(member_key(request.session)).is_some()
+    {
+        return Ok(request.replier.ok(&[]));
+    }
     let (applied, view, _) = prepare_and_apply(request, &command).await?;
     let mut out = Vec::new();
     match applied {
@@ -132,11 +361,16 @@ pub(crate) async fn change(
             });
         }
         Applied::GroupLeft { group } => {
-            request.session.memberships.remove(&Membership {
+            let left = Membership {
                 stream: group.stream_id,
                 topic: group.topic_id,
                 group: group.group_id,
-            });
+            };
+            request.session.memberships.remove(&left);
+            request
+                .session
+                .progress
+                .retain(|(membership, _), _| *membership != left);
         }
         _ => {}
     }

@@ -48,13 +48,30 @@ fn partition_key(
     Ok((route.key, route.owner))
 }
 
+/// What a request does with a consumer's offset: a group's offsets belong
+/// to the group, so reading one needs only the permission to poll (lag
+/// monitors and `iggy consumer-offset get --kind consumer-group` are not
+/// members), while polling and storing need the partition's assignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    Read,
+    Poll,
+    Write,
+}
+
 /// Whose offset, and which partition, for a poll or an offset request.
 /// `Ok(None)` means "a group member asked for a partition it does not own".
+/// A poll by a session that is not a member of the group — the group was
+/// deleted, or the membership was lost (stale eviction, restart) — is
+/// `ConsumerGroupMemberNotFound` (5006): the 0.11.0 SDK's consumer answers
+/// it by joining again (creating the group when it may), so it keeps
+/// consuming instead of failing.
 fn consumer_target(
     request: &Request_<'_>,
     topic: &Topic,
     consumer: &Consumer<'_>,
     partition_id: Option<u32>,
+    usage: Use,
 ) -> Handled<Option<(ConsumerKey, u32)>> {
     match consumer.kind {
         ConsumerKind::Consumer => {
@@ -66,27 +83,59 @@ fn consumer_target(
             Ok(Some((key, partition_id.unwrap_or(0))))
         }
         ConsumerKind::ConsumerGroup => {
-            let group = topic.group(&Ident::from(&consumer.id)).ok_or_else(|| {
-                HandlerError::Metadata(crate::metadata::MetadataError::ConsumerGroupNotFound {
-                    group: Ident::from(&consumer.id).to_string(),
-                })
-            })?;
-            let Some(partition_id) = partition_id else {
-                return Ok(None);
+            let group = topic.group(&Ident::from(&consumer.id));
+            let not_member = || {
+                HandlerError::Status(crate::protocol::codes::Status::ConsumerGroupMemberNotFound)
             };
-            let owned = group
-                .assignment(member_key(request.session))
-                .is_some_and(|partitions| partitions.contains(&partition_id));
-            if !owned {
-                return Ok(None);
-            }
+            let Some(group) = group else {
+                if usage == Use::Poll {
+                    return Err(not_member());
+                }
+                return Err(HandlerError::Metadata(
+                    crate::metadata::MetadataError::ConsumerGroupNotFound {
+                        group: Ident::from(&consumer.id).to_string(),
+                    },
+                ));
+            };
             let key = ConsumerKey {
                 kind: consumer_offsets::ConsumerKind::Group,
                 id: group.id,
             };
+            if usage == Use::Read {
+                return Ok(Some((key, partition_id.unwrap_or(0))));
+            }
+            let assignment = group.assignment(member_key(request.session));
+            if assignment.is_none() && usage == Use::Poll {
+                return Err(not_member());
+            }
+            let Some(partition_id) = partition_id else {
+                return Ok(None);
+            };
+            let owned = assignment.is_some_and(|partitions| partitions.contains(&partition_id));
+            if !owned {
+                return Ok(None);
+            }
             Ok(Some((key, partition_id)))
         }
     }
+}
+
+/// The offset of the last message in `records` (stored records, as a
+/// poll serves them), or `None` when there is none.
+fn last_offset(records: &[u8]) -> Option<u64> {
+    let mut rest = records;
+    let mut last = None;
+    while let Ok(header) = crate::batch::BatchHeader::decode(rest) {
+        let length = usize::try_from(header.batch_length).ok()?;
+        let record = rest.get(..length)?;
+        if let Ok(frames) = crate::batch::frames(record)
+            && let Some(Ok(frame)) = frames.last()
+        {
+            last = Some(frame.offset);
+        }
+        rest = rest.get(length..)?;
+    }
+    last
 }
 
 pub(crate) async fn poll(
@@ -97,13 +146,29 @@ pub(crate) async fn poll(
     let view = request.view.clone();
     let (stream, topic) = resolve(&view, &poll.stream, &poll.topic)?;
     principal.poll_messages(stream.id, topic.id)?;
-    let Some((consumer, partition_id)) =
-        consumer_target(request, topic, &poll.consumer, poll.partition_id)?
-    else {
+    // A member's poll first settles cooperative hand-offs (a newer view
+    // may follow).
+    let group_ids = super::groups::group_of(stream.id, topic, &poll.consumer);
+    if let Some(ids) = group_ids {
+        super::groups::before_poll(request, ids).await;
+    }
+    let view = request.view.clone();
+    let (stream, topic) = resolve(&view, &poll.stream, &poll.topic)?;
+    let not_yours = |request: &Request_<'_>| {
         let mut out = Vec::with_capacity(16);
         encode_poll_prefix(&mut out, NOT_YOUR_PARTITION, 0, 0);
-        return Ok(request.replier.ok(&out));
+        request.replier.ok(&out)
     };
+    let Some((consumer, partition_id)) =
+        consumer_target(request, topic, &poll.consumer, poll.partition_id, Use::Poll)?
+    else {
+        return Ok(not_yours(request));
+    };
+    if let Some(ids) = group_ids
+        && super::groups::hand_off_if_caught_up(request, ids, partition_id).await
+    {
+        return Ok(not_yours(request));
+    }
     let (key, owner) = partition_key(request.context, stream, topic, partition_id)?;
     let poll_request = PollRequest {
         consumer: Some(consumer),
@@ -127,6 +192,15 @@ pub(crate) async fn poll(
         result.current_offset,
         result.message_count,
     );
+    if let Some(ids) = group_ids {
+        // The records may end in the part lent from the read window.
+        let served = result
+            .shared
+            .as_ref()
+            .and_then(|shared| last_offset(shared.as_slice()))
+            .or_else(|| last_offset(frame.get(POLL_HEADROOM..).unwrap_or_default()));
+        super::groups::record_poll(request.session, ids, partition_id, served, poll.auto_commit);
+    }
     let header_size = crate::protocol::limits::HEADER_SIZE;
     assert!(POLL_HEADROOM == header_size + prefix.len());
     frame[header_size..POLL_HEADROOM].copy_from_slice(&prefix);
@@ -162,7 +236,7 @@ pub fn plan_send(
         session: session.number(),
         commit,
     };
-    let view = super::authenticated_view(context, session, header, &replier)?;
+    let view = super::authorized_view(context, session, header, &replier)?;
     let plan = (|| -> Handled<SendPlan> {
         let user = super::principal_user(&view, session)
             .ok_or(HandlerError::Status(Status::Unauthenticated))?;
@@ -287,11 +361,12 @@ fn offset_route(
     request: &Request_<'_>,
     principal: &Principal<'_>,
     target: &OffsetTarget<'_>,
+    usage: Use,
 ) -> Handled<Option<OffsetRoute>> {
     let (stream, topic) = resolve(&request.view, &target.stream, &target.topic)?;
     principal.poll_messages(stream.id, topic.id)?;
     let Some((consumer, partition_id)) =
-        consumer_target(request, topic, &target.consumer, target.partition_id)?
+        consumer_target(request, topic, &target.consumer, target.partition_id, usage)?
     else {
         return Ok(None);
     };
@@ -319,7 +394,7 @@ pub(crate) async fn get_offset(
         partition_id,
         key,
         owner,
-    }) = offset_route(request, principal, target)?
+    }) = offset_route(request, principal, target, Use::Read)?
     else {
         return Ok(request.replier.empty());
     };
@@ -352,10 +427,10 @@ pub(crate) async fn store_offset(
 ) -> Handled<Outcome> {
     let OffsetRoute {
         consumer,
+        partition_id,
         key,
         owner,
-        ..
-    } = owned_route(offset_route(request, principal, target)?)?;
+    } = owned_route(offset_route(request, principal, target, Use::Write)?)?;
     partition_op(request.context, owner, |reply| PartitionOp::StoreOffset {
         key,
         consumer,
@@ -363,6 +438,11 @@ pub(crate) async fn store_offset(
         reply,
     })
     .await?;
+    let view = request.view.clone();
+    let (stream, topic) = resolve(&view, &target.stream, &target.topic)?;
+    if let Some(ids) = super::groups::group_of(stream.id, topic, &target.consumer) {
+        super::groups::after_commit(request, ids, partition_id, offset).await;
+    }
     Ok(request.replier.empty())
 }
 
@@ -376,7 +456,7 @@ pub(crate) async fn delete_offset(
         key,
         owner,
         ..
-    } = owned_route(offset_route(request, principal, target)?)?;
+    } = owned_route(offset_route(request, principal, target, Use::Write)?)?;
     partition_op(request.context, owner, |reply| PartitionOp::DeleteOffset {
         key,
         consumer,

@@ -21,6 +21,7 @@ mod system;
 mod users;
 
 use super::session::Session;
+use crate::metadata::grant::Revoked;
 use crate::metadata::model::User;
 use crate::metadata::permissions::Principal;
 use crate::metadata::prepare::{PrepareContext, PrepareError, Prepared, prepare};
@@ -46,6 +47,8 @@ pub enum Outcome {
     Reply(ReplyFrame),
     /// Close without a reply: the byte stream cannot be trusted.
     Close(String),
+    /// Write this eviction frame, then close: the session was revoked.
+    Evict(Vec<u8>),
 }
 
 /// Builds the one reply of a request.
@@ -155,36 +158,70 @@ pub(crate) struct Request_<'a> {
     pub replier: Replier<'a>,
 }
 
-/// The logged-in user of `session` in `view`, or `None` when the account is
-/// gone (deleted while the session lived).
+/// The logged-in user of `session` in `view`, or `None` when the login no
+/// longer stands (account deleted, deactivated, rights withdrawn, token
+/// deleted).
 fn principal_user<'v>(view: &'v MetadataView, session: &Session) -> Option<&'v User> {
     session
-        .user_id()
-        .and_then(|user_id| view.user_by_id(user_id))
+        .login
+        .and_then(|login| view.standing(&login.grant).ok())
 }
 
-/// The current view, when the session is logged in as a user that still
-/// exists; else the answer the protocol gives a request without a session
-/// (and a session whose account was deleted is over).
-fn authenticated_view(
+/// The eviction a revoked session gets: the SDK reads both as
+/// `Unauthenticated` and reconnects, where its re-login meets the
+/// account's current state.
+pub(crate) fn eviction_of(revoked: Revoked) -> EvictionReason {
+    match revoked {
+        Revoked::UserInactive => EvictionReason::UserInactive,
+        Revoked::UserDeleted | Revoked::Withdrawn | Revoked::TokenDeleted => {
+            EvictionReason::SessionError
+        }
+    }
+}
+
+/// Why a request cannot run as a logged-in user.
+enum Unauthorized {
+    /// Never logged in (or logged out): the protocol's answer to a request
+    /// without a session.
+    NoSession(Outcome),
+    /// The login was revoked by a metadata change.
+    Revoked(Revoked),
+}
+
+/// The current view when the session is logged in and its login still
+/// stands in it; else the outcome that answers the request.
+fn authorized_view(
     context: &ShardContext,
-    session: &mut Session,
+    session: &Session,
     header: &RequestHeader,
     replier: &Replier<'_>,
 ) -> Result<Arc<MetadataView>, Outcome> {
-    let view = context.view();
-    if principal_user(&view, session).is_some() {
-        return Ok(view);
-    }
-    if session.login.is_some() {
-        // The account was deleted: the session is over.
-        session.login = None;
-    }
-    Err(if header.operation == Operation::NonReplicated as u8 {
-        replier.status(Status::Unauthenticated)
-    } else {
-        replier.evict(EvictionReason::NoSession)
+    authenticated_view(context, session, header, replier).map_err(|error| match error {
+        Unauthorized::NoSession(outcome) => outcome,
+        Unauthorized::Revoked(revoked) => end_revoked(session, header, revoked),
     })
+}
+
+fn authenticated_view(
+    context: &ShardContext,
+    session: &Session,
+    header: &RequestHeader,
+    replier: &Replier<'_>,
+) -> Result<Arc<MetadataView>, Unauthorized> {
+    let view = context.view();
+    let Some(login) = session.login else {
+        return Err(Unauthorized::NoSession(
+            if header.operation == Operation::NonReplicated as u8 {
+                replier.status(Status::Unauthenticated)
+            } else {
+                replier.evict(EvictionReason::NoSession)
+            },
+        ));
+    };
+    match view.standing(&login.grant) {
+        Ok(_) => Ok(view),
+        Err(revoked) => Err(Unauthorized::Revoked(revoked)),
+    }
 }
 
 /// Decode and handle one whole frame (header and body, as read from the
@@ -232,6 +269,11 @@ pub async fn handle(
         session: session.number(),
         commit,
     };
+    // A member's every request lets go of the partitions it has to hand
+    // off once it committed what it polled (cooperative rebalancing).
+    if session.login.is_some() {
+        groups::release_handoffs(context, session).await;
+    }
     match command {
         Command::Ping => return replier.empty(),
         Command::Register(register) => {
@@ -248,7 +290,7 @@ pub async fn handle(
         }
         _ => {}
     }
-    let view = match authenticated_view(context, session, header, &replier) {
+    let view = match authorized_view(context, session, header, &replier) {
         Ok(view) => view,
         Err(outcome) => return outcome,
     };
@@ -354,7 +396,7 @@ async fn dispatch(
         C::GetConsumerGroups { stream, topic } => {
             groups::get_groups(request, principal, stream, topic)
         }
-        C::SyncConsumerGroup(group) => groups::sync(request, principal, &group),
+        C::SyncConsumerGroup(group) => groups::sync(request, principal, &group).await,
         command @ (C::CreateConsumerGroup { .. }
         | C::DeleteConsumerGroup(_)
         | C::JoinConsumerGroup(_)
@@ -463,16 +505,29 @@ pub async fn session_ended(context: &Rc<ShardContext>, session: &mut Session) {
         }
     }
     session.memberships.clear();
+    session.progress.clear();
     session.login = None;
+    session.ended = None;
+    context.unwatch_grant(session.client_id);
     context.update_client(session.client_id, None, Vec::new());
 }
 
-/// A consumer-group member that went silent: tell it (StaleClient), end its
-/// memberships.
-pub async fn evict_stale(
+/// A session whose login a metadata change revoked, found at its next
+/// request: answer the eviction; the connection then closes, and closing
+/// leaves its groups (`connection::serve` ends the session).
+fn end_revoked(session: &Session, header: &RequestHeader, revoked: Revoked) -> Outcome {
+    tracing::info!(client_id = session.client_id, peer = %session.peer, ?revoked, "ending a revoked session");
+    Outcome::Evict(encode_eviction(header, eviction_of(revoked)).to_vec())
+}
+
+/// End a session from the server's side while its connection waits for
+/// the next request: a silent consumer-group member (StaleClient) or a
+/// revoked login. Tell the client why, leave its groups; the caller closes.
+pub async fn evict(
     context: &Rc<ShardContext>,
     session: &mut Session,
     stream: &mut monoio::net::TcpStream,
+    reason: EvictionReason,
 ) {
     use monoio::io::AsyncWriteRentExt;
     let header = RequestHeader {
@@ -480,8 +535,8 @@ pub async fn evict_stale(
         session: session.number(),
         ..RequestHeader::default()
     };
-    tracing::info!(client_id = session.client_id, peer = %session.peer, "evicting a stale consumer-group member");
-    let frame = encode_eviction(&header, EvictionReason::StaleClient).to_vec();
+    tracing::info!(client_id = session.client_id, peer = %session.peer, ?reason, "evicting a session");
+    let frame = encode_eviction(&header, reason).to_vec();
     let _ = stream.write_all(frame).await;
     session_ended(context, session).await;
 }

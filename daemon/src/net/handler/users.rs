@@ -41,6 +41,7 @@ pub(crate) async fn login(
         .evict(reason)
     };
     let mut verified = None;
+    let mut via_token = None;
     if let Some(password) = &register.password
         && let Ok(user_id) = view.verify_password(password.username, password.password)
     {
@@ -49,7 +50,10 @@ pub(crate) async fn login(
     if verified.is_none() {
         match &register.token {
             Some(token) => match view.verify_token(token.token, now_us()) {
-                Ok(user_id) => verified = Some(user_id),
+                Ok(user_id) => {
+                    verified = Some(user_id);
+                    via_token = Some(crate::metadata::auth::hash_token(token.token));
+                }
                 Err(MetadataError::UserInactive { .. }) => {
                     return evict(EvictionReason::UserInactive);
                 }
@@ -61,13 +65,14 @@ pub(crate) async fn login(
             None => return evict(EvictionReason::InvalidCredentials),
         }
     }
-    let Some(user_id) = verified else {
+    let Some(grant) = verified.and_then(|user_id| view.grant(user_id, via_token)) else {
         return evict(EvictionReason::InvalidCredentials);
     };
+    let user_id = grant.user_id;
     // A second login on a logged-in connection keeps the session when it is
     // the same user (Apache re-sends it); another user starts afresh.
     let session_number = match session.login {
-        Some(login) if login.user_id == user_id => login.session,
+        Some(login) if login.grant == grant => login.session,
         Some(_) => {
             super::session_ended(context, session).await;
             context.new_session()
@@ -75,10 +80,11 @@ pub(crate) async fn login(
         None => context.new_session(),
     };
     session.login = Some(Login {
-        user_id,
+        grant,
         session: session_number,
         client: header.client,
     });
+    session.ended = Some(context.watch_grant(session.client_id, grant));
     context.update_client(session.client_id, Some(user_id), Vec::new());
     let Some(session_id) = NonZeroU64::new(session_number) else {
         return evict(EvictionReason::SessionError);

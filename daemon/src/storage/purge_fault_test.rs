@@ -1,0 +1,76 @@
+//! A purge that fails after removing every segment (issue 11 item 11), on
+//! the simulated disk: the partition is poisoned, and its stats, offsets and
+//! reads answer without a panic (release builds abort on one).
+
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use super::StorageError;
+use super::buf::BufferPool;
+use super::io::{Access, StorageIo};
+use super::partition_log::{Clock, PartitionConfig, PartitionLog};
+use super::sim::{SimClock, SimIo, block_on};
+use crate::batch::{MessageSpec, ValidBatch, encode_producer_batch};
+
+fn batch(messages: usize) -> ValidBatch {
+    let specs: Vec<MessageSpec> = (0..messages)
+        .map(|index| MessageSpec {
+            id: index as u128 + 1,
+            timestamp_delta: 0,
+            payload: vec![7; 100],
+            user_headers: vec![],
+        })
+        .collect();
+    let bytes = encode_producer_batch(1, &specs);
+    let len = bytes.len();
+    ValidBatch::new(bytes, 0..len).unwrap()
+}
+
+// Proves the panic is gone: segments are written (several, by rotation),
+// the purge removes them all and then its directory fsync fails; stats,
+// first/next offsets and reads of the poisoned, segment-less partition
+// answer, and appends are refused.
+#[test]
+fn a_purge_failing_after_every_segment_is_gone_does_not_panic() {
+    for access in [Access::Buffered, Access::Direct] {
+        let io = SimIo::new(5);
+        let dir = PathBuf::from("/data/streams/1/topics/1/partitions/0");
+        block_on(async {
+            io.create_dir_all(&dir).await.unwrap();
+            let config = PartitionConfig {
+                partition_id: 0,
+                segment_size_bytes: 4096,
+                index_sample_every: 1,
+                access,
+            };
+            let clock: Rc<dyn Clock> = Rc::new(SimClock::new(1_000));
+            let mut log =
+                PartitionLog::open(io.clone(), &dir, config, clock, BufferPool::new(1 << 20))
+                    .await
+                    .unwrap();
+            for _ in 0..20 {
+                log.append_and_write(&batch(5)).await.unwrap();
+            }
+            log.sync().await.unwrap();
+            assert!(log.stats().segments > 1);
+            io.fail_next_fsync();
+            assert!(log.purge().await.is_err());
+            let stats = log.stats();
+            assert_eq!(stats.messages, 0);
+            assert_eq!(log.first_offset(), log.written_next_offset());
+            let read = log.read_by_offset(0, 10, 1 << 20).await.unwrap();
+            assert!(read.records_bytes().is_empty());
+            assert!(
+                log.read_last(10, 1 << 20)
+                    .await
+                    .unwrap()
+                    .records_bytes()
+                    .is_empty()
+            );
+            assert!(matches!(
+                log.append(&batch(1)).await,
+                Err(StorageError::Poisoned { .. })
+            ));
+        });
+    }
+}
