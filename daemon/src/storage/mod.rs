@@ -102,11 +102,13 @@ pub mod buf;
 pub mod consumer_offsets;
 pub mod index;
 pub mod io;
+pub mod layout;
 pub mod partition_log;
 pub mod read;
 pub mod write;
 pub mod recovery;
 pub mod segment;
+pub mod trash;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 
