@@ -100,6 +100,8 @@ pub enum MetadataError {
     ConsumerGroupIdsExhausted,
     #[error("consumer group {group_id} is full ({max} members)")]
     ConsumerGroupFull { group_id: u32, max: usize },
+    #[error("partition storage ids are exhausted")]
+    StorageIdsExhausted,
     #[error("unauthorized")]
     Unauthorized,
 }
@@ -147,7 +149,9 @@ impl MetadataError {
             E::ConsumerGroupMemberNotFound { .. } => Status::ConsumerGroupMemberNotFound,
             // Four billion groups created on one topic: nothing better than
             // the generic error exists on the wire.
-            E::ConsumerGroupIdsExhausted | E::ConsumerGroupFull { .. } => Status::Error,
+            E::ConsumerGroupIdsExhausted | E::ConsumerGroupFull { .. } | E::StorageIdsExhausted => {
+                Status::Error
+            }
             E::Unauthorized => Status::Unauthorized,
         }
     }

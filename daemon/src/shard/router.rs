@@ -100,6 +100,7 @@ mod tests {
             topic_id: 3,
             partition_id: 4,
             owner_shard: 5,
+            storage_id: 6,
         };
         let route = ref_route(&partition, 2);
         assert_eq!(
