@@ -574,6 +574,7 @@ mod tests {
             stream: 0,
             topic: 0,
             partition: 0,
+            storage_id: 0,
         };
         heartbeats.publish_report(
             0,

@@ -99,6 +99,9 @@ pub struct ShardSpec {
     pub access: crate::storage::Access,
     /// This shard's share of `memory.budget` (sizes its buffer pool).
     pub per_shard_memory_bytes: u64,
+    /// Where this shard's trash starts (start-up reconciliation hands the
+    /// entries it found to shard 0).
+    pub trash: crate::storage::trash::TrashStart,
     pub started: Instant,
     pub started_at_us: u64,
 }
@@ -221,6 +224,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
                 data_dir,
                 access: spec.access,
                 pool: BufferPool::new(limits::pool_idle_bytes_max(spec.per_shard_memory_bytes)),
+                trash: spec.trash,
             },
         ),
         heartbeats,
@@ -260,6 +264,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         (limits::HEARTBEAT_INTERVAL, Tick::Heartbeat),
         (limits::REPORT_INTERVAL, Tick::Report),
         (spec.retention_check_interval, Tick::Retention),
+        (limits::TRASH_CHECK_INTERVAL, Tick::Trash),
     ];
     if !spec.flush_interval.is_zero() {
         timers.push((spec.flush_interval, Tick::Flush));
@@ -342,6 +347,7 @@ enum Tick {
     Report,
     Flush,
     Retention,
+    Trash,
 }
 
 async fn tick_every(mesh: Mesh, shard: ShardId, interval: Duration, tick: Tick) {
@@ -352,6 +358,7 @@ async fn tick_every(mesh: Mesh, shard: ShardId, interval: Duration, tick: Tick) 
             Tick::Report => ShardMessage::PublishReport,
             Tick::Flush => ShardMessage::Partition(PartitionOp::FlushTick, Instant::now()),
             Tick::Retention => ShardMessage::Partition(PartitionOp::RetentionTick, Instant::now()),
+            Tick::Trash => ShardMessage::Partition(PartitionOp::TrashTick, Instant::now()),
         };
         if mesh.send(shard, message).await.is_err() {
             return;
@@ -429,6 +436,7 @@ impl ShardLoop {
         let (queue_wait, fsync) = self.pump.take_latencies();
         let report = heartbeat::ShardReport {
             partitions: self.pump.report(),
+            trash: self.pump.trash_stats(),
             request: self.context.take_request_latency(),
             queue_wait,
             fsync,
@@ -540,6 +548,7 @@ mod tests {
                 flush_interval: limits::FLUSH_INTERVAL,
                 access: crate::storage::Access::Buffered,
                 per_shard_memory_bytes: limits::SHARD_MEMORY_MIN_BYTES,
+                trash: Default::default(),
                 started: Instant::now(),
                 started_at_us: 0,
             };

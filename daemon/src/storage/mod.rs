@@ -100,6 +100,7 @@
 
 pub mod buf;
 pub mod consumer_offsets;
+mod delete;
 pub mod index;
 pub mod io;
 pub mod layout;

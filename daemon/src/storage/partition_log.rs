@@ -23,7 +23,7 @@ use super::StorageError;
 use super::buf::{AlignedBuf, BufferPool};
 use super::index::IndexEntry;
 use super::io::{Access, OpenMode, StorageIo};
-use super::recovery::{RecoveryReport, create_segment_files, recover};
+use super::recovery::{RecoveryReport, recover};
 use super::segment::Segment;
 use super::write::Tail;
 use crate::limits::{INDEX_SAMPLE_EVERY, SEGMENT_SIZE_DEFAULT_BYTES};
@@ -538,109 +538,6 @@ impl<I: StorageIo> PartitionLog<I> {
                 last_timestamp: segment.last_timestamp,
             })
             .collect()
-    }
-
-    /// Deletes up to `count` of the oldest sealed segments (never the active
-    /// one). Used by retention and DeleteSegments.
-    pub async fn delete_oldest_segments(
-        &mut self,
-        count: usize,
-    ) -> Result<DeletedSegments, StorageError> {
-        self.check_writable()?;
-        let deletable = count.min(self.segments.len() - 1);
-        let mut deleted = DeletedSegments::default();
-        for _ in 0..deletable {
-            let segment = self.segments.remove(0);
-            assert!(!self.segments.is_empty());
-            self.remove_segment_files(&segment).await?;
-            deleted.segments += 1;
-            deleted.messages += segment.message_count();
-            deleted.bytes += segment.size_bytes;
-        }
-        if deleted.segments > 0 {
-            self.sync_dir_or_poison().await?;
-        }
-        Ok(deleted)
-    }
-
-    pub(super) async fn remove_segment_files(&self, segment: &Segment) -> Result<(), StorageError> {
-        // Log first: an orphan index is harmless, an orphan log is a segment.
-        for path in [segment.log_path(&self.dir), segment.index_path(&self.dir)] {
-            match self.io.remove_file(&path).await {
-                Ok(()) => {}
-                Err(source) if source.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => {
-                    return Err(
-                        self.poison(format!("removing {} failed: {source}", path.display()))
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) async fn sync_dir_or_poison(&self) -> Result<(), StorageError> {
-        self.io.sync_dir(&self.dir).await.map_err(|source| {
-            self.poison(format!(
-                "fsync of directory {} failed: {source}",
-                self.dir.display()
-            ))
-        })
-    }
-
-    /// Deletes every message and resets the partition to offset 0 (protocol
-    /// §8 item 11). Pending batches are dropped with the rest (the epoch's
-    /// `purges` changes). Segments are removed oldest first, so a crash
-    /// midway leaves a valid (shorter) log that a repeated purge finishes.
-    pub async fn purge(&mut self) -> Result<DeletedSegments, StorageError> {
-        self.check_writable()?;
-        let mut deleted = DeletedSegments::default();
-        self.tail.pending.clear();
-        self.tail.pending_bytes = 0;
-        self.epoch.purges += 1;
-        for segment in std::mem::take(&mut self.segments) {
-            deleted.segments += 1;
-            deleted.messages += segment.message_count();
-            deleted.bytes += segment.size_bytes;
-            if let Err(error) = self.remove_segment_files(&segment).await {
-                self.segments.push(segment);
-                return Err(error);
-            }
-        }
-        let created = create_segment_files(&self.io, &self.dir, 0).await;
-        let (log, index) = match created {
-            Ok(files) => files,
-            Err(error) => {
-                return Err(self.poison(format!("purge could not create segment 0: {error}")));
-            }
-        };
-        drop((log, index));
-        self.sync_dir_or_poison().await?;
-        let segment = Segment::empty(0, self.config.index_sample_every);
-        let opened = open_active(
-            &self.io,
-            &self.dir,
-            &segment,
-            self.config.access,
-            OpenMode::Existing,
-        )
-        .await;
-        let (active_log, active_read, active_index) = match opened {
-            Ok(files) => files,
-            Err(error) => {
-                return Err(self.poison(format!("purge could not open segment 0: {error}")));
-            }
-        };
-        self.segments.push(segment);
-        self.active_log = active_log;
-        self.active_read = active_read;
-        self.active_index = active_index;
-        self.next_offset = 0;
-        self.durable_next_offset = 0;
-        self.synced_bytes = self.written_bytes;
-        self.synced_messages = self.written_messages;
-        self.load_tail(0).await?;
-        Ok(deleted)
     }
 }
 

@@ -8,13 +8,20 @@
 //! by offset / timestamp / first / last with random counts and byte caps,
 //! foreground syncs, background syncs (held in flight by `SimIo` while more
 //! is appended, then completed or cut short by a crash), rotations (4–16 KiB
-//! segments), oldest-segment deletes, purges and crashes (unsynced writes
-//! dropped, sometimes torn, at sector granularity for direct files), each
-//! followed by reopen and recovery. After every step
-//! the partitions are compared with the model; after every recovery every
-//! stored message is read back and compared byte for byte. Some seeds add a
-//! fault: bit rot in a sealed segment (quarantine), a failed fsync
-//! (poison), or a full disk (ENOSPC, then space returns).
+//! segments), oldest-segment deletes and purges through the trash (with an
+//! undeletable segment or directory now and then: the delete stops there or
+//! changes nothing, and the partition stays usable), the trash's janitor
+//! (with removals failing at random) and crashes (unsynced writes dropped,
+//! sometimes torn, at sector granularity for direct files), each followed
+//! by start-up reconciliation, reopen and recovery. After every step the
+//! partitions are compared with the model; after every recovery every
+//! stored message is read back and compared byte for byte, so nothing
+//! deleted or purged is ever visible again. Some seeds add a fault: bit rot
+//! in a sealed segment (quarantine), a failed fsync (poison), a full disk
+//! (ENOSPC, then space returns), or a failed fsync inside a purge or a
+//! segment deletion (poison; after the restart the deletion took effect
+//! whole). Every seed ends with the trash emptied and nothing left on the
+//! disk but the two partitions' live files.
 //!
 //! Runs 200 seeds by default; `IGGYD_SIM_SEEDS=N` runs seeds 0..N and
 //! `IGGYD_SIM_SEED=S` runs only seed S. A failure prints the seed.
@@ -30,10 +37,12 @@ use super::read::ReadBatches;
 use super::segment::log_path;
 use super::sim::{SimClock, SimIo, SimRng, block_on};
 use super::sim_workload::{BatchGenerator, BatchShape, run_seeds};
+use super::trash::{Trash, TrashStart};
 use super::{INDEX_ENTRY_SIZE, StorageError};
 use crate::batch::{self, BATCH_HEADER_SIZE, BatchHeader, FRAME_HEADER_SIZE, ValidBatch};
 
 const STEPS_PER_SEED: u64 = 250;
+const DATA_DIR: &str = "/data";
 const PARTITIONS: usize = 2;
 const SEEDS_DEFAULT: u64 = 200;
 
@@ -136,6 +145,7 @@ struct Sim {
     configs: Vec<PartitionConfig>,
     dirs: Vec<PathBuf>,
     logs: Vec<PartitionLog<SimIo>>,
+    trash: Trash<SimIo>,
     pool: BufferPool,
     models: Vec<Model>,
     batches: BatchGenerator,
@@ -152,6 +162,10 @@ struct FaultCounts {
     quarantined_on_read: u64,
     poisoned: u64,
     no_space_refused: u64,
+    deletes_refused: u64,
+    purges_refused: u64,
+    removals_failed: u64,
+    deletions_poisoned: u64,
 }
 
 fn decode_read(read: &ReadBatches, partition_id: u64) -> Vec<ModelMessage> {
@@ -199,10 +213,12 @@ impl Sim {
                     Access::Buffered
                 },
             });
-            dirs.push(PathBuf::from(format!(
-                "/data/streams/1/topics/1/partitions/{partition}"
-            )));
+            dirs.push(super::layout::partition_dir(
+                Path::new(DATA_DIR),
+                partition as u64,
+            ));
         }
+        let trash = Trash::new(io.clone(), Path::new(DATA_DIR), TrashStart::default());
         let mut sim = Sim {
             seed,
             rng,
@@ -211,6 +227,7 @@ impl Sim {
             configs,
             dirs,
             logs: Vec::new(),
+            trash,
             pool: BufferPool::new(1 << 20),
             models: (0..PARTITIONS).map(|_| Model::default()).collect(),
             batches: BatchGenerator::new(BATCH_SHAPE),
@@ -219,6 +236,7 @@ impl Sim {
             rotations_seen: 0,
             faults: FaultCounts::default(),
         };
+        sim.reconcile();
         sim.open_all();
         sim
     }
@@ -473,11 +491,45 @@ impl Sim {
         Ok(())
     }
 
+    /// Deletes 1..3 of the oldest segments through the trash. Now and then
+    /// one of them cannot be moved (an undeletable file): the deletion
+    /// stops before it, refusing when nothing could go, and the partition
+    /// stays usable.
     fn delete_oldest(&mut self, partition: usize) -> Result<(), StorageError> {
         let count = self.rng.range(1, 3) as usize;
         let before = self.logs[partition].stats();
-        let deleted = block_on(self.logs[partition].delete_oldest_segments(count))?;
+        let deletable = count.min(before.segments - 1);
+        let stuck = (deletable > 0 && self.rng.chance(1, 5)).then(|| {
+            let starts = self.io_segment_starts(&self.dirs[partition]);
+            let at = self.rng.below(deletable as u64) as usize;
+            log_path(&self.dirs[partition], starts[at])
+        });
+        if let Some(path) = &stuck {
+            self.io.set_immutable(path, true);
+        }
+        let result = block_on(self.logs[partition].delete_oldest_segments(count, &mut self.trash));
+        if let Some(path) = &stuck {
+            self.io.set_immutable(path, false);
+        }
         let after = self.logs[partition].stats();
+        let deleted = match result {
+            Ok(deleted) => deleted,
+            Err(StorageError::Io { .. }) if stuck.is_some() => {
+                assert_eq!(
+                    after, before,
+                    "seed {}: a refused delete changed nothing",
+                    self.seed
+                );
+                self.faults.deletes_refused += 1;
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        };
+        if stuck.is_some() {
+            assert!(deleted.segments < deletable, "seed {}", self.seed);
+        } else {
+            assert_eq!(deleted.segments, deletable, "seed {}", self.seed);
+        }
         assert_eq!(deleted.segments, before.segments - after.segments);
         assert!(after.segments >= 1);
         assert_eq!(deleted.messages, after.first_offset - before.first_offset);
@@ -485,18 +537,103 @@ impl Sim {
         Ok(())
     }
 
+    /// Purges through the trash; now and then the directory cannot be
+    /// moved (undeletable): the purge is refused and changes nothing.
     fn purge(&mut self, partition: usize) -> Result<(), StorageError> {
-        block_on(self.logs[partition].purge())?;
-        self.models[partition] = Model::default();
-        Ok(())
+        let stuck = self.rng.chance(1, 5);
+        let dir = self.dirs[partition].clone();
+        if stuck {
+            self.io.set_immutable(&dir, true);
+        }
+        let before = self.logs[partition].stats();
+        let result = block_on(self.logs[partition].purge(&mut self.trash));
+        if stuck {
+            self.io.set_immutable(&dir, false);
+        }
+        match result {
+            Ok(_) => {
+                assert!(
+                    !stuck,
+                    "seed {}: an undeletable directory was purged",
+                    self.seed
+                );
+                self.models[partition] = Model::default();
+                assert_eq!(self.logs[partition].stats().segments, 1);
+                Ok(())
+            }
+            Err(StorageError::Io { .. }) if stuck => {
+                assert_eq!(self.logs[partition].state(), PartitionState::Open);
+                assert_eq!(self.logs[partition].stats(), before);
+                self.faults.purges_refused += 1;
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
     }
 
-    /// Power loss, reopen, and the recovery checks.
+    /// The janitor removes a few files; removals fail now and then.
+    fn collect_trash(&mut self) {
+        let failing = self.rng.chance(1, 3);
+        if failing {
+            self.io.set_unlink_failures(Some((1, 3)));
+        }
+        let failing_before = self.trash.stats().failing;
+        block_on(
+            self.trash
+                .collect(self.clock.now_micros(), self.rng.range(1, 12)),
+        );
+        self.io.set_unlink_failures(None);
+        self.faults.removals_failed += self.trash.stats().failing.saturating_sub(failing_before);
+    }
+
+    /// A failed fsync inside a purge or a segment deletion (after its
+    /// renames): the partition is poisoned, still answers without
+    /// panicking, and after a restart the deletion took effect whole.
+    fn fault_deletion_fsync(&mut self) {
+        let partition = self.rng.below(PARTITIONS as u64) as usize;
+        if self.logs[partition].state() != PartitionState::Open {
+            return;
+        }
+        let purge = self.logs[partition].stats().segments < 2 || self.rng.chance(1, 2);
+        // A purge fsyncs four directories (its old place and the trash,
+        // then the fresh directory and its parent); a deletion two.
+        self.io
+            .fail_fsync_after(self.rng.below(if purge { 4 } else { 2 }));
+        let error = if purge {
+            block_on(self.logs[partition].purge(&mut self.trash)).unwrap_err()
+        } else {
+            let count = self.logs[partition].stats().segments - 1;
+            block_on(self.logs[partition].delete_oldest_segments(count, &mut self.trash))
+                .unwrap_err()
+        };
+        assert!(error.is_fatal(), "seed {}: {error}", self.seed);
+        self.faults.deletions_poisoned += 1;
+        // Poisoned, not broken: stats and reads still answer.
+        let log = &self.logs[partition];
+        assert!(log.stats().segments >= 1);
+        let _ = block_on(log.read_first(10, u64::MAX));
+        if purge {
+            self.models[partition] = Model::default();
+        } else {
+            // Only the active segment is left on disk (the renames are
+            // done); what it holds is written, its unsynced tail may go.
+            let active_start = *self
+                .io_segment_starts(&self.dirs[partition])
+                .last()
+                .unwrap();
+            self.models[partition].drop_before(active_start);
+        }
+        self.crash();
+    }
+
+    /// Power loss, start-up reconciliation, reopen, and the recovery
+    /// checks.
     fn crash(&mut self) {
         let torn = self.rng.chance(1, 2);
         self.io.set_torn_writes(torn);
         self.io.crash();
         self.crashes += 1;
+        self.reconcile();
         self.open_all();
         for partition in 0..PARTITIONS {
             let log = &self.logs[partition];
@@ -532,6 +669,53 @@ impl Sim {
             assert_eq!(log.durable_offset(), log.written_offset());
         }
         self.check_everything();
+    }
+
+    /// Start-up: the data directory against the two listed partitions.
+    /// Nothing is orphaned (deletes happen inside live partitions), and
+    /// the trash's entries go to a new janitor.
+    fn reconcile(&mut self) {
+        let listed = (0..PARTITIONS as u64)
+            .map(|storage_id| (storage_id, (1, 1, storage_id as u32)))
+            .collect();
+        let reconciled = block_on(super::layout::reconcile(
+            &self.io,
+            Path::new(DATA_DIR),
+            &listed,
+        ))
+        .unwrap_or_else(|error| panic!("seed {}: reconcile failed: {error}", self.seed));
+        assert!(reconciled.orphans.is_empty(), "seed {}", self.seed);
+        assert!(reconciled.stuck.is_empty(), "seed {}", self.seed);
+        self.trash = Trash::new(self.io.clone(), Path::new(DATA_DIR), reconciled.trash);
+    }
+
+    /// The janitor runs until the trash is empty: nothing is left on the
+    /// disk but the live partitions' files.
+    fn empty_trash(&mut self) {
+        self.io.set_unlink_failures(None);
+        for _ in 0..10_000 {
+            if self.trash.is_empty() {
+                break;
+            }
+            self.clock.advance(60_000_000);
+            block_on(self.trash.collect(self.clock.now_micros(), 64));
+        }
+        assert!(
+            self.trash.is_empty(),
+            "seed {}: {:?}",
+            self.seed,
+            self.trash.stats()
+        );
+        let live = |path: &PathBuf| self.dirs.iter().any(|dir| path.parent() == Some(dir));
+        let left: Vec<PathBuf> = self
+            .io
+            .files_under(Path::new(DATA_DIR))
+            .into_iter()
+            .filter(|path| !live(path))
+            .collect();
+        assert!(left.is_empty(), "seed {}: left behind: {left:?}", self.seed);
+        let trash = block_on(super::io::StorageIo::list_dir(&self.io, self.trash.dir())).unwrap();
+        assert!(trash.is_empty(), "seed {}: {trash:?}", self.seed);
     }
 
     /// Reads every stored message of every partition and compares.
@@ -595,6 +779,10 @@ impl Sim {
             55..85 => self.random_read(partition),
             85..89 => self.delete_oldest(partition),
             89..90 => self.purge(partition),
+            90..93 => {
+                self.collect_trash();
+                Ok(())
+            }
             _ => {
                 if self.rng.chance(1, 2) {
                     self.crash();
@@ -808,12 +996,14 @@ fn run_seed(seed: u64) -> Sim {
                 }
                 1 => sim.fault_fsync(),
                 2 => sim.fault_no_space(),
+                3 => sim.fault_deletion_fsync(),
                 _ => {}
             }
         }
         sim.step();
     }
     sim.crash();
+    sim.empty_trash();
     sim
 }
 
@@ -837,6 +1027,10 @@ fn simulation() {
         faults.quarantined_on_read += seed_faults.quarantined_on_read;
         faults.poisoned += seed_faults.poisoned;
         faults.no_space_refused += seed_faults.no_space_refused;
+        faults.deletes_refused += seed_faults.deletes_refused;
+        faults.purges_refused += seed_faults.purges_refused;
+        faults.removals_failed += seed_faults.removals_failed;
+        faults.deletions_poisoned += seed_faults.deletions_poisoned;
     }
     eprintln!(
         "simulation: {crashes} crashes, {torn_tails} torn tails, {rotations} rotations, {faults:?}"
@@ -849,6 +1043,10 @@ fn simulation() {
         assert!(faults.quarantined_on_read > 0);
         assert!(faults.poisoned > 0);
         assert!(faults.no_space_refused > 0);
+        assert!(faults.deletes_refused > 0);
+        assert!(faults.purges_refused > 0);
+        assert!(faults.removals_failed > 0);
+        assert!(faults.deletions_poisoned > 0);
     }
 }
 
