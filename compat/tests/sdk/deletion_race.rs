@@ -302,7 +302,7 @@ async fn delete_create_race_keeps_every_acknowledged_message() {
 
     daemon.restart();
     let client = daemon.root_client().await;
-    let ledger = ledger.lock().unwrap();
+    let ledger = std::mem::take(&mut *ledger.lock().unwrap());
     let mut verified = 0;
     let mut visible = 0;
     for partition in 0..PARTITIONS {

@@ -151,8 +151,8 @@ pub struct Pump<I: StorageIo + Clone + 'static> {
     partitions: BTreeMap<PartitionKey, Partition<I>>,
     /// Deleted data this shard removes in the background.
     trash: Trash<I>,
-    /// Storage ids of the partitions removed since start: never opened
-    /// again.
+    /// Storage ids of the partitions removed since start (the most recent
+    /// `limits::REMOVED_PARTITIONS_REMEMBERED`): never opened again.
     removed: BTreeSet<u64>,
     /// Partitions whose log must be fsynced in the next commit phase.
     log_sync: BTreeSet<PartitionKey>,
@@ -677,6 +677,9 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
     /// by the trash.
     async fn remove(&mut self, key: PartitionKey) -> Result<(), PumpError> {
         self.removed.insert(key.storage_id);
+        if self.removed.len() > crate::limits::REMOVED_PARTITIONS_REMEMBERED {
+            self.removed.pop_first();
+        }
         let bytes = match self.partitions.remove(&key) {
             Some(partition) => partition.log.stats().bytes,
             None => 0,
