@@ -85,6 +85,22 @@ pub struct ProcessStats {
     /// Physical cores that run a shard.
     pub cores: u32,
     pub watchdog: Watchdog,
+    /// Deleted data (streams, topics, partitions, purged data, segments)
+    /// still on the disk, summed over the shards' trashes. Absent in
+    /// snapshots from daemons that predate it.
+    #[serde(default)]
+    pub pending_removal: PendingRemoval,
+}
+
+/// What the daemon still has to remove from the disk after deletes: it is
+/// never served, and is removed in the background; `failing` entries could
+/// not be removed yet (retried with backoff; `last_error` says why).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingRemoval {
+    pub entries: u64,
+    pub bytes: u64,
+    pub failing: u64,
+    pub last_error: Option<String>,
 }
 
 /// Per-topic durability: `persisted` acknowledges after fsync; `replicated`

@@ -95,6 +95,7 @@ fn pump(data_dir: PathBuf, access: Access) -> Pump<MonoioIo> {
             data_dir,
             access,
             pool: BufferPool::new(32 * 1024 * 1024),
+            trash: Default::default(),
         },
     )
 }
@@ -223,6 +224,7 @@ fn key(partition: u32) -> PartitionKey {
         stream: 1,
         topic: 1,
         partition,
+        storage_id: u64::from(partition),
     }
 }
 

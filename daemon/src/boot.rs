@@ -227,6 +227,7 @@ fn run(
     };
 
     let store = open_metadata(&config)?;
+    let trash = reconcile_data_dir(&config.data_dir, store.metadata())?;
 
     supervisor::block_signals()?;
     supervisor::run(Launch {
@@ -252,7 +253,47 @@ fn run(
         access,
         per_shard_memory_bytes: memory.per_shard_bytes,
         metrics,
+        trash,
     })
+}
+
+/// Bring the data directory in line with metadata before any shard opens a
+/// partition (`storage::layout::reconcile`: the old layout adopted,
+/// directories metadata does not list moved to the trash). Runs on a
+/// short-lived runtime on this thread.
+fn reconcile_data_dir(
+    data_dir: &std::path::Path,
+    metadata: &crate::metadata::Metadata,
+) -> Result<crate::storage::trash::TrashStart, BootError> {
+    let listed = metadata.storage_ids();
+    let mut runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .build()
+        .map_err(|error| BootError::Runtime(format!("start-up runtime: {error}")))?;
+    let reconciled = runtime
+        .block_on(crate::storage::layout::reconcile(
+            &crate::storage::MonoioIo,
+            data_dir,
+            &listed,
+        ))
+        .map_err(|error| {
+            BootError::Runtime(format!("reconciling the data directory failed: {error}"))
+        })?;
+    tracing::info!(
+        partitions = listed.len(),
+        migrated = reconciled.migrated.len(),
+        orphans = reconciled.orphans.len(),
+        legacy_discarded = reconciled.legacy_discarded,
+        stuck = reconciled.stuck.len(),
+        pending_removal = reconciled.trash.pending.len(),
+        pending_removal_bytes = reconciled
+            .trash
+            .pending
+            .iter()
+            .map(|entry| entry.bytes)
+            .sum::<u64>(),
+        "data directory reconciled with metadata"
+    );
+    Ok(reconciled.trash)
 }
 
 /// Recover the metadata store (`<data_dir>/metadata`) and create the root

@@ -105,6 +105,18 @@ pub const RETENTION_CHECK_INTERVAL_MIN: Duration = Duration::from_millis(100);
 /// See [`RETENTION_CHECK_INTERVAL_MIN`].
 pub const RETENTION_CHECK_INTERVAL_MAX: Duration = Duration::from_secs(3600);
 
+/// How often a shard's janitor removes deleted data from its trash, and how
+/// many files and directories it removes each time (an unlink is a short
+/// blocking call on the shard thread, milliseconds for a large segment on a
+/// busy disk; this bounds the time taken from the pump per tick while still
+/// removing 160 files a second).
+pub const TRASH_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+pub const TRASH_REMOVALS_PER_TICK: u64 = 16;
+/// Storage ids of removed partitions a pump remembers, so that an open
+/// racing the delete (a create or settings refresh still in flight) does
+/// not bring the directory back; the oldest are forgotten first.
+pub const REMOVED_PARTITIONS_REMEMBERED: usize = 65_536;
+
 /// A consumer-group member that sends no request for this long is stale:
 /// evicted and removed from its groups (1.2 x Apache's 30 s heartbeat).
 pub const STALE_CLIENT_AFTER: Duration = Duration::from_secs(36);

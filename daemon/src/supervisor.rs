@@ -98,6 +98,9 @@ pub struct Launch {
     /// The bound metrics listener and the credentials scrapes must present
     /// (`metrics.address` set).
     pub metrics: Option<(std::net::TcpListener, MetricsAuth)>,
+    /// What start-up reconciliation left in the trash (shard 0 empties it)
+    /// and the first free trash sequence number (every shard's start).
+    pub trash: crate::storage::trash::TrashStart,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -193,6 +196,14 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
             flush_interval: launch.flush_interval,
             access: launch.access,
             per_shard_memory_bytes: launch.per_shard_memory_bytes,
+            trash: crate::storage::trash::TrashStart {
+                next_seq: launch.trash.next_seq,
+                pending: if planned.shard == 0 {
+                    std::mem::take(&mut launch.trash.pending)
+                } else {
+                    Vec::new()
+                },
+            },
             id: planned.shard,
             pu: planned.pu,
             pin: launch.plan.is_this_system(),

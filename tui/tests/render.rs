@@ -146,6 +146,31 @@ fn shards_view() {
     assert_has(&wide, "io_uring");
 }
 
+/// Proves deleted data still on the disk shows on the disk line (in red
+/// while a removal keeps failing) when the terminal is wide enough, and
+/// not at all when the trash is empty.
+#[test]
+fn pending_removal_on_the_disk_line() {
+    let mut app = app();
+    let buffer = draw(&app, 160, 48);
+    let (x, y) = assert_has(&buffer, "trash 3.0 MiB in 2 pending removal, 1 failing");
+    assert_eq!(y, 3);
+    assert_eq!(buffer[(x, y)].fg, Color::Red);
+    let mut calm = golden();
+    calm.taken_at_ms += 1000;
+    calm.process.pending_removal.failing = 0;
+    app.update(Event::Snapshot(calm.clone()));
+    let buffer = draw(&app, 160, 48);
+    let (x, y) = assert_has(&buffer, "trash 3.0 MiB in 2 pending removal");
+    assert_ne!(buffer[(x, y)].fg, Color::Red);
+    assert!(find(&buffer, "failing").is_none());
+    let mut empty = calm;
+    empty.taken_at_ms += 1000;
+    empty.process.pending_removal = Default::default();
+    app.update(Event::Snapshot(empty));
+    assert!(find(&draw(&app, 160, 48), "trash").is_none());
+}
+
 /// Proves sparklines give way when the shards need the rows: 16 shards at
 /// 80×24 show the table (scrolled) but no throughput panel.
 #[test]

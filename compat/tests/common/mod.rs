@@ -47,6 +47,52 @@ impl SdkDaemon {
         SdkDaemon(builder.spawn())
     }
 
+    /// Start on `dir` (its `data/` is the data directory: prepared by the
+    /// test, e.g. a copy of a fixture).
+    pub fn start_in(dir: tempfile::TempDir, env: &[(&str, &str)]) -> SdkDaemon {
+        let builder = iggyd_testkit::TestDaemon::builder()
+            .dir(dir)
+            .env("IGGY_ROOT_USERNAME", ROOT_USERNAME)
+            .env("IGGY_ROOT_PASSWORD", ROOT_PASSWORD);
+        let builder = env
+            .iter()
+            .fold(builder, |builder, (key, value)| builder.env(key, value));
+        SdkDaemon(builder.spawn())
+    }
+
+    /// One snapshot from the admin socket (`<data_dir>/iggyd.sock`).
+    pub fn admin_snapshot(&self) -> iggyd_admin_api::Snapshot {
+        use std::io::{BufRead, Write};
+        let socket = self.data_dir().join("iggyd.sock");
+        let mut stream = std::os::unix::net::UnixStream::connect(&socket)
+            .unwrap_or_else(|error| panic!("admin socket {}: {error}", socket.display()));
+        stream
+            .write_all(iggyd_admin_api::snapshot_request().as_bytes())
+            .expect("admin request");
+        let mut line = String::new();
+        std::io::BufReader::new(stream)
+            .read_line(&mut line)
+            .expect("admin response");
+        match iggyd_admin_api::decode(line.as_bytes()) {
+            Ok(iggyd_admin_api::Payload::Snapshot { snapshot }) => *snapshot,
+            other => panic!("admin snapshot: {other:?}"),
+        }
+    }
+
+    /// The entries of a directory under the data directory, sorted.
+    pub fn data_entries(&self, relative: &str) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.data_dir().join(relative))
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
     /// SIGTERM and wait (bounded) for a clean exit; anything but exit 0
     /// fails with the kit's report.
     pub fn stop(&mut self) -> ExitStatus {
@@ -238,5 +284,95 @@ pub fn assert_code<T: std::fmt::Debug>(result: Result<T, IggyError>, expected: u
             expected,
             "{what}: expected code {expected}, got {error:?}"
         ),
+    }
+}
+
+/// `chattr +i` on files, undone (recursively, on the whole directory it
+/// was given) when dropped, so a failing test never leaves undeletable
+/// files behind. Declare it after the daemon, so it drops first.
+pub struct Immutable {
+    root: std::path::PathBuf,
+}
+
+impl Immutable {
+    /// Guards `root`; `None` (after reporting a skip) when `chattr` cannot
+    /// make files immutable here (not root, or a file system without it).
+    pub fn guard(root: &std::path::Path) -> Option<Immutable> {
+        let probe = root.join(".chattr-probe");
+        std::fs::write(&probe, b"x").expect("write probe");
+        let works = chattr("+i", &probe) && std::fs::remove_file(&probe).is_err();
+        let _ = chattr("-i", &probe);
+        let _ = std::fs::remove_file(&probe);
+        if !works {
+            iggyd_testkit::skip("chattr +i does not work here (needs root and ext4 or similar)");
+            return None;
+        }
+        Some(Immutable {
+            root: root.to_path_buf(),
+        })
+    }
+
+    pub fn set(&self, path: &std::path::Path) {
+        assert!(path.starts_with(&self.root));
+        assert!(chattr("+i", path), "chattr +i {}", path.display());
+    }
+
+    /// `chattr -i` on every file and directory under the guarded one
+    /// (sockets and the like cannot carry the flag).
+    pub fn clear(&self) {
+        assert!(self.clear_all(), "chattr -i under {}", self.root.display());
+    }
+
+    fn clear_all(&self) -> bool {
+        let mut paths = Vec::new();
+        let mut stack = vec![self.root.clone()];
+        while let Some(dir) = stack.pop() {
+            paths.push(dir.clone());
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.filter_map(Result::ok) {
+                match entry.file_type() {
+                    Ok(kind) if kind.is_dir() => stack.push(entry.path()),
+                    Ok(kind) if kind.is_file() => paths.push(entry.path()),
+                    _ => {}
+                }
+            }
+        }
+        std::process::Command::new("chattr")
+            .arg("-i")
+            .args(&paths)
+            .status()
+            .is_ok_and(|status| status.success())
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        self.clear_all();
+    }
+}
+
+fn chattr(flag: &str, path: &std::path::Path) -> bool {
+    std::process::Command::new("chattr")
+        .arg(flag)
+        .arg(path)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Copies a directory tree (a fixture) into `target`.
+pub fn copy_dir(source: &std::path::Path, target: &std::path::Path) {
+    std::fs::create_dir_all(target).expect("create target");
+    for entry in std::fs::read_dir(source).expect("read fixture") {
+        let entry = entry.expect("fixture entry");
+        let path = entry.path();
+        let destination = target.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&path, &destination);
+        } else {
+            std::fs::copy(&path, &destination).expect("copy fixture file");
+        }
     }
 }

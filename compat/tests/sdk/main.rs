@@ -7,6 +7,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod deletion;
+mod deletion_race;
 mod errors;
 mod groups;
 mod messages;

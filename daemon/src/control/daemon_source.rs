@@ -157,6 +157,18 @@ impl DaemonSource {
                     stalled_shard: stalled.and_then(|shard| u32::try_from(shard).ok()),
                 }
             },
+            pending_removal: {
+                let mut trash = crate::storage::trash::TrashStats::default();
+                for shard in 0..self.parts.shards.len() {
+                    trash.add(&self.parts.heartbeats.report(shard).trash);
+                }
+                api::PendingRemoval {
+                    entries: trash.entries,
+                    bytes: trash.bytes,
+                    failing: trash.failing,
+                    last_error: trash.last_error.filter(|_| trash.failing > 0),
+                }
+            },
         }
     }
 
@@ -633,6 +645,7 @@ mod tests {
             stream: 0,
             topic: 0,
             partition: 0,
+            storage_id: 0,
         };
         heartbeats.publish_report(
             0,
@@ -666,6 +679,14 @@ mod tests {
                     max: 9,
                     ..Latency::default()
                 },
+                trash: crate::storage::trash::TrashStats {
+                    entries: 2,
+                    bytes: 4096,
+                    failing: 1,
+                    removed_entries: 5,
+                    removed_bytes: 1 << 20,
+                    last_error: Some("x: Operation not permitted".into()),
+                },
                 ..ShardReport::default()
             },
         );
@@ -685,6 +706,15 @@ mod tests {
         );
         assert_eq!(topic.partitions[0].current_offset, 9);
         assert_eq!(topic.consumer_groups[0].lag, 6);
+        let pending = &snapshot.process.pending_removal;
+        assert_eq!(
+            (pending.entries, pending.bytes, pending.failing),
+            (2, 4096, 1)
+        );
+        assert_eq!(
+            pending.last_error.as_deref(),
+            Some("x: Operation not permitted")
+        );
     }
 
     /// Proves heartbeat age grows while a counter stands still and resets

@@ -8,6 +8,9 @@
 //! Id rules (§8 item 2): streams, topics and users take the lowest free id;
 //! partitions are appended after the highest and removed from the top;
 //! consumer-group ids come from a per-topic counter and are never reused.
+//! Partition storage ids (which name the data directories) come from one
+//! counter in the model and are never reused either, so reused wire ids
+//! never share storage.
 
 use std::collections::BTreeMap;
 
@@ -82,6 +85,7 @@ fn partition_refs(stream_id: u32, topic: &Topic, from: usize) -> Vec<PartitionRe
             topic_id: topic.id,
             partition_id: partition.id,
             owner_shard: partition.owner_shard,
+            storage_id: partition.storage_id,
         })
         .collect()
 }
@@ -609,14 +613,17 @@ impl Metadata {
             return Err(too_many);
         }
         let topic_id = lowest_free_id(&stream.topics).ok_or(too_many)?;
+        let storage_ids = self.storage_ids_for(partitions_count)?;
         let mut counts = self.partitions_per_shard(usize::try_from(shard_count).unwrap_or(1));
         let owners = place_partitions(&mut counts, partitions_count);
         let partitions = (0u32..)
             .zip(owners)
-            .map(|(id, owner_shard)| Partition {
+            .zip(storage_ids.clone())
+            .map(|((id, owner_shard), storage_id)| Partition {
                 id,
                 created_at_us,
                 owner_shard,
+                storage_id,
             })
             .collect();
         let topic = Topic {
@@ -630,6 +637,7 @@ impl Metadata {
         };
         let created = partition_refs(stream_id, &topic, 0);
         self.stream_mut(stream_id)?.topics.insert(topic_id, topic);
+        self.next_storage_id = storage_ids.end;
         Ok(Applied::TopicCreated {
             stream_id,
             topic_id,
@@ -648,6 +656,7 @@ impl Metadata {
         assert!(shard_count > 0, "partitions need a shard to live on");
         check_partitions_request(count, 1)?;
         let (stream_id, topic_id) = self.topic_ids(stream, topic)?;
+        let storage_ids = self.storage_ids_for(count)?;
         let mut counts = self.partitions_per_shard(usize::try_from(shard_count).unwrap_or(1));
         let topic = topic_mut(self.stream_mut(stream_id)?, topic_id)?;
         let existing = topic.partitions_count();
@@ -659,19 +668,31 @@ impl Metadata {
             });
         }
         let owners = place_partitions(&mut counts, count);
-        for (id, owner_shard) in (existing..).zip(owners) {
+        for ((id, owner_shard), storage_id) in (existing..).zip(owners).zip(storage_ids.clone()) {
             topic.partitions.push(Partition {
                 id,
                 created_at_us,
                 owner_shard,
+                storage_id,
             });
         }
         let created = partition_refs(stream_id, topic, usize::try_from(existing).unwrap_or(0));
         let rebalanced = rebalance_topic(stream_id, topic);
+        self.next_storage_id = storage_ids.end;
         Ok(Applied::PartitionsCreated {
             created,
             rebalanced,
         })
+    }
+
+    /// The storage ids of `count` new partitions (checked, not yet taken:
+    /// the caller moves the counter once nothing else can fail).
+    fn storage_ids_for(&self, count: u32) -> Result<std::ops::Range<u64>, MetadataError> {
+        let start = self.next_storage_id;
+        let end = start
+            .checked_add(u64::from(count))
+            .ok_or(MetadataError::StorageIdsExhausted)?;
+        Ok(start..end)
     }
 
     fn remove_members(&mut self, gone: impl Fn(super::MemberKey) -> bool) -> Vec<GroupRef> {
@@ -752,6 +773,99 @@ fn group_mut(topic: &mut Topic, group_id: u32) -> Result<&mut ConsumerGroup, Met
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Proves storage ids are never reused: a topic deleted and created
+    // again under the same name gets the same wire ids, new storage ids
+    // (so new, empty directories) and no consumer groups; partitions
+    // deleted from the top and added again get new storage ids too.
+    #[test]
+    fn storage_ids_are_never_reused() {
+        use crate::metadata::options::{Durability, TopicOptions};
+        let mut metadata = Metadata::new();
+        let create_topic = |metadata: &mut Metadata| match metadata
+            .apply(MetadataCommand::CreateTopic {
+                stream: Ident::Id(0),
+                name: "t".into(),
+                partitions_count: 3,
+                options: TopicOptions::defaults(Durability::Persisted),
+                created_at_us: 1,
+                shard_count: 2,
+            })
+            .unwrap()
+        {
+            Applied::TopicCreated {
+                topic_id, created, ..
+            } => (topic_id, created),
+            other => panic!("{other:?}"),
+        };
+        metadata
+            .apply(MetadataCommand::CreateStream {
+                name: "s".into(),
+                created_at_us: 1,
+            })
+            .unwrap();
+        let (first_id, first) = create_topic(&mut metadata);
+        metadata
+            .apply(MetadataCommand::CreateConsumerGroup {
+                stream: Ident::Id(0),
+                topic: Ident::Id(first_id),
+                name: "g".into(),
+            })
+            .unwrap();
+        let removed = match metadata
+            .apply(MetadataCommand::DeleteTopic {
+                stream: Ident::Id(0),
+                topic: Ident::Name("t".into()),
+            })
+            .unwrap()
+        {
+            Applied::TopicDeleted { removed, .. } => removed,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(removed, first);
+        let (second_id, second) = create_topic(&mut metadata);
+        assert_eq!(second_id, first_id, "wire ids are reused");
+        let storage = |refs: &[PartitionRef]| refs.iter().map(|r| r.storage_id).collect::<Vec<_>>();
+        assert_eq!(storage(&first), vec![0, 1, 2]);
+        assert_eq!(storage(&second), vec![3, 4, 5]);
+        let topic = metadata
+            .stream_by_id(0)
+            .unwrap()
+            .topic_by_id(second_id)
+            .unwrap();
+        assert!(topic.groups.is_empty());
+        assert_eq!(topic.next_group_id, 0);
+        metadata
+            .apply(MetadataCommand::DeletePartitions {
+                stream: Ident::Id(0),
+                topic: Ident::Id(second_id),
+                count: 2,
+            })
+            .unwrap();
+        match metadata
+            .apply(MetadataCommand::CreatePartitions {
+                stream: Ident::Id(0),
+                topic: Ident::Id(second_id),
+                count: 2,
+                created_at_us: 2,
+                shard_count: 2,
+            })
+            .unwrap()
+        {
+            Applied::PartitionsCreated { created, .. } => {
+                assert_eq!(
+                    created
+                        .iter()
+                        .map(|r| (r.partition_id, r.storage_id))
+                        .collect::<Vec<_>>(),
+                    vec![(1, 6), (2, 7)]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(metadata.next_storage_id(), 8);
+        metadata.check_invariants().unwrap();
+    }
 
     // Proves the placement rule: fewest partitions first, ties to the
     // lowest shard.

@@ -194,13 +194,15 @@ pub enum MetadataCommand {
     },
 }
 
-/// A partition the caller must create or delete data for, with its owner.
+/// A partition the caller must create or delete data for, with its owner
+/// and its storage id (which names its directory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PartitionRef {
     pub stream_id: u32,
     pub topic_id: u32,
     pub partition_id: u32,
     pub owner_shard: ShardId,
+    pub storage_id: u64,
 }
 
 /// A consumer group whose assignment changed.

@@ -106,6 +106,8 @@ pub enum MetadataError {
     RecordTooLarge { bytes: usize, max: usize },
     #[error("the metadata would grow past {max} bytes (now {bytes}), the snapshot limit")]
     MetadataFull { bytes: usize, max: usize },
+    #[error("partition storage ids are exhausted")]
+    StorageIdsExhausted,
     #[error("unauthorized")]
     Unauthorized,
 }
@@ -156,7 +158,8 @@ impl MetadataError {
             E::ConsumerGroupIdsExhausted
             | E::ConsumerGroupFull { .. }
             | E::TooManyConsumerGroups { .. }
-            | E::MetadataFull { .. } => Status::Error,
+            | E::MetadataFull { .. }
+            | E::StorageIdsExhausted => Status::Error,
             // A request whose record (a permissions block, an option set)
             // is larger than a metadata record may be.
             E::RecordTooLarge { .. } => Status::InvalidFormat,

@@ -42,6 +42,7 @@ pub mod options;
 pub mod permissions;
 pub mod prepare;
 pub mod snapshot;
+mod snapshot_v1;
 pub mod store;
 pub mod view;
 

@@ -85,6 +85,11 @@ pub struct Partition {
     /// Set at create and never changed by later creates: this shard's pump
     /// is the only mutator of the partition's data.
     pub owner_shard: ShardId,
+    /// Where the partition's data lives (`data_dir/partitions/<storage_id>`):
+    /// drawn from [`Metadata::next_storage_id`] at create, never reused, so
+    /// a partition created after a delete (same stream, topic and partition
+    /// ids on the wire) never opens a directory the delete still owns.
+    pub storage_id: u64,
 }
 
 /// A consumer group and its current assignment.
@@ -195,6 +200,9 @@ pub struct Metadata {
     pub(crate) token_hashes: BTreeMap<TokenHash, (u32, String)>,
     /// Successful applies so far; the version of a published view.
     pub(crate) applied_commands: u64,
+    /// The storage id the next created partition gets. Only grows: storage
+    /// ids are never reused (see [`Partition::storage_id`]).
+    pub(crate) next_storage_id: u64,
 }
 
 /// Lowest id not used as a key (streams, topics, users reuse freed ids).
@@ -217,6 +225,26 @@ impl Metadata {
     /// Commands applied successfully so far (the published version).
     pub fn applied_commands(&self) -> u64 {
         self.applied_commands
+    }
+
+    /// The storage id the next created partition gets (every storage id
+    /// ever given out is below it).
+    pub fn next_storage_id(&self) -> u64 {
+        self.next_storage_id
+    }
+
+    /// Every partition's storage id, with its stream, topic and partition
+    /// ids: what the data directory may hold (start-up reconciliation).
+    pub fn storage_ids(&self) -> std::collections::BTreeMap<u64, (u32, u32, u32)> {
+        let mut ids = std::collections::BTreeMap::new();
+        for stream in self.streams.values() {
+            for topic in stream.topics.values() {
+                for partition in &topic.partitions {
+                    ids.insert(partition.storage_id, (stream.id, topic.id, partition.id));
+                }
+            }
+        }
+        ids
     }
 
     pub fn streams(&self) -> impl Iterator<Item = &Stream> {
@@ -369,6 +397,23 @@ impl Metadata {
     pub fn check_invariants(&self) -> Result<(), String> {
         if self.stream_names.len() != self.streams.len() {
             return Err("stream name index size differs from streams".into());
+        }
+        let mut storage_ids = std::collections::BTreeSet::new();
+        for topic in self
+            .streams
+            .values()
+            .flat_map(|stream| stream.topics.values())
+        {
+            for partition in &topic.partitions {
+                if partition.storage_id >= self.next_storage_id
+                    || !storage_ids.insert(partition.storage_id)
+                {
+                    return Err(format!(
+                        "storage id {} of topic {} is reused or beyond the counter",
+                        partition.storage_id, topic.id
+                    ));
+                }
+            }
         }
         for (id, stream) in &self.streams {
             if stream.id != *id || self.stream_names.get(&stream.name) != Some(id) {

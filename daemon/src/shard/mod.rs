@@ -101,6 +101,9 @@ pub struct ShardSpec {
     pub access: crate::storage::Access,
     /// This shard's share of `memory.budget` (sizes its buffer pool).
     pub per_shard_memory_bytes: u64,
+    /// Where this shard's trash starts (start-up reconciliation hands the
+    /// entries it found to shard 0).
+    pub trash: crate::storage::trash::TrashStart,
     pub started: Instant,
     pub started_at_us: u64,
     /// Where GetSnapshotFile requests go (the control plane's `snapshot`
@@ -234,6 +237,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
                     limits::pool_idle_bytes_max(spec.per_shard_memory_bytes),
                     limits::io_buffer_budget_bytes(spec.per_shard_memory_bytes),
                 ),
+                trash: spec.trash,
             },
         ),
         heartbeats,
@@ -274,6 +278,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         (limits::HEARTBEAT_INTERVAL, Tick::Heartbeat),
         (limits::REPORT_INTERVAL, Tick::Report),
         (spec.retention_check_interval, Tick::Retention),
+        (limits::TRASH_CHECK_INTERVAL, Tick::Trash),
     ];
     if !spec.flush_interval.is_zero() {
         timers.push((spec.flush_interval, Tick::Flush));
@@ -356,6 +361,7 @@ enum Tick {
     Report,
     Flush,
     Retention,
+    Trash,
 }
 
 async fn tick_every(mesh: Mesh, shard: ShardId, interval: Duration, tick: Tick) {
@@ -366,6 +372,7 @@ async fn tick_every(mesh: Mesh, shard: ShardId, interval: Duration, tick: Tick) 
             Tick::Report => ShardMessage::PublishReport,
             Tick::Flush => ShardMessage::Partition(PartitionOp::FlushTick, Instant::now()),
             Tick::Retention => ShardMessage::Partition(PartitionOp::RetentionTick, Instant::now()),
+            Tick::Trash => ShardMessage::Partition(PartitionOp::TrashTick, Instant::now()),
         };
         if mesh.send(shard, message).await.is_err() {
             return;
@@ -449,6 +456,7 @@ impl ShardLoop {
         totals.fsync.add(&fsync.window);
         let report = heartbeat::ShardReport {
             partitions: self.pump.report(),
+            trash: self.pump.trash_stats(),
             request,
             queue_wait,
             fsync,
@@ -573,6 +581,7 @@ mod tests {
                 flush_interval: limits::FLUSH_INTERVAL,
                 access: crate::storage::Access::Buffered,
                 per_shard_memory_bytes: limits::SHARD_MEMORY_MIN_BYTES,
+                trash: Default::default(),
                 started: Instant::now(),
                 started_at_us: 0,
                 snapshot_files: crate::control::snapshot_file::queue().0,

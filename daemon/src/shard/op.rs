@@ -104,8 +104,10 @@ pub enum PartitionOp {
         settings: PartitionSettings,
         reply: Reply<()>,
     },
-    /// Close a partition and delete its directory (topic or partition
-    /// deleted). Missing partitions are not an error.
+    /// Close a partition and move its directory to the trash (stream,
+    /// topic or partition deleted); its files are removed in the
+    /// background. Never fails: the delete is durable in metadata already.
+    /// Missing partitions are not an error.
     Remove {
         key: PartitionKey,
         reply: Reply<()>,
@@ -168,6 +170,8 @@ pub enum PartitionOp {
     /// Periodic: delete expired sealed segments, and the oldest sealed
     /// segments of partitions over their `max_topic_size` share.
     RetentionTick,
+    /// Periodic: remove a few files of deleted data from the trash.
+    TrashTick,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -223,6 +227,6 @@ pub(crate) fn reply_stopping(op: PartitionOp) {
         PartitionOp::DeleteSegments { reply, .. } => answer(reply, Err(PumpError::Stopping)),
         PartitionOp::Report { reply } => answer(reply, Err(PumpError::Stopping)),
         PartitionOp::SyncAll { reply } => answer(reply, Err(PumpError::Stopping)),
-        PartitionOp::FlushTick | PartitionOp::RetentionTick => {}
+        PartitionOp::FlushTick | PartitionOp::RetentionTick | PartitionOp::TrashTick => {}
     }
 }

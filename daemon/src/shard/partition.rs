@@ -8,30 +8,31 @@ use crate::storage::{PartitionLog, StorageIo};
 use std::path::{Path, PathBuf};
 
 /// Identifies a partition across the daemon: numeric stream, topic and
-/// partition ids as metadata assigned them.
+/// partition ids as metadata assigned them (reused on the wire after a
+/// delete), and the partition's storage id (never reused), so a partition
+/// deleted and created again under the same ids is another key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PartitionKey {
     pub stream: u32,
     pub topic: u32,
     pub partition: u32,
+    pub storage_id: u64,
 }
 
 impl PartitionKey {
-    /// `data_dir/streams/<stream>/topics/<topic>/partitions/<partition>`.
+    /// `data_dir/partitions/<storage_id>` (see `storage::layout`).
     pub fn dir(&self, data_dir: &Path) -> PathBuf {
-        data_dir
-            .join("streams")
-            .join(self.stream.to_string())
-            .join("topics")
-            .join(self.topic.to_string())
-            .join("partitions")
-            .join(self.partition.to_string())
+        crate::storage::layout::partition_dir(data_dir, self.storage_id)
     }
 }
 
 impl std::fmt::Display for PartitionKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}/{}", self.stream, self.topic, self.partition)
+        write!(
+            f,
+            "{}/{}/{} (storage {})",
+            self.stream, self.topic, self.partition, self.storage_id
+        )
     }
 }
 

@@ -1,8 +1,11 @@
 //! Routing: which partition a request names and which shard owns it. Pure
 //! functions of a metadata view and the shard count, so every caller (the
 //! handlers, the shard's own recovery, the control plane) answers the
-//! question the same way. This file holds no state, does no I/O and never
-//! sends anything; callers send the op to the owner over the mesh.
+//! question the same way. The key carries the partition's storage id, so a
+//! request routed with a view from before a delete and re-create reaches the
+//! old partition (or nothing), never the new one. This file holds no state,
+//! does no I/O and never sends anything; callers send the op to the owner
+//! over the mesh.
 
 use super::mesh::ShardId;
 use super::partition::PartitionKey;
@@ -32,6 +35,7 @@ pub fn key(stream: &Stream, topic: &Topic, partition: &Partition) -> PartitionKe
         stream: stream.id,
         topic: topic.id,
         partition: partition.id,
+        storage_id: partition.storage_id,
     }
 }
 
@@ -74,6 +78,7 @@ pub fn ref_route(partition: &PartitionRef, shards: usize) -> Route {
             stream: partition.stream_id,
             topic: partition.topic_id,
             partition: partition.partition_id,
+            storage_id: partition.storage_id,
         },
         owner: owner(partition.owner_shard, shards),
     }
@@ -100,6 +105,7 @@ mod tests {
             topic_id: 3,
             partition_id: 4,
             owner_shard: 5,
+            storage_id: 6,
         };
         let route = ref_route(&partition, 2);
         assert_eq!(
@@ -107,7 +113,8 @@ mod tests {
             PartitionKey {
                 stream: 2,
                 topic: 3,
-                partition: 4
+                partition: 4,
+                storage_id: 6,
             }
         );
         assert_eq!(route.owner, 1);

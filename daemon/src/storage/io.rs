@@ -97,9 +97,15 @@ pub trait StorageIo {
     /// Sets the file length (truncates or extends with zeros).
     async fn truncate(&self, file: &Self::File, len: u64) -> io::Result<()>;
     async fn file_len(&self, file: &Self::File) -> io::Result<u64>;
+    /// Removes a file (`EISDIR` for a directory).
     async fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes an empty directory (`ENOTEMPTY` otherwise).
+    async fn remove_dir(&self, path: &Path) -> io::Result<()>;
+    /// Renames a file or a directory (a directory moves with everything in
+    /// it). Durable once both parents are fsynced.
     async fn rename(&self, source: &Path, target: &Path) -> io::Result<()>;
-    /// Names of the entries of a directory (not full paths), sorted.
+    /// Names of the entries of a directory (files and subdirectories, not
+    /// full paths), sorted.
     async fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
     async fn create_dir_all(&self, path: &Path) -> io::Result<()>;
     /// fsync a directory so that created, removed and renamed entries in it
@@ -263,6 +269,10 @@ impl StorageIo for MonoioIo {
         std::fs::remove_file(path)
     }
 
+    async fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_dir(path)
+    }
+
     async fn rename(&self, source: &Path, target: &Path) -> io::Result<()> {
         std::fs::rename(source, target)
     }
@@ -341,6 +351,26 @@ mod tests {
             assert_eq!(io.list_dir(&sub).await.unwrap(), vec!["f.log".to_owned()]);
             io.rename(&path, &sub.join("g.log")).await.unwrap();
             io.remove_file(&sub.join("g.log")).await.unwrap();
+            assert!(io.list_dir(&sub).await.unwrap().is_empty());
+            // Directories: listed, renamed with their contents, removed
+            // only when empty; unlinking one is EISDIR.
+            let inner = sub.join("c");
+            io.create_dir_all(&inner).await.unwrap();
+            let file = io.open(&inner.join("x"), OpenMode::Create).await.unwrap();
+            drop(file);
+            assert_eq!(io.list_dir(&sub).await.unwrap(), vec!["c".to_owned()]);
+            let error = io.remove_file(&inner).await.unwrap_err();
+            assert!(matches!(
+                error.raw_os_error(),
+                Some(libc::EISDIR) | Some(libc::EPERM)
+            ));
+            let moved = dir.join("moved");
+            io.rename(&inner, &moved).await.unwrap();
+            assert_eq!(io.list_dir(&moved).await.unwrap(), vec!["x".to_owned()]);
+            let error = io.remove_dir(&moved).await.unwrap_err();
+            assert_eq!(error.raw_os_error(), Some(libc::ENOTEMPTY));
+            io.remove_file(&moved.join("x")).await.unwrap();
+            io.remove_dir(&moved).await.unwrap();
             assert!(io.list_dir(&sub).await.unwrap().is_empty());
             let missing = io.open(&path, OpenMode::Existing).await.unwrap_err();
             assert_eq!(missing.kind(), io::ErrorKind::NotFound);

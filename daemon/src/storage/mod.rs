@@ -10,12 +10,31 @@
 //! # On-disk layout
 //!
 //! ```text
-//! data_dir/streams/<stream>/topics/<topic>/partitions/<partition>/
-//!     00000000000000000000.log     segment starting at offset 0
-//!     00000000000000000000.index
-//!     00000000000000004711.log     next segment, first offset 4711
-//!     00000000000000004711.index
+//! data_dir/
+//!     metadata/                        journal and snapshot (crate::metadata)
+//!     partitions/<storage_id>/         one partition (layout.rs)
+//!         00000000000000000000.log     segment starting at offset 0
+//!         00000000000000000000.index
+//!         00000000000000004711.log     next segment, first offset 4711
+//!         00000000000000004711.index
+//!         consumer_offsets.log         (consumer_offsets.rs)
+//!     trash/<seq>.<label>              deleted data being removed (trash.rs)
 //! ```
+//!
+//! A partition's directory is named by its storage id, which metadata gives
+//! out once and never again (stream, topic and partition ids are reused on
+//! the wire; storage ids are not), so a directory belongs to one partition
+//! for ever. Deleted data goes *live → trash → gone*: deleting a partition,
+//! purging it or deleting segments renames the data into `trash/` and
+//! fsyncs both parents before the request is acknowledged; the shard's
+//! janitor then removes the files in the background, retrying failures
+//! ([`trash`]). Start-up reconciles the tree with metadata before anything
+//! is opened ([`layout::reconcile`]): a directory metadata does not list is
+//! moved to the trash, never served; the trash is handed to the janitor.
+//! Data directories of the earlier layout
+//! (`streams/<stream>/topics/<topic>/partitions/<partition>/`, metadata
+//! snapshot format 1) are adopted there: each listed partition's directory
+//! is moved to its storage id, as a whole, before anything else happens.
 //!
 //! A segment is named by its first offset, 20 decimal digits, zero padded.
 //! The last segment (highest start offset) is the *active* one; all others are
@@ -102,19 +121,24 @@
 //! `written_offset()` / `durable_offset()` to drive them and to release
 //! acknowledgements; `read_by_offset[_into]` / `read_by_timestamp` /
 //! `read_first` / `read_last` for polls (`current_offset()` for the reply
-//! prefix); `delete_oldest_segments` for retention, `purge`, `stats`,
+//! prefix); `delete_oldest_segments` for retention and `purge`, both
+//! through the shard's [`trash::Trash`] (`delete.rs`: durable when they
+//! return, refused without harm when the data cannot be moved), `stats`,
 //! `close` at shutdown. Any error with [`StorageError::is_fatal`] means:
 //! stop acknowledging, exit, let systemd restart.
 
 pub mod buf;
 pub mod consumer_offsets;
+mod delete;
 pub mod index;
 pub mod io;
+pub mod layout;
 pub mod partition_log;
 pub mod read;
 pub mod write;
 pub mod recovery;
 pub mod segment;
+pub mod trash;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 

@@ -24,7 +24,7 @@ use super::buf::{AlignedBuf, BufferPool};
 use super::index::IndexEntry;
 use super::io::{Access, OpenMode, StorageIo};
 use super::read::{ReadCursor, ReadWindow};
-use super::recovery::{RecoveryReport, create_segment_files, recover};
+use super::recovery::{RecoveryReport, recover};
 use super::segment::Segment;
 use super::write::Tail;
 use crate::limits::{INDEX_SAMPLE_EVERY, SEGMENT_SIZE_DEFAULT_BYTES};
@@ -556,119 +556,6 @@ impl<I: StorageIo> PartitionLog<I> {
                 last_timestamp: segment.last_timestamp,
             })
             .collect()
-    }
-
-    /// Deletes up to `count` of the oldest sealed segments (never the active
-    /// one). Used by retention and DeleteSegments.
-    pub async fn delete_oldest_segments(
-        &mut self,
-        count: usize,
-    ) -> Result<DeletedSegments, StorageError> {
-        self.check_writable()?;
-        let deletable = count.min(self.segments.len() - 1);
-        let mut deleted = DeletedSegments::default();
-        for _ in 0..deletable {
-            let segment = self.segments.remove(0);
-            assert!(!self.segments.is_empty());
-            self.forget_window_of(segment.start_offset);
-            if self
-                .read_cursor
-                .get()
-                .is_some_and(|cursor| cursor.segment_start == segment.start_offset)
-            {
-                self.read_cursor.set(None);
-            }
-            self.remove_segment_files(&segment).await?;
-            deleted.segments += 1;
-            deleted.messages += segment.message_count();
-            deleted.bytes += segment.size_bytes;
-        }
-        if deleted.segments > 0 {
-            self.sync_dir_or_poison().await?;
-        }
-        Ok(deleted)
-    }
-
-    pub(super) async fn remove_segment_files(&self, segment: &Segment) -> Result<(), StorageError> {
-        // Log first: an orphan index is harmless, an orphan log is a segment.
-        for path in [segment.log_path(&self.dir), segment.index_path(&self.dir)] {
-            match self.io.remove_file(&path).await {
-                Ok(()) => {}
-                Err(source) if source.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => {
-                    return Err(
-                        self.poison(format!("removing {} failed: {source}", path.display()))
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) async fn sync_dir_or_poison(&self) -> Result<(), StorageError> {
-        self.io.sync_dir(&self.dir).await.map_err(|source| {
-            self.poison(format!(
-                "fsync of directory {} failed: {source}",
-                self.dir.display()
-            ))
-        })
-    }
-
-    /// Deletes every message and resets the partition to offset 0 (protocol
-    /// §8 item 11). Pending batches are dropped with the rest (the epoch's
-    /// `purges` changes). Segments are removed oldest first, so a crash
-    /// midway leaves a valid (shorter) log that a repeated purge finishes.
-    pub async fn purge(&mut self) -> Result<DeletedSegments, StorageError> {
-        self.check_writable()?;
-        let mut deleted = DeletedSegments::default();
-        self.tail.pending.clear();
-        self.tail.pending_bytes = 0;
-        self.epoch.purges += 1;
-        self.replace_window(None);
-        self.read_cursor.set(None);
-        // A segment leaves the list only once its files are gone, so a
-        // failure keeps every segment still on disk in the list.
-        while let Some(segment) = self.segments.first() {
-            self.remove_segment_files(segment).await?;
-            let segment = self.segments.remove(0);
-            deleted.segments += 1;
-            deleted.messages += segment.message_count();
-            deleted.bytes += segment.size_bytes;
-        }
-        let created = create_segment_files(&self.io, &self.dir, 0).await;
-        let (log, index) = match created {
-            Ok(files) => files,
-            Err(error) => {
-                return Err(self.poison(format!("purge could not create segment 0: {error}")));
-            }
-        };
-        drop((log, index));
-        self.sync_dir_or_poison().await?;
-        let segment = Segment::empty(0, self.config.index_sample_every);
-        let opened = open_active(
-            &self.io,
-            &self.dir,
-            &segment,
-            self.config.access,
-            OpenMode::Existing,
-        )
-        .await;
-        let (active_log, active_read, active_index) = match opened {
-            Ok(files) => files,
-            Err(error) => {
-                return Err(self.poison(format!("purge could not open segment 0: {error}")));
-            }
-        };
-        self.segments.push(segment);
-        self.active_log = active_log;
-        self.active_read = active_read;
-        self.active_index = active_index;
-        self.next_offset = 0;
-        self.durable_next_offset = 0;
-        self.synced_bytes = self.written_bytes;
-        self.synced_messages = self.written_messages;
-        self.load_tail(0).await?;
-        Ok(deleted)
     }
 }
 

@@ -1,6 +1,6 @@
-//! A purge that fails after removing every segment (issue 11 item 11), on
-//! the simulated disk: the partition is poisoned, and its stats, offsets and
-//! reads answer without a panic (release builds abort on one).
+//! A purge that fails after its rename into the trash (issue 11 item 11),
+//! on the simulated disk: the partition is poisoned, and its stats, offsets
+//! and reads answer without a panic (release builds abort on one).
 
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -10,6 +10,7 @@ use super::buf::BufferPool;
 use super::io::{Access, StorageIo};
 use super::partition_log::{Clock, PartitionConfig, PartitionLog};
 use super::sim::{SimClock, SimIo, block_on};
+use super::trash::{Trash, TrashStart};
 use crate::batch::{MessageSpec, ValidBatch, encode_producer_batch};
 
 fn batch(messages: usize) -> ValidBatch {
@@ -26,12 +27,12 @@ fn batch(messages: usize) -> ValidBatch {
     ValidBatch::new(bytes, 0..len).unwrap()
 }
 
-// Proves the panic is gone: segments are written (several, by rotation),
-// the purge removes them all and then its directory fsync fails; stats,
-// first/next offsets and reads of the poisoned, segment-less partition
-// answer, and appends are refused.
+// Segments are written (several, by rotation), the purge moves the
+// directory into the trash and then its directory fsync fails; stats,
+// first/next offsets and reads of the poisoned partition (whose files are
+// gone from where it knew them) answer, and appends are refused.
 #[test]
-fn a_purge_failing_after_every_segment_is_gone_does_not_panic() {
+fn a_purge_failing_after_its_rename_does_not_panic() {
     for access in [Access::Buffered, Access::Direct] {
         let io = SimIo::new(5);
         let dir = PathBuf::from("/data/streams/1/topics/1/partitions/0");
@@ -53,20 +54,16 @@ fn a_purge_failing_after_every_segment_is_gone_does_not_panic() {
             }
             log.sync().await.unwrap();
             assert!(log.stats().segments > 1);
+            let mut trash = Trash::new(io.clone(), &PathBuf::from("/data"), TrashStart::default());
             io.fail_next_fsync();
-            assert!(log.purge().await.is_err());
+            assert!(log.purge(&mut trash).await.is_err());
+            assert!(!io.dir_exists(&dir), "the data went to the trash");
             let stats = log.stats();
-            assert_eq!(stats.messages, 0);
-            assert_eq!(log.first_offset(), log.written_next_offset());
-            let read = log.read_by_offset(0, 10, 1 << 20).await.unwrap();
-            assert!(read.records_bytes().is_empty());
-            assert!(
-                log.read_last(10, 1 << 20)
-                    .await
-                    .unwrap()
-                    .records_bytes()
-                    .is_empty()
-            );
+            assert!(log.first_offset() <= log.written_next_offset());
+            assert!(stats.segments > 0);
+            // Answers (an error or what memory still holds), never a panic.
+            let _ = log.read_by_offset(0, 10, 1 << 20).await;
+            let _ = log.read_last(10, 1 << 20).await;
             assert!(matches!(
                 log.append(&batch(1)).await,
                 Err(StorageError::Poisoned { .. })

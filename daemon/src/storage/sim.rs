@@ -14,6 +14,16 @@
 //!   disappears on crash. Removals and renames are durable at once (a
 //!   simplification: a removed segment never comes back, and a renamed file
 //!   keeps its new name, whatever its contents).
+//! * Directories are a set of paths, created durably by
+//!   [`StorageIo::create_dir_all`]; `list_dir` shows files and
+//!   subdirectories; a directory renames with everything under it (durable
+//!   at once, like a file rename); `remove_dir` needs it empty
+//!   (`ENOTEMPTY`), and `remove_file` on one is `EISDIR`, as on Linux.
+//! * [`SimIo::set_immutable`] models `chattr +i`: an immutable file cannot
+//!   be removed, renamed or written (`EPERM`); an immutable directory
+//!   cannot be removed or renamed, and no entry can be added to or removed
+//!   from it. [`SimIo::set_unlink_failures`] makes removals (`remove_file`,
+//!   `remove_dir`) fail with `EIO` at a seeded rate, like a failing disk.
 //! * Faults: [`SimIo::flip_bit`] (both copies), [`SimIo::fail_next_fsync`]
 //!   and [`SimIo::fail_fsync_after`] (EIO, on a file or a directory; with a
 //!   crash after it this is a crash at that point of a write sequence),
@@ -172,6 +182,10 @@ struct SimDisk {
     torn_writes: bool,
     direct_supported: bool,
     syncs_held: bool,
+    /// Paths made immutable (`chattr +i`).
+    immutable: BTreeSet<PathBuf>,
+    /// Removals fail with EIO with probability `numerator / denominator`.
+    unlink_failures: Option<(u64, u64)>,
     stats: SimStats,
 }
 
@@ -207,6 +221,44 @@ impl SimDisk {
             .filter(|file| !file.unlinked)
             .map(|file| file.current.len() as u64)
             .sum()
+    }
+
+    /// EPERM when `path` is immutable or sits in an immutable directory
+    /// (its entry can then be neither removed nor renamed).
+    fn check_entry_mutable(&self, path: &Path) -> io::Result<()> {
+        let parent_immutable = path
+            .parent()
+            .is_some_and(|parent| self.immutable.contains(parent));
+        if self.immutable.contains(path) || parent_immutable {
+            return Err(os_error(libc::EPERM));
+        }
+        Ok(())
+    }
+
+    /// An injected removal failure (EIO), at the configured rate.
+    fn injected_unlink_failure(&mut self) -> io::Result<()> {
+        if let Some((numerator, denominator)) = self.unlink_failures
+            && self.rng.chance(numerator, denominator)
+        {
+            return Err(os_error(libc::EIO));
+        }
+        Ok(())
+    }
+
+    /// Whether anything (file or directory) lives directly in `path`.
+    fn has_children(&self, path: &Path) -> bool {
+        self.names.keys().any(|name| name.parent() == Some(path))
+            || self.dirs.iter().any(|dir| dir.parent() == Some(path))
+    }
+}
+
+/// `path` with its prefix `from` replaced by `to` (`path` starts with
+/// `from`).
+fn moved(path: &Path, from: &Path, to: &Path) -> PathBuf {
+    match path.strip_prefix(from) {
+        Ok(rest) if rest.as_os_str().is_empty() => to.to_path_buf(),
+        Ok(rest) => to.join(rest),
+        Err(_) => path.to_path_buf(),
     }
 }
 
@@ -244,6 +296,8 @@ impl SimIo {
                 torn_writes: false,
                 direct_supported: true,
                 syncs_held: false,
+                immutable: BTreeSet::new(),
+                unlink_failures: None,
                 stats: SimStats::default(),
             })),
         }
@@ -262,6 +316,42 @@ impl SimIo {
     /// While held, file fsyncs stay pending (see the module doc).
     pub fn hold_syncs(&self, held: bool) {
         self.disk.borrow_mut().syncs_held = held;
+    }
+
+    /// `chattr +i` (`true`) or `chattr -i` (`false`) on a file or directory.
+    pub fn set_immutable(&self, path: &Path, immutable: bool) {
+        let mut disk = self.disk.borrow_mut();
+        if immutable {
+            disk.immutable.insert(path.to_path_buf());
+        } else {
+            disk.immutable.remove(path);
+        }
+    }
+
+    /// Every path made immutable, for a test's teardown.
+    pub fn immutable_paths(&self) -> Vec<PathBuf> {
+        self.disk.borrow().immutable.iter().cloned().collect()
+    }
+
+    /// Removals (`remove_file`, `remove_dir`) fail with EIO with
+    /// probability `numerator / denominator`; `None` stops it.
+    pub fn set_unlink_failures(&self, rate: Option<(u64, u64)>) {
+        self.disk.borrow_mut().unlink_failures = rate;
+    }
+
+    /// Whether a directory exists (test helper).
+    pub fn dir_exists(&self, path: &Path) -> bool {
+        self.disk.borrow().dirs.contains(path)
+    }
+
+    /// Every file path under `root`, sorted (test helper).
+    pub fn files_under(&self, root: &Path) -> Vec<PathBuf> {
+        let disk = self.disk.borrow();
+        disk.names
+            .keys()
+            .filter(|name| name.starts_with(root))
+            .cloned()
+            .collect()
     }
 
     /// Limits the total bytes of all files; `None` removes the limit.
@@ -456,6 +546,14 @@ impl StorageIo for SimIo {
             }
             (Some(inode), _) => inode,
             (None, OpenMode::Existing) => return Err(os_error(libc::ENOENT)),
+            (None, _)
+                if path
+                    .parent()
+                    .is_some_and(|parent| disk.immutable.contains(parent)) =>
+            {
+                return Err(os_error(libc::EPERM));
+            }
+            (None, _) if disk.dirs.contains(path) => return Err(os_error(libc::EISDIR)),
             (None, _) => {
                 let inode = disk.next_inode;
                 disk.next_inode += 1;
@@ -660,19 +758,103 @@ impl StorageIo for SimIo {
 
     async fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
-        match disk.names.remove(path) {
-            Some(inode) => {
-                if let Some(file) = disk.files.get_mut(&inode) {
-                    file.unlinked = true;
-                }
-                Ok(())
-            }
-            None => Err(os_error(libc::ENOENT)),
+        if disk.dirs.contains(path) {
+            return Err(os_error(libc::EISDIR));
         }
+        if !disk.names.contains_key(path) {
+            return Err(os_error(libc::ENOENT));
+        }
+        disk.check_entry_mutable(path)?;
+        disk.injected_unlink_failure()?;
+        if let Some(inode) = disk.names.remove(path)
+            && let Some(file) = disk.files.get_mut(&inode)
+        {
+            file.unlinked = true;
+        }
+        Ok(())
+    }
+
+    async fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        if !disk.dirs.contains(path) {
+            return Err(os_error(if disk.names.contains_key(path) {
+                libc::ENOTDIR
+            } else {
+                libc::ENOENT
+            }));
+        }
+        if disk.has_children(path) {
+            return Err(os_error(libc::ENOTEMPTY));
+        }
+        disk.check_entry_mutable(path)?;
+        disk.injected_unlink_failure()?;
+        disk.dirs.remove(path);
+        Ok(())
     }
 
     async fn rename(&self, source: &Path, target: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
+        let disk = &mut *disk;
+        if let Some(parent) = target.parent()
+            && !parent.as_os_str().is_empty()
+            && !disk.dirs.contains(parent)
+        {
+            return Err(os_error(libc::ENOENT));
+        }
+        if disk.dirs.contains(source) {
+            if target.starts_with(source) {
+                return Err(os_error(libc::EINVAL));
+            }
+            if disk.names.contains_key(target) {
+                return Err(os_error(libc::ENOTDIR));
+            }
+            if disk.dirs.contains(target) && disk.has_children(target) {
+                return Err(os_error(libc::ENOTEMPTY));
+            }
+            disk.check_entry_mutable(source)?;
+            disk.check_entry_mutable(target)?;
+            // The directory and everything under it move (durably, like a
+            // file rename).
+            let dirs: Vec<PathBuf> = disk
+                .dirs
+                .iter()
+                .filter(|dir| dir.starts_with(source))
+                .cloned()
+                .collect();
+            for dir in dirs {
+                disk.dirs.remove(&dir);
+                disk.dirs.insert(moved(&dir, source, target));
+            }
+            let names: Vec<(PathBuf, u64)> = disk
+                .names
+                .iter()
+                .filter(|(name, _)| name.starts_with(source))
+                .map(|(name, inode)| (name.clone(), *inode))
+                .collect();
+            for (name, inode) in names {
+                disk.names.remove(&name);
+                disk.names.insert(moved(&name, source, target), inode);
+            }
+            let immutable: Vec<PathBuf> = disk
+                .immutable
+                .iter()
+                .filter(|path| path.starts_with(source))
+                .cloned()
+                .collect();
+            for path in immutable {
+                disk.immutable.remove(&path);
+                disk.immutable.insert(moved(&path, source, target));
+            }
+            return Ok(());
+        }
+        if !disk.names.contains_key(source) {
+            return Err(os_error(libc::ENOENT));
+        }
+        if disk.dirs.contains(target) {
+            return Err(os_error(libc::EISDIR));
+        }
+        disk.check_entry_mutable(source)?;
+        disk.check_entry_mutable(target)?;
         let inode = disk
             .names
             .remove(source)
@@ -694,10 +876,10 @@ impl StorageIo for SimIo {
         if !disk.dirs.contains(path) {
             return Err(os_error(libc::ENOENT));
         }
-        let mut names: Vec<String> = disk
-            .names
-            .keys()
-            .filter(|name| name.parent() == Some(path))
+        let files = disk.names.keys().filter(|name| name.parent() == Some(path));
+        let dirs = disk.dirs.iter().filter(|dir| dir.parent() == Some(path));
+        let mut names: Vec<String> = files
+            .chain(dirs)
             .filter_map(|name| name.file_name()?.to_str().map(str::to_owned))
             .collect();
         names.sort();
@@ -706,6 +888,15 @@ impl StorageIo for SimIo {
 
     async fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
+        for ancestor in path.ancestors() {
+            let new_in_immutable = !disk.dirs.contains(ancestor)
+                && ancestor
+                    .parent()
+                    .is_some_and(|parent| disk.immutable.contains(parent));
+            if new_in_immutable {
+                return Err(os_error(libc::EPERM));
+            }
+        }
         for ancestor in path.ancestors() {
             if !ancestor.as_os_str().is_empty() {
                 disk.dirs.insert(ancestor.to_path_buf());
@@ -745,111 +936,4 @@ fn direct_aligned(position: u64, len: usize, address: *const u8) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Unsynced writes vanish on crash, synced ones stay; an unsynced directory
-    // entry vanishes with its file.
-    #[test]
-    fn crash_drops_unsynced() {
-        let io = SimIo::new(1);
-        block_on(async {
-            let dir = Path::new("/p");
-            io.create_dir_all(dir).await.unwrap();
-            let path = dir.join("a");
-            let file = io.open(&path, OpenMode::Create).await.unwrap();
-            let (result, _) = io.write_at(&file, b"abc".to_vec(), 0).await;
-            result.unwrap();
-            io.sync(&file).await.unwrap();
-            io.sync_dir(dir).await.unwrap();
-            let (result, _) = io.write_at(&file, b"def".to_vec(), 3).await;
-            result.unwrap();
-            let other = io.open(&dir.join("b"), OpenMode::Create).await.unwrap();
-            io.sync(&other).await.unwrap();
-            io.crash();
-            assert_eq!(
-                io.read_exact_at(&file, 0, 1)
-                    .await
-                    .unwrap_err()
-                    .raw_os_error(),
-                Some(libc::EBADF)
-            );
-            let file = io.open(&path, OpenMode::Existing).await.unwrap();
-            assert_eq!(io.file_len(&file).await.unwrap(), 3);
-            assert_eq!(io.list_dir(dir).await.unwrap(), vec!["a".to_owned()]);
-        });
-    }
-
-    // Faults: EIO on the next fsync, ENOSPC past capacity (with the fitting
-    // prefix stored), torn writes keep a prefix of the unsynced tail.
-    #[test]
-    fn faults() {
-        let io = SimIo::new(2);
-        block_on(async {
-            let dir = Path::new("/p");
-            io.create_dir_all(dir).await.unwrap();
-            let file = io.open(&dir.join("a"), OpenMode::Create).await.unwrap();
-            io.sync_dir(dir).await.unwrap();
-            io.fail_next_fsync();
-            assert_eq!(
-                io.sync(&file).await.unwrap_err().raw_os_error(),
-                Some(libc::EIO)
-            );
-            io.sync(&file).await.unwrap();
-            io.set_capacity(Some(10));
-            let (result, _) = io.write_at(&file, vec![1; 16], 0).await;
-            assert_eq!(result.unwrap_err().raw_os_error(), Some(libc::ENOSPC));
-            assert_eq!(io.file_len(&file).await.unwrap(), 10);
-            io.set_capacity(None);
-            io.set_torn_writes(true);
-            let mut lengths = std::collections::BTreeSet::new();
-            for _ in 0..50 {
-                let file = io
-                    .open(&dir.join("a"), OpenMode::CreateTruncate)
-                    .await
-                    .unwrap();
-                io.sync(&file).await.unwrap();
-                let (result, _) = io.write_at(&file, vec![7; 100], 0).await;
-                result.unwrap();
-                io.crash();
-                lengths.insert(io.len_of(&dir.join("a")).unwrap());
-            }
-            assert!(lengths.contains(&0));
-            assert!(lengths.len() > 2);
-        });
-    }
-
-    // A failure armed a few fsyncs ahead lands on exactly that fsync (file
-    // or directory), and a crash disarms it; a renamed file keeps its new
-    // name across a crash although its directory was never synced.
-    #[test]
-    fn fsync_failure_after_successes_and_durable_rename() {
-        let io = SimIo::new(3);
-        block_on(async {
-            let dir = Path::new("/p");
-            io.create_dir_all(dir).await.unwrap();
-            let file = io.open(&dir.join("a"), OpenMode::Create).await.unwrap();
-            io.fail_fsync_after(2);
-            io.sync(&file).await.unwrap();
-            io.sync_dir(dir).await.unwrap();
-            assert_eq!(
-                io.sync(&file).await.unwrap_err().raw_os_error(),
-                Some(libc::EIO)
-            );
-            io.sync(&file).await.unwrap();
-            io.fail_fsync_after(0);
-            io.crash();
-            let file = io.open(&dir.join("a"), OpenMode::Existing).await.unwrap();
-            io.sync(&file).await.unwrap();
-
-            let temporary = io.open(&dir.join("b.tmp"), OpenMode::Create).await.unwrap();
-            let (result, _) = io.write_at(&temporary, b"new".to_vec(), 0).await;
-            result.unwrap();
-            io.sync(&temporary).await.unwrap();
-            io.rename(&dir.join("b.tmp"), &dir.join("b")).await.unwrap();
-            io.crash();
-            assert_eq!(io.contents_of(&dir.join("b")), Some(b"new".to_vec()));
-            assert_eq!(io.contents_of(&dir.join("b.tmp")), None);
-        });
-    }
-}
+mod tests;

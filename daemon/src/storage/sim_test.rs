@@ -8,13 +8,20 @@
 //! by offset / timestamp / first / last with random counts and byte caps,
 //! foreground syncs, background syncs (held in flight by `SimIo` while more
 //! is appended, then completed or cut short by a crash), rotations (4–16 KiB
-//! segments), oldest-segment deletes, purges and crashes (unsynced writes
-//! dropped, sometimes torn, at sector granularity for direct files), each
-//! followed by reopen and recovery. After every step
-//! the partitions are compared with the model; after every recovery every
-//! stored message is read back and compared byte for byte. Some seeds add a
-//! fault: bit rot in a sealed segment (quarantine), a failed fsync
-//! (poison), or a full disk (ENOSPC, then space returns).
+//! segments), oldest-segment deletes and purges through the trash (with an
+//! undeletable segment or directory now and then: the delete stops there or
+//! changes nothing, and the partition stays usable), the trash's janitor
+//! (with removals failing at random) and crashes (unsynced writes dropped,
+//! sometimes torn, at sector granularity for direct files), each followed
+//! by start-up reconciliation, reopen and recovery. After every step the
+//! partitions are compared with the model; after every recovery every
+//! stored message is read back and compared byte for byte, so nothing
+//! deleted or purged is ever visible again. Some seeds add a fault: bit rot
+//! in a sealed segment (quarantine), a failed fsync (poison), a full disk
+//! (ENOSPC, then space returns), or a failed fsync inside a purge or a
+//! segment deletion (poison; after the restart the deletion took effect
+//! whole). Every seed ends with the trash emptied and nothing left on the
+//! disk but the two partitions' live files.
 //!
 //! Runs 200 seeds by default; `IGGYD_SIM_SEEDS=N` runs seeds 0..N and
 //! `IGGYD_SIM_SEED=S` runs only seed S. A failure prints the seed.
@@ -30,10 +37,14 @@ use super::read::ReadBatches;
 use super::segment::log_path;
 use super::sim::{SimClock, SimIo, SimRng, block_on};
 use super::sim_workload::{BatchGenerator, BatchShape, run_seeds};
+use super::trash::{Trash, TrashStart};
+
+mod deletion;
 use super::{INDEX_ENTRY_SIZE, StorageError};
 use crate::batch::{self, BATCH_HEADER_SIZE, BatchHeader, FRAME_HEADER_SIZE, ValidBatch};
 
 const STEPS_PER_SEED: u64 = 250;
+const DATA_DIR: &str = "/data";
 const PARTITIONS: usize = 2;
 const SEEDS_DEFAULT: u64 = 200;
 
@@ -136,6 +147,7 @@ struct Sim {
     configs: Vec<PartitionConfig>,
     dirs: Vec<PathBuf>,
     logs: Vec<PartitionLog<SimIo>>,
+    trash: Trash<SimIo>,
     pool: BufferPool,
     models: Vec<Model>,
     batches: BatchGenerator,
@@ -152,6 +164,10 @@ struct FaultCounts {
     quarantined_on_read: u64,
     poisoned: u64,
     no_space_refused: u64,
+    deletes_refused: u64,
+    purges_refused: u64,
+    removals_failed: u64,
+    deletions_poisoned: u64,
 }
 
 fn decode_read(read: &ReadBatches, partition_id: u64) -> Vec<ModelMessage> {
@@ -199,10 +215,12 @@ impl Sim {
                     Access::Buffered
                 },
             });
-            dirs.push(PathBuf::from(format!(
-                "/data/streams/1/topics/1/partitions/{partition}"
-            )));
+            dirs.push(super::layout::partition_dir(
+                Path::new(DATA_DIR),
+                partition as u64,
+            ));
         }
+        let trash = Trash::new(io.clone(), Path::new(DATA_DIR), TrashStart::default());
         let mut sim = Sim {
             seed,
             rng,
@@ -211,6 +229,7 @@ impl Sim {
             configs,
             dirs,
             logs: Vec::new(),
+            trash,
             pool: BufferPool::new(1 << 20),
             models: (0..PARTITIONS).map(|_| Model::default()).collect(),
             batches: BatchGenerator::new(BATCH_SHAPE),
@@ -219,6 +238,7 @@ impl Sim {
             rotations_seen: 0,
             faults: FaultCounts::default(),
         };
+        sim.reconcile();
         sim.open_all();
         sim
     }
@@ -473,30 +493,14 @@ impl Sim {
         Ok(())
     }
 
-    fn delete_oldest(&mut self, partition: usize) -> Result<(), StorageError> {
-        let count = self.rng.range(1, 3) as usize;
-        let before = self.logs[partition].stats();
-        let deleted = block_on(self.logs[partition].delete_oldest_segments(count))?;
-        let after = self.logs[partition].stats();
-        assert_eq!(deleted.segments, before.segments - after.segments);
-        assert!(after.segments >= 1);
-        assert_eq!(deleted.messages, after.first_offset - before.first_offset);
-        self.models[partition].drop_before(after.first_offset);
-        Ok(())
-    }
-
-    fn purge(&mut self, partition: usize) -> Result<(), StorageError> {
-        block_on(self.logs[partition].purge())?;
-        self.models[partition] = Model::default();
-        Ok(())
-    }
-
-    /// Power loss, reopen, and the recovery checks.
+    /// Power loss, start-up reconciliation, reopen, and the recovery
+    /// checks.
     fn crash(&mut self) {
         let torn = self.rng.chance(1, 2);
         self.io.set_torn_writes(torn);
         self.io.crash();
         self.crashes += 1;
+        self.reconcile();
         self.open_all();
         for partition in 0..PARTITIONS {
             let log = &self.logs[partition];
@@ -595,6 +599,10 @@ impl Sim {
             55..85 => self.random_read(partition),
             85..89 => self.delete_oldest(partition),
             89..90 => self.purge(partition),
+            90..93 => {
+                self.collect_trash();
+                Ok(())
+            }
             _ => {
                 if self.rng.chance(1, 2) {
                     self.crash();
@@ -808,12 +816,14 @@ fn run_seed(seed: u64) -> Sim {
                 }
                 1 => sim.fault_fsync(),
                 2 => sim.fault_no_space(),
+                3 => sim.fault_deletion_fsync(),
                 _ => {}
             }
         }
         sim.step();
     }
     sim.crash();
+    sim.empty_trash();
     sim
 }
 
@@ -837,6 +847,10 @@ fn simulation() {
         faults.quarantined_on_read += seed_faults.quarantined_on_read;
         faults.poisoned += seed_faults.poisoned;
         faults.no_space_refused += seed_faults.no_space_refused;
+        faults.deletes_refused += seed_faults.deletes_refused;
+        faults.purges_refused += seed_faults.purges_refused;
+        faults.removals_failed += seed_faults.removals_failed;
+        faults.deletions_poisoned += seed_faults.deletions_poisoned;
     }
     eprintln!(
         "simulation: {crashes} crashes, {torn_tails} torn tails, {rotations} rotations, {faults:?}"
@@ -849,6 +863,10 @@ fn simulation() {
         assert!(faults.quarantined_on_read > 0);
         assert!(faults.poisoned > 0);
         assert!(faults.no_space_refused > 0);
+        assert!(faults.deletes_refused > 0);
+        assert!(faults.purges_refused > 0);
+        assert!(faults.removals_failed > 0);
+        assert!(faults.deletions_poisoned > 0);
     }
 }
 

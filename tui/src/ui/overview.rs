@@ -1,7 +1,7 @@
 //! The header: who the daemon is (version, pid, uptime), its shape (shards,
 //! cores, NUMA nodes, connections, memory), throughput in and out summed
-//! over the shards, disk and log usage, default durability and the
-//! watchdog. Four lines, each cut at the terminal's width; it only reads
+//! over the shards, disk and log usage (with deleted data still pending
+//! removal), default durability and the watchdog. Four lines, each cut at the terminal's width; it only reads
 //! `App`.
 
 use crate::api::{Snapshot, WatchdogState};
@@ -137,6 +137,28 @@ fn lines(snapshot: &Snapshot) -> Vec<Line<'static>> {
             value(fmt_bytes(process.disk_total_bytes)),
             label("  logs "),
             value(fmt_bytes(process.log_dir_bytes)),
+            pending_removal(&process.pending_removal),
         ]),
     ]
+}
+
+/// Deleted data still on the disk, when there is any (red while a removal
+/// keeps failing).
+fn pending_removal(pending: &crate::api::PendingRemoval) -> Span<'static> {
+    if pending.entries == 0 {
+        return Span::raw("");
+    }
+    let text = format!(
+        "  trash {} in {} pending removal",
+        fmt_bytes(pending.bytes),
+        pending.entries
+    );
+    if pending.failing > 0 {
+        Span::styled(
+            format!("{text}, {} failing", pending.failing),
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        )
+    } else {
+        label(text)
+    }
 }

@@ -86,6 +86,7 @@ fn populated() -> (DaemonSource, tempfile::TempDir) {
                 stream: 0,
                 topic: 0,
                 partition: id,
+                storage_id: u64::from(id),
             },
             stats: PartitionStats {
                 messages,

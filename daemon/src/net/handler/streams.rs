@@ -2,7 +2,9 @@
 //! and counts from the owner shards), changes through shard 0, and the
 //! partition data work that makes a change complete before it is
 //! acknowledged — new partitions are open on their owners, deleted ones are
-//! gone from disk, and a purge is applied everywhere before the reply.
+//! closed and their directories moved to the trash (the delete itself is
+//! durable once shard 0 journaled it: their storage ids are never listed or
+//! given out again), and a purge is durable everywhere before the reply.
 
 use super::{Handled, Outcome, Request_, partition_op, prepare_and_apply};
 use crate::metadata::options::as_entries;
@@ -258,7 +260,8 @@ async fn open_partitions(
     Ok(())
 }
 
-/// Delete removed partitions' data on their owners.
+/// Close removed partitions on their owners and move their data to the
+/// trash (removed in the background).
 async fn remove_partitions(context: &ShardContext, removed: &[PartitionRef]) -> Handled<()> {
     for partition in removed {
         let router::Route { key, owner } = router::ref_route(partition, context.shards);

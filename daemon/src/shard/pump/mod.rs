@@ -21,6 +21,13 @@
 //! acknowledgements get an error, and the pump reports a fatal error so the
 //! supervisor stops the daemon and systemd restarts it. The pump never sends
 //! a request to another shard's pump, so pumps cannot deadlock each other.
+//!
+//! Deleted data leaves through the shard's trash (`storage::trash`): a
+//! removed partition's directory, a purged partition's old directory and
+//! deleted segments are renamed there durably before the op answers, and
+//! `TrashTick` removes their files a few at a time, retrying failures. A
+//! partition removed once is never opened again by this pump (a late
+//! settings refresh must not bring its directory back).
 
 pub use super::op::{
     AppendAck, PartitionOp, PartitionReport, PollRequest, PollResult, PumpError, Reply,
@@ -33,6 +40,7 @@ use super::partition::{Durability, Partition, PartitionKey, PartitionSettings};
 use crate::batch::ValidBatch;
 use crate::protocol::primitives::PollingStrategy;
 use crate::storage::consumer_offsets::{ConsumerKey, ConsumerOffsets};
+use crate::storage::trash::{DiscardError, Trash, TrashStart, TrashStats};
 use crate::storage::{
     Access, BufferPool, Clock, LogEpoch, PartitionConfig, PartitionLog, StorageError, StorageIo,
     SyncJob,
@@ -132,6 +140,8 @@ pub struct PumpStorage {
     pub data_dir: PathBuf,
     pub access: Access,
     pub pool: BufferPool,
+    /// Where this shard's trash starts (from start-up reconciliation).
+    pub trash: TrashStart,
 }
 
 pub struct Pump<I: StorageIo + Clone + 'static> {
@@ -139,6 +149,11 @@ pub struct Pump<I: StorageIo + Clone + 'static> {
     clock: Rc<dyn Clock>,
     storage: PumpStorage,
     partitions: BTreeMap<PartitionKey, Partition<I>>,
+    /// Deleted data this shard removes in the background.
+    trash: Trash<I>,
+    /// Storage ids of the partitions removed since start (the most recent
+    /// `limits::REMOVED_PARTITIONS_REMEMBERED`): never opened again.
+    removed: BTreeSet<u64>,
     /// Partitions whose log must be fsynced in the next commit phase.
     log_sync: BTreeSet<PartitionKey>,
     /// `replicated` partitions whose flush policy asks for a background
@@ -179,12 +194,19 @@ impl<I: StorageIo + Clone + 'static> std::fmt::Debug for Pump<I> {
 }
 
 impl<I: StorageIo + Clone + 'static> Pump<I> {
-    pub fn new(io: I, clock: Rc<dyn Clock>, storage: PumpStorage) -> Pump<I> {
+    pub fn new(io: I, clock: Rc<dyn Clock>, mut storage: PumpStorage) -> Pump<I> {
+        let trash = Trash::new(
+            io.clone(),
+            &storage.data_dir,
+            std::mem::take(&mut storage.trash),
+        );
         Pump {
             io,
             clock,
             storage,
             partitions: BTreeMap::new(),
+            trash,
+            removed: BTreeSet::new(),
             log_sync: BTreeSet::new(),
             background_due: BTreeSet::new(),
             offsets_sync: BTreeSet::new(),
@@ -262,6 +284,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         self.background.len()
     }
 
+    /// What this shard's trash holds and has removed.
+    pub fn trash_stats(&self) -> TrashStats {
+        self.trash.stats()
+    }
+
     /// Set once a partition failed in a way that forbids further
     /// acknowledgements; the shard must stop.
     pub fn fatal(&self) -> Option<&FatalError> {
@@ -289,6 +316,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
     ) -> Result<(), PumpError> {
         if let Some(partition) = self.partitions.get_mut(&key) {
             partition.settings = settings;
+            return Ok(());
+        }
+        if self.removed.contains(&key.storage_id) {
+            // Removed already (an open or a settings refresh that lost the
+            // race with a delete): its directory must not come back.
             return Ok(());
         }
         let dir = key.dir(&self.storage.data_dir);
@@ -433,13 +465,13 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 send(reply, result);
             }
             PartitionOp::DeleteSegments { key, count, reply } => {
-                let result = match self.partition(key) {
-                    Ok(partition) => partition
+                let result = match self.partitions.get_mut(&key) {
+                    Some(partition) => partition
                         .log
-                        .delete_oldest_segments(count as usize)
+                        .delete_oldest_segments(count as usize, &mut self.trash)
                         .await
                         .map_err(PumpError::from),
-                    Err(error) => Err(error),
+                    None => Err(PumpError::NotHere(key)),
                 };
                 if let Err(error) = &result {
                     self.note_fatal(key, error);
@@ -487,6 +519,12 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 }
             }
             PartitionOp::RetentionTick => self.retain().await,
+            PartitionOp::TrashTick => {
+                let now = self.clock.now_micros();
+                self.trash
+                    .collect(now, crate::limits::TRASH_REMOVALS_PER_TICK)
+                    .await;
+            }
         }
     }
 
@@ -635,45 +673,64 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         Ok(partition.settings.offset_durability)
     }
 
+    /// Purge: the partition's directory goes to the trash and a fresh one
+    /// (segment 0, no consumer offsets) takes its place, durably, before
+    /// the reply (see `storage::delete`).
     async fn purge(&mut self, key: PartitionKey) -> Result<(), PumpError> {
-        let partition = self.partition(key)?;
-        partition.log.purge().await?;
-        partition.offsets.clear().await?;
+        let Some(partition) = self.partitions.get_mut(&key) else {
+            return Err(PumpError::NotHere(key));
+        };
+        partition.log.purge(&mut self.trash).await?;
         // Anything parked for this partition refers to purged data (the
         // epoch's purge count tells its waiters), and the purge itself is
         // durable now.
         self.log_sync.remove(&key);
         self.background_due.remove(&key);
         self.offsets_sync.remove(&key);
-        Ok(())
+        let dir = key.dir(&self.storage.data_dir);
+        match ConsumerOffsets::open(self.io.clone(), &dir).await {
+            Ok((offsets, _)) => {
+                partition.offsets = offsets;
+                Ok(())
+            }
+            // The old offsets went with the old directory: storing into
+            // them now would be storing into the trash.
+            Err(error) => Err(PumpError::Storage(StorageError::Poisoned {
+                reason: format!("purge could not open fresh consumer offsets: {error}"),
+            })),
+        }
     }
 
+    /// A deleted partition: closed, its directory moved to the trash. The
+    /// delete is already durable in metadata (its storage id is never
+    /// listed or given out again), so this never fails: a directory that
+    /// cannot be moved is removed where it is, and a failure is reported
+    /// by the trash.
     async fn remove(&mut self, key: PartitionKey) -> Result<(), PumpError> {
-        let Some(partition) = self.partitions.remove(&key) else {
-            return Ok(());
+        self.removed.insert(key.storage_id);
+        if self.removed.len() > crate::limits::REMOVED_PARTITIONS_REMEMBERED {
+            self.removed.pop_first();
+        }
+        let bytes = match self.partitions.remove(&key) {
+            Some(partition) => partition.log.stats().bytes,
+            None => 0,
         };
-        drop(partition);
         self.log_sync.remove(&key);
         self.background_due.remove(&key);
         self.offsets_sync.remove(&key);
         let dir = key.dir(&self.storage.data_dir);
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(PumpError::Storage(StorageError::io(
-                    "remove partition",
-                    &dir,
-                    source,
-                )));
+        let label = key.storage_id.to_string();
+        match self.trash.discard_durably(&dir, &label, bytes).await {
+            Ok(_) => {}
+            Err(error @ DiscardError::NotMoved { .. }) => {
+                tracing::warn!(partition = %key, %error, "the deleted partition's directory is removed in place");
+                self.trash.schedule(dir, bytes);
             }
-        }
-        if let Some(parent) = dir.parent()
-            && let Err(source) = self.io.sync_dir(parent).await
-        {
-            return Err(PumpError::Storage(StorageError::io(
-                "sync dir", parent, source,
-            )));
+            Err(error @ DiscardError::NotDurable { .. }) => {
+                // A power loss may bring the directory back under
+                // `partitions/`; start-up then moves it again.
+                tracing::warn!(partition = %key, %error, "moving the deleted partition's directory");
+            }
         }
         Ok(())
     }
@@ -737,7 +794,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             if count == 0 {
                 continue;
             }
-            match partition.log.delete_oldest_segments(count).await {
+            match partition
+                .log
+                .delete_oldest_segments(count, &mut self.trash)
+                .await
+            {
                 Ok(deleted) => tracing::info!(
                     partition = %partition.key,
                     segments = deleted.segments,

@@ -7,11 +7,13 @@ use crate::batch::{MessageSpec, encode_producer_batch};
 use crate::protocol::codes::Status;
 use crate::storage::consumer_offsets::ConsumerKind;
 use crate::storage::sim::{SimClock, SimIo, block_on};
+use std::path::Path;
 
 const KEY: PartitionKey = PartitionKey {
     stream: 0,
     topic: 0,
     partition: 0,
+    storage_id: 0,
 };
 const CONSUMER: ConsumerKey = ConsumerKey {
     kind: ConsumerKind::Consumer,
@@ -23,6 +25,7 @@ fn storage() -> PumpStorage {
         data_dir: PathBuf::from("/data"),
         access: Access::Direct,
         pool: BufferPool::new(1 << 20),
+        trash: TrashStart::default(),
     }
 }
 
@@ -295,6 +298,7 @@ fn purge_resets_and_unknown_partitions_are_not_found() {
         stream: 9,
         topic: 9,
         partition: 9,
+        storage_id: 9,
     };
     let (reply, answer) = channel();
     block_on(pump.apply(PartitionOp::Append {
@@ -443,4 +447,150 @@ fn a_failed_fsync_fails_waiting_acks_and_is_fatal() {
         answer.try_recv().unwrap(),
         Err(PumpError::Stopping)
     ));
+}
+
+/// Appends `messages` messages to `key` and commits.
+fn append_committed(pump: &mut Pump<SimIo>, key: PartitionKey, messages: usize) {
+    let (reply, answer) = channel();
+    block_on(pump.apply(PartitionOp::Append {
+        key,
+        batch: batch(messages),
+        reply,
+    }));
+    block_on(pump.commit());
+    answer.try_recv().unwrap().unwrap();
+}
+
+fn answer_of<T: std::fmt::Debug>(
+    pump: &mut Pump<SimIo>,
+    make: impl FnOnce(Reply<T>) -> PartitionOp,
+) -> Result<T, PumpError> {
+    let (reply, answer) = channel();
+    block_on(pump.apply(make(reply)));
+    answer.try_recv().unwrap()
+}
+
+// Proves a removed partition's directory leaves its place at once (into
+// the trash, removed by the janitor's ticks), a late open of the removed
+// key does not bring it back, and a partition created with the same wire
+// ids (a new storage id) starts empty, whichever arrives first.
+#[test]
+fn remove_then_create_with_the_same_ids_serves_nothing_old() {
+    let io = SimIo::new(7);
+    let mut pump = pump(&io, Durability::Persisted);
+    append_committed(&mut pump, KEY, 10);
+    let recreated = PartitionKey {
+        storage_id: 1,
+        ..KEY
+    };
+    let settings = PartitionSettings::default();
+    // The open of the new partition reaches the shard first.
+    answer_of(&mut pump, |reply| PartitionOp::Open {
+        key: recreated,
+        settings,
+        reply,
+    })
+    .unwrap();
+    answer_of(&mut pump, |reply| PartitionOp::Remove { key: KEY, reply }).unwrap();
+    let old_dir = KEY.dir(Path::new("/data"));
+    assert!(!io.dir_exists(&old_dir));
+    assert_eq!(pump.trash_stats().entries, 1);
+    assert!(pump.trash_stats().bytes > 0);
+    // A settings refresh that lost the race with the delete.
+    answer_of(&mut pump, |reply| PartitionOp::Open {
+        key: KEY,
+        settings,
+        reply,
+    })
+    .unwrap();
+    assert!(!pump.holds(&KEY));
+    assert!(!io.dir_exists(&old_dir));
+    let error = answer_of(&mut pump, |reply| PartitionOp::Purge { key: KEY, reply }).unwrap_err();
+    assert_eq!(error.status(), Status::PartitionNotFound);
+    let request = PollRequest {
+        consumer: None,
+        strategy: PollingStrategy::Offset(0),
+        count: 100,
+        auto_commit: false,
+    };
+    let polled = answer_of(&mut pump, |reply| PartitionOp::Poll {
+        key: recreated,
+        request,
+        reply,
+    })
+    .unwrap();
+    assert_eq!(polled.message_count, 0);
+    // The janitor empties the trash.
+    for _ in 0..10 {
+        block_on(pump.apply(PartitionOp::TrashTick));
+    }
+    let stats = pump.trash_stats();
+    assert_eq!((stats.entries, stats.removed_entries), (0, 1));
+    assert!(io.files_under(Path::new("/data/trash")).is_empty());
+}
+
+// Proves a purge and a segment deletion that cannot move their data to the
+// trash (an undeletable directory or segment) are refused without harm:
+// not fatal, nothing changed, the partition keeps working; and a removal
+// that cannot rename its directory removes it in place.
+#[test]
+fn undeletable_data_refuses_purge_and_segment_deletion_without_harm() {
+    let io = SimIo::new(8);
+    let clock = SimClock::new(1_000_000);
+    let mut pump = Pump::new(io.clone(), Rc::new(clock.clone()), storage());
+    let settings = PartitionSettings {
+        segment_size_bytes: 2048,
+        ..PartitionSettings::default()
+    };
+    block_on(pump.open(KEY, settings)).unwrap();
+    for _ in 0..6 {
+        append_committed(&mut pump, KEY, 5);
+    }
+    let dir = KEY.dir(Path::new("/data"));
+    let before = pump.report();
+    assert!(before[0].stats.segments >= 3, "{before:?}");
+    io.set_immutable(&dir, true);
+    let error = answer_of(&mut pump, |reply| PartitionOp::Purge { key: KEY, reply }).unwrap_err();
+    assert_eq!(error.status(), Status::Error);
+    assert!(pump.fatal().is_none());
+    io.set_immutable(&dir, false);
+    let oldest = crate::storage::segment::log_path(&dir, 0);
+    io.set_immutable(&oldest, true);
+    let error = answer_of(&mut pump, |reply| PartitionOp::DeleteSegments {
+        key: KEY,
+        count: 2,
+        reply,
+    })
+    .unwrap_err();
+    assert_eq!(error.status(), Status::Error);
+    assert!(pump.fatal().is_none());
+    assert_eq!(pump.report(), before);
+    io.set_immutable(&oldest, false);
+    append_committed(&mut pump, KEY, 1);
+    let deleted = answer_of(&mut pump, |reply| PartitionOp::DeleteSegments {
+        key: KEY,
+        count: 1,
+        reply,
+    })
+    .unwrap();
+    assert_eq!(deleted.segments, 1);
+    // An undeletable directory: the delete still succeeds (it is durable
+    // in metadata); the directory is removed where it is once it can be.
+    io.set_immutable(&dir, true);
+    answer_of(&mut pump, |reply| PartitionOp::Remove { key: KEY, reply }).unwrap();
+    assert!(pump.fatal().is_none());
+    block_on(pump.apply(PartitionOp::TrashTick));
+    let stats = pump.trash_stats();
+    assert_eq!((stats.entries, stats.failing), (1, 1), "{stats:?}");
+    io.set_immutable(&dir, false);
+    // Retried only after its backoff.
+    block_on(pump.apply(PartitionOp::TrashTick));
+    assert_eq!(pump.trash_stats().entries, 1);
+    clock.advance(120_000_000);
+    for _ in 0..20 {
+        block_on(pump.apply(PartitionOp::TrashTick));
+    }
+    assert_eq!(pump.trash_stats().entries, 0);
+    assert!(!io.dir_exists(&dir));
+    assert!(io.files_under(Path::new("/data")).is_empty());
 }

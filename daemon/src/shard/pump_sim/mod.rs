@@ -39,10 +39,26 @@
 //! acknowledged `replicated` one), and its consumer offsets must equal the
 //! durable ones plus at most a prefix of the unsynced ones (torn tail).
 //!
+//! Deletion: a partition is deleted and created again with the same
+//! stream, topic and partition ids (a new storage id, on a random shard,
+//! the open of the new one sometimes reaching a shard before the remove
+//! of the old one), with its old directory sometimes undeletable (removed
+//! in place) or holding an undeletable file; stale appends, polls and
+//! opens with the old key find nothing; purges and segment deletions are
+//! sometimes refused by an undeletable directory or segment (nothing
+//! changes); the shards' janitors empty their trashes with removals
+//! failing at random; and the daemon sometimes dies right after a delete
+//! and a create were journaled, before any shard heard of them. Every
+//! restart reconciles the disk with the live partitions (only deleted
+//! partitions' directories may be moved away), and a recreated partition
+//! serves nothing of its predecessor. Each seed ends with every trash
+//! emptied and nothing on the disk but the live partitions' directories.
+//!
 //! Runs 200 seeds by default; `IGGYD_SIM_SEEDS=N` runs seeds 0..N and
 //! `IGGYD_SIM_SEED=S` runs only seed S. A failure prints the seed. This file
 //! must stay deterministic: all randomness comes from the seed.
 
+mod deletion;
 mod model;
 mod settle;
 
@@ -62,6 +78,30 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 const ROUNDS_PER_SEED: u64 = 70;
+const DATA_DIR: &str = "/data";
+
+/// Topic settings of a new partition: mixed durabilities, small segments
+/// (rotation happens), some with a message expiry.
+fn random_settings(rng: &mut SimRng) -> PartitionSettings {
+    let durability = |rng: &mut SimRng| {
+        if rng.chance(1, 2) {
+            Durability::Persisted
+        } else {
+            Durability::Replicated
+        }
+    };
+    PartitionSettings {
+        durability: durability(rng),
+        offset_durability: durability(rng),
+        segment_size_bytes: rng.range(2 * 1024, 16 * 1024),
+        messages_required_to_save: rng.range(1, 60),
+        size_required_to_save_bytes: rng.range(512, 24 * 1024),
+        message_expiry_us: rng.chance(1, 2).then(|| rng.range(1_000_000, 10_000_000)),
+        // Size retention has its own pump test; the model here tracks
+        // expiry only.
+        max_size_bytes: None,
+    }
+}
 const SEEDS_DEFAULT: u64 = 200;
 
 /// 1..4 messages (1..30 one time in five), payloads up to 48 bytes (600 one
@@ -132,6 +172,15 @@ impl Waiting {
     }
 }
 
+/// A parked reply, with the partition (and its shard) it was parked on:
+/// the model's slot may hold another partition by the time it resolves
+/// (deleted and created again).
+struct Parked {
+    key: PartitionKey,
+    shard: usize,
+    waiting: Waiting,
+}
+
 #[derive(Debug, Clone)]
 struct ExpectedPoll {
     current_offset: u64,
@@ -164,6 +213,14 @@ struct Coverage {
     background_syncs: u64,
     crashes_with_background_sync_in_flight: u64,
     offset_stores_refused_no_space: u64,
+    recreated: u64,
+    recreated_open_first: u64,
+    removed_in_place: u64,
+    purges_refused: u64,
+    deletes_refused: u64,
+    trash_removals: u64,
+    trash_removals_failed: u64,
+    orphans_at_restart: u64,
 }
 
 impl Coverage {
@@ -191,6 +248,14 @@ impl Coverage {
         self.background_syncs += other.background_syncs;
         self.crashes_with_background_sync_in_flight += other.crashes_with_background_sync_in_flight;
         self.offset_stores_refused_no_space += other.offset_stores_refused_no_space;
+        self.recreated += other.recreated;
+        self.recreated_open_first += other.recreated_open_first;
+        self.removed_in_place += other.removed_in_place;
+        self.purges_refused += other.purges_refused;
+        self.deletes_refused += other.deletes_refused;
+        self.trash_removals += other.trash_removals;
+        self.trash_removals_failed += other.trash_removals_failed;
+        self.orphans_at_restart += other.orphans_at_restart;
     }
 }
 
@@ -203,10 +268,18 @@ struct Sim {
     shards: usize,
     pumps: Vec<Pump<SimIo>>,
     parts: Vec<PartitionModel>,
-    waiting: Vec<Waiting>,
-    /// Per shard, the parts whose background sync runs, oldest first (the
-    /// pump polls its running syncs in this order).
-    background_order: Vec<Vec<usize>>,
+    waiting: Vec<Parked>,
+    /// Per shard, the parts (and keys: a deleted partition's sync runs on)
+    /// whose background sync runs, oldest first (the pump polls its
+    /// running syncs in this order).
+    background_order: Vec<Vec<(usize, PartitionKey)>>,
+    /// The storage id the next created partition gets (never reused).
+    next_storage_id: u64,
+    /// Storage ids of deleted partitions (their data must never be seen
+    /// again, and must leave the disk).
+    deleted: Vec<u64>,
+    /// Where the shards' trashes start after the next (re)start.
+    trash_start: crate::storage::trash::TrashStart,
     batches: BatchGenerator,
     /// A full disk is being simulated: `NoSpace` refusals are expected.
     disk_full: bool,
@@ -261,28 +334,12 @@ impl Sim {
         let partitions = rng.range(2, 4);
         let mut parts = Vec::new();
         for partition in 0..partitions {
-            let durability = |rng: &mut SimRng| {
-                if rng.chance(1, 2) {
-                    Durability::Persisted
-                } else {
-                    Durability::Replicated
-                }
-            };
-            let settings = PartitionSettings {
-                durability: durability(&mut rng),
-                offset_durability: durability(&mut rng),
-                segment_size_bytes: rng.range(2 * 1024, 16 * 1024),
-                messages_required_to_save: rng.range(1, 60),
-                size_required_to_save_bytes: rng.range(512, 24 * 1024),
-                message_expiry_us: rng.chance(1, 2).then(|| rng.range(1_000_000, 10_000_000)),
-                // Size retention has its own pump test; the model here
-                // tracks expiry only.
-                max_size_bytes: None,
-            };
+            let settings = random_settings(&mut rng);
             let key = PartitionKey {
                 stream: 1 + (partition % 2) as u32,
                 topic: 1,
                 partition: partition as u32,
+                storage_id: partition,
             };
             let shard = rng.below(shards as u64) as usize;
             parts.push(PartitionModel::new(key, shard, settings));
@@ -298,25 +355,50 @@ impl Sim {
             parts,
             waiting: Vec::new(),
             background_order: vec![Vec::new(); shards],
+            next_storage_id: partitions,
+            deleted: Vec::new(),
+            trash_start: Default::default(),
             batches: BatchGenerator::new(BATCH_SHAPE),
             disk_full: false,
             coverage: Coverage::default(),
         };
-        for _ in 0..sim.shards {
-            sim.pumps.push(sim.new_pump());
+        sim.reconcile();
+        for shard in 0..sim.shards {
+            let pump = sim.new_pump(shard);
+            sim.pumps.push(pump);
         }
         sim.open_all();
         sim
     }
 
-    fn new_pump(&self) -> Pump<SimIo> {
+    /// A pump as the daemon starts one: shard 0 inherits what start-up
+    /// found in the trash.
+    fn new_pump(&mut self, shard: usize) -> Pump<SimIo> {
         let clock: Rc<dyn Clock> = Rc::new(self.clock.clone());
         let storage = PumpStorage {
-            data_dir: PathBuf::from("/data"),
+            data_dir: PathBuf::from(DATA_DIR),
             access: self.access,
             pool: BufferPool::new(1 << 20),
+            trash: crate::storage::trash::TrashStart {
+                next_seq: self.trash_start.next_seq,
+                pending: if shard == 0 {
+                    std::mem::take(&mut self.trash_start.pending)
+                } else {
+                    Vec::new()
+                },
+            },
         };
         Pump::new(self.io.clone(), clock, storage)
+    }
+
+    /// Parks a reply the pump holds until its commit.
+    fn park(&mut self, waiting: Waiting) {
+        let model = &self.parts[waiting.part()];
+        self.waiting.push(Parked {
+            key: model.key,
+            shard: model.shard,
+            waiting,
+        });
     }
 
     fn open_all(&mut self) {
@@ -423,7 +505,7 @@ impl Sim {
             model.log_sync_requested = true;
         }
         let (purges, rollbacks) = (model.purges, model.rollbacks);
-        self.waiting.push(Waiting::Append {
+        self.park(Waiting::Append {
             part,
             purges,
             rollbacks,
@@ -574,7 +656,7 @@ impl Sim {
                 model.store_offset(consumer, Some(offset));
                 model.offsets_sync_requested = true;
                 self.coverage.polls_auto_commit += 1;
-                self.waiting.push(Waiting::Poll {
+                self.park(Waiting::Poll {
                     part,
                     expected,
                     answer,
@@ -647,7 +729,7 @@ impl Sim {
             (Err(flume::TryRecvError::Empty), None) if persisted => {
                 model.store_offset(consumer, change);
                 model.offsets_sync_requested = true;
-                self.waiting.push(Waiting::Offset { part, answer });
+                self.park(Waiting::Offset { part, answer });
             }
             (other, _) => self.fail(format!("offset change: unexpected {other:?}")),
         }
@@ -672,7 +754,7 @@ impl Sim {
             model.log_sync_requested = true;
         }
         let (purges, rollbacks) = (model.purges, model.rollbacks);
-        self.waiting.push(Waiting::Flush {
+        self.park(Waiting::Flush {
             part,
             purges,
             rollbacks,
@@ -716,38 +798,6 @@ impl Sim {
         self.coverage.retention_ticks += 1;
     }
 
-    fn purge(&mut self, part: usize) {
-        self.trace(|| format!("purge {part}"));
-        let (reply, answer) = channel();
-        let model = &mut self.parts[part];
-        block_on(self.pumps[model.shard].apply(PartitionOp::Purge {
-            key: model.key,
-            reply,
-        }));
-        match answer.try_recv() {
-            Ok(Ok(())) => model.purge(),
-            other => self.fail(format!("purge: unexpected {other:?}")),
-        }
-        self.coverage.purges += 1;
-    }
-
-    fn delete_segments(&mut self, part: usize) {
-        let count = self.rng.range(0, 3) as u32;
-        let (reply, answer) = channel();
-        let model = &mut self.parts[part];
-        block_on(self.pumps[model.shard].apply(PartitionOp::DeleteSegments {
-            key: model.key,
-            count,
-            reply,
-        }));
-        let expected = model.delete_oldest(count as usize);
-        match answer.try_recv() {
-            Ok(Ok(got)) => assert_eq!(got, expected, "seed {}: delete segments", self.seed),
-            other => self.fail(format!("delete segments: unexpected {other:?}")),
-        }
-        self.coverage.segments_deleted += expected.segments as u64;
-    }
-
     fn report(&mut self, shard: usize) -> Vec<PartitionReport> {
         let (reply, answer) = channel();
         block_on(self.pumps[shard].apply(PartitionOp::Report { reply }));
@@ -773,7 +823,9 @@ impl Sim {
             76..84 => self.flush_tick(shard),
             84..90 => self.retention_tick(shard),
             90..92 => self.purge(part),
-            92..96 => self.delete_segments(part),
+            92..95 => self.delete_segments(part),
+            95..97 => self.recreate(part),
+            97..99 => self.trash_tick(shard),
             _ => {
                 self.report(shard);
             }
@@ -883,11 +935,13 @@ fn run_seed(seed: u64) -> Sim {
             0..3 => sim.restart(true),
             3..5 => sim.restart(false),
             5..7 => sim.disk_full(),
+            7..9 => sim.recreate_then_crash(),
             _ => sim.round(),
         }
     }
     let power_loss = sim.rng.chance(1, 2);
     sim.restart(power_loss);
+    sim.empty_trash();
     sim
 }
 
@@ -916,6 +970,14 @@ fn pump_simulation() {
         assert!(coverage.failed_background_syncs > 0);
         assert!(coverage.background_syncs > 0);
         assert!(coverage.crashes_with_background_sync_in_flight > 0);
+        assert!(coverage.recreated > 0);
+        assert!(coverage.recreated_open_first > 0);
+        assert!(coverage.removed_in_place > 0);
+        assert!(coverage.purges_refused > 0);
+        assert!(coverage.deletes_refused > 0);
+        assert!(coverage.trash_removals > 0);
+        assert!(coverage.trash_removals_failed > 0);
+        assert!(coverage.orphans_at_restart > 0);
     }
 }
 

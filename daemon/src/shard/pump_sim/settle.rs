@@ -4,12 +4,14 @@
 //! the shard loop's poll of background syncs, restarts with their recovery
 //! checks, and the comparison of every partition's report with the model.
 
-use super::{Sim, Waiting, channel, is_no_space, is_poisoned};
+use super::{DATA_DIR, Sim, Waiting, channel, is_no_space, is_poisoned};
 use crate::protocol::primitives::PollingStrategy;
+use crate::shard::pump::PumpError;
 use crate::shard::pump::{AppendAck, PartitionOp, PartitionReport, PollRequest};
 use crate::storage::consumer_offsets::ConsumerKey;
 use crate::storage::sim::block_on;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 impl Sim {
     // ----- commit --------------------------------------------------------
@@ -32,10 +34,7 @@ impl Sim {
                 && !model.offsets_sync_requested
                 && !model.background_requested
                 && !model.has_pending()
-        }) && !self
-            .waiting
-            .iter()
-            .any(|waiting| self.parts[waiting.part()].shard == shard)
+        }) && !self.waiting.iter().any(|parked| parked.shard == shard)
     }
 
     /// Phase 1 in the model: pending batches written, then the flush policy
@@ -171,7 +170,7 @@ impl Sim {
                     && poisoned_log != Some(part)
                 {
                     model.start_background();
-                    self.background_order[shard].push(part);
+                    self.background_order[shard].push((part, model.key));
                 }
             }
             assert_eq!(
@@ -187,8 +186,29 @@ impl Sim {
 
     /// Every parked reply is answered by the commit, as the model says.
     fn resolve_waiting(&mut self, failed_parts: &[usize]) {
-        for waiting in std::mem::take(&mut self.waiting) {
+        for parked in std::mem::take(&mut self.waiting) {
+            let waiting = parked.waiting;
             let part = waiting.part();
+            if parked.key != self.parts[part].key {
+                // Its partition was deleted before the commit: the reply
+                // says so, whatever it waited for.
+                let deleted = |result: &Result<(), PumpError>| matches!(result, Err(PumpError::NotHere(key)) if *key == parked.key);
+                let answered = match waiting {
+                    Waiting::Append { answer, .. } => answer.try_recv().map(|r| r.map(|_| ())),
+                    Waiting::Flush { answer, .. } | Waiting::Offset { answer, .. } => {
+                        answer.try_recv()
+                    }
+                    Waiting::Poll { answer, .. } => answer.try_recv().map(|r| r.map(|_| ())),
+                };
+                match answered {
+                    Ok(result) if deleted(&result) => {}
+                    other => self.fail(format!(
+                        "a reply parked on deleted {}: {other:?}",
+                        parked.key
+                    )),
+                }
+                continue;
+            }
             let failed = failed_parts.contains(&part);
             let key = self.parts[part].key;
             match waiting {
@@ -303,8 +323,10 @@ impl Sim {
             // fails. A failure of a sync a purge made stale changes nothing
             // (the files it synced are gone), so it is not fatal.
             let failing = fail && !fatal;
+            let (first, first_key) = running[0];
             let fatal_expected = failing
-                && !self.parts[running[0]]
+                && self.parts[first].key == first_key
+                && !self.parts[first]
                     .background
                     .is_some_and(|background| background.stale);
             if failing {
@@ -324,8 +346,12 @@ impl Sim {
                 self.seed
             );
             assert_eq!(self.io.stats().fsyncs - fsyncs_before, 2 * completed as u64);
-            for (number, part) in running.into_iter().enumerate() {
+            for (number, (part, key)) in running.into_iter().enumerate() {
                 self.coverage.background_syncs += 1;
+                if self.parts[part].key != key {
+                    // A deleted partition's sync: nothing to account.
+                    continue;
+                }
                 if failing && number == 0 {
                     self.parts[part].background = None;
                 } else {
@@ -371,8 +397,10 @@ impl Sim {
             self.coverage.torn_files += self.io.stats().torn_files - torn_before;
             self.coverage.power_losses += 1;
         }
-        for _ in 0..self.shards {
-            self.pumps.push(self.new_pump());
+        self.reconcile();
+        for shard in 0..self.shards {
+            let pump = self.new_pump(shard);
+            self.pumps.push(pump);
         }
         self.open_all();
         let mut reports = BTreeMap::new();
@@ -389,6 +417,88 @@ impl Sim {
         for part in 0..self.parts.len() {
             self.read_everything(part);
         }
+    }
+
+    /// Start-up reconciliation against the live partitions: only
+    /// directories of deleted partitions may be orphaned (moved to the
+    /// trash, or removed in place when they cannot be moved); the trash
+    /// goes to the new shard 0.
+    pub(super) fn reconcile(&mut self) {
+        let listed = self
+            .parts
+            .iter()
+            .map(|model| {
+                let key = model.key;
+                (key.storage_id, (key.stream, key.topic, key.partition))
+            })
+            .collect();
+        let reconciled = crate::storage::sim::block_on(crate::storage::layout::reconcile(
+            &self.io,
+            Path::new(DATA_DIR),
+            &listed,
+        ))
+        .unwrap_or_else(|error| self.fail(format!("reconcile: {error}")));
+        for path in reconciled.orphans.iter().chain(&reconciled.stuck) {
+            let storage_id: Option<u64> = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .and_then(|name| name.parse().ok());
+            assert!(
+                storage_id.is_some_and(|id| self.deleted.contains(&id)),
+                "seed {}: reconcile moved {} away, which is not a deleted partition",
+                self.seed,
+                path.display()
+            );
+            self.coverage.orphans_at_restart += 1;
+        }
+        self.trash_start = reconciled.trash;
+    }
+
+    /// The end of a seed: undeletable files become deletable, the janitors
+    /// run until every trash is empty, and nothing is left on the disk but
+    /// the live partitions' directories.
+    pub(super) fn empty_trash(&mut self) {
+        for path in self.io.immutable_paths() {
+            self.io.set_immutable(&path, false);
+        }
+        self.io.set_unlink_failures(None);
+        for _ in 0..1_000 {
+            if (0..self.pumps.len()).all(|shard| self.pumps[shard].trash_stats().entries == 0) {
+                break;
+            }
+            self.clock.advance(60_000_000);
+            for shard in 0..self.pumps.len() {
+                block_on(self.pumps[shard].apply(PartitionOp::TrashTick));
+            }
+        }
+        for shard in 0..self.pumps.len() {
+            let stats = self.pumps[shard].trash_stats();
+            assert_eq!(stats.entries, 0, "seed {}: {stats:?}", self.seed);
+        }
+        let data = Path::new(DATA_DIR);
+        let live: Vec<PathBuf> = self.parts.iter().map(|model| model.key.dir(data)).collect();
+        let left: Vec<PathBuf> = self
+            .io
+            .files_under(data)
+            .into_iter()
+            .filter(|path| !live.iter().any(|dir| path.parent() == Some(dir.as_path())))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "seed {}: left on the disk: {left:?}",
+            self.seed
+        );
+        let partitions = crate::storage::layout::partition_dir(data, 0);
+        let partitions = partitions.parent().expect("partitions directory");
+        let names = block_on(crate::storage::StorageIo::list_dir(&self.io, partitions))
+            .expect("list partitions");
+        let mut expected: Vec<String> = self
+            .parts
+            .iter()
+            .map(|model| model.key.storage_id.to_string())
+            .collect();
+        expected.sort();
+        assert_eq!(names, expected, "seed {}: partition directories", self.seed);
     }
 
     fn recover_model(&mut self, part: usize, report: &PartitionReport, power_loss: bool) {

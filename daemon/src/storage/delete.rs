@@ -1,0 +1,181 @@
+//! Deleting a partition's data while it stays open: segment deletion (the
+//! `DeleteSegments` command and retention) and purge. Both go through the
+//! trash (`storage::trash`): the data is renamed out of the partition's
+//! directory, both directories are fsynced, and only then does the call
+//! return, so an acknowledged deletion is durable; the files are removed
+//! later, in the background.
+//!
+//! * Segment deletion moves the oldest sealed segments (`.log` first: once
+//!   it is gone the segment is gone; a `.index` left behind is ignored by
+//!   recovery), never the active one. A segment that cannot be moved stops
+//!   the deletion there, so what remains is still a contiguous log; the
+//!   partition stays usable. A crash midway leaves a prefix deleted.
+//! * Purge moves the whole directory to the trash in one rename and
+//!   recovers a fresh one in its place (segment 0, no consumer offsets).
+//!   A crash before the rename leaves the partition whole, after it the
+//!   partition empty (recovery creates the first segment). A failed rename
+//!   changes nothing; a failure after it poisons the partition (the owner
+//!   restarts) with its in-memory segments untouched, never empty.
+//!
+//! This file must not decide what to delete (the pump and retention do) and
+//! never panics on an I/O error.
+
+use super::StorageError;
+use super::io::OpenMode;
+use super::io::StorageIo;
+use super::partition_log::{DeletedSegments, PartitionLog, open_active};
+use super::recovery::recover;
+use super::trash::{DiscardError, Trash};
+
+impl<I: StorageIo> PartitionLog<I> {
+    /// The trash label of this partition's data: its directory's name (the
+    /// storage id).
+    fn trash_label(&self) -> String {
+        self.dir
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or("partition")
+            .to_string()
+    }
+
+    /// Deletes up to `count` of the oldest sealed segments (never the active
+    /// one) through the trash. Used by retention and DeleteSegments.
+    pub async fn delete_oldest_segments(
+        &mut self,
+        count: usize,
+        trash: &mut Trash<I>,
+    ) -> Result<DeletedSegments, StorageError> {
+        self.check_writable()?;
+        let deletable = count.min(self.segments.len() - 1);
+        let label = self.trash_label();
+        let mut deleted = DeletedSegments::default();
+        let mut failure = None;
+        for _ in 0..deletable {
+            let segment = &self.segments[0];
+            let log = segment.log_path(&self.dir);
+            let log_label = format!("{label}-{:020}.log", segment.start_offset);
+            if let Err(error) = trash.discard(&log, &log_label, segment.size_bytes).await {
+                failure = Some(error);
+                break;
+            }
+            let index = segment.index_path(&self.dir);
+            let index_label = format!("{label}-{:020}.index", segment.start_offset);
+            if let Err(error) = trash.discard(&index, &index_label, 0).await {
+                tracing::warn!(%error, "segment deleted, its index left behind (ignored by recovery)");
+            }
+            let segment = self.segments.remove(0);
+            assert!(!self.segments.is_empty());
+            self.forget_window_of(segment.start_offset);
+            if self
+                .read_cursor
+                .get()
+                .is_some_and(|cursor| cursor.segment_start == segment.start_offset)
+            {
+                self.read_cursor.set(None);
+            }
+            deleted.segments += 1;
+            deleted.messages += segment.message_count();
+            deleted.bytes += segment.size_bytes;
+        }
+        if deleted.segments > 0
+            && let Err(error) = trash.make_durable(&self.dir).await
+        {
+            return Err(self.poison(format!("deleting segments: {error}")));
+        }
+        match failure {
+            None => Ok(deleted),
+            Some(DiscardError::NotMoved { path, source }) if deleted.segments == 0 => {
+                Err(StorageError::io("move segment to the trash", path, source))
+            }
+            Some(error) => {
+                tracing::warn!(
+                    dir = %self.dir.display(),
+                    deleted = deleted.segments,
+                    %error,
+                    "deleted fewer segments than asked"
+                );
+                Ok(deleted)
+            }
+        }
+    }
+
+    /// Deletes every message and resets the partition to offset 0 (protocol
+    /// §8 item 11): the directory goes to the trash and a fresh one takes
+    /// its place. Pending batches are dropped with the rest (the epoch's
+    /// `purges` changes). The caller re-opens what else lives in the
+    /// directory (consumer offsets).
+    pub async fn purge(&mut self, trash: &mut Trash<I>) -> Result<DeletedSegments, StorageError> {
+        self.check_writable()?;
+        let deleted = DeletedSegments {
+            segments: self.segments.len(),
+            messages: self.written_next_offset() - self.first_offset(),
+            bytes: self.segments.iter().map(|segment| segment.size_bytes).sum(),
+        };
+        match trash
+            .discard(
+                &self.dir,
+                &format!("{}-purged", self.trash_label()),
+                deleted.bytes,
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(DiscardError::NotMoved { path, source }) => {
+                return Err(StorageError::io(
+                    "move partition to the trash",
+                    path,
+                    source,
+                ));
+            }
+            Err(error) => return Err(self.poison(format!("purge: {error}"))),
+        }
+        // The old data is unreachable from here on: nothing appended before
+        // may be acknowledged, and the state must follow before anything
+        // else can fail.
+        self.tail.pending.clear();
+        self.tail.pending_bytes = 0;
+        self.epoch.purges += 1;
+        self.replace_window(None);
+        self.read_cursor.set(None);
+        if let Some(parent) = self.dir.parent()
+            && let Err(error) = trash.make_durable(parent).await
+        {
+            return Err(self.poison(format!("purge: {error}")));
+        }
+        let recovered = match recover(&self.io, &self.dir, self.config.index_sample_every).await {
+            Ok(recovered) => recovered,
+            Err(error) => {
+                return Err(self.poison(format!("purge could not create segment 0: {error}")));
+            }
+        };
+        let Some(active) = recovered.segments.last() else {
+            return Err(self.poison("purge: recovery returned no segment".to_string()));
+        };
+        let opened = open_active(
+            &self.io,
+            &self.dir,
+            active,
+            self.config.access,
+            OpenMode::Existing,
+        )
+        .await;
+        let (active_log, active_read, active_index) = match opened {
+            Ok(files) => files,
+            Err(error) => {
+                return Err(self.poison(format!("purge could not open segment 0: {error}")));
+            }
+        };
+        let next_offset = active.next_offset;
+        let size_bytes = active.size_bytes;
+        self.segments = recovered.segments;
+        self.active_log = active_log;
+        self.active_read = active_read;
+        self.active_index = active_index;
+        self.next_offset = next_offset;
+        self.durable_next_offset = next_offset;
+        self.synced_bytes = self.written_bytes;
+        self.synced_messages = self.written_messages;
+        self.load_tail(size_bytes).await?;
+        Ok(deleted)
+    }
+}
