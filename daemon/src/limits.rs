@@ -105,13 +105,16 @@ pub const RETENTION_CHECK_INTERVAL_MIN: Duration = Duration::from_millis(100);
 /// See [`RETENTION_CHECK_INTERVAL_MIN`].
 pub const RETENTION_CHECK_INTERVAL_MAX: Duration = Duration::from_secs(3600);
 
-/// How often a shard's janitor removes deleted data from its trash, and how
-/// many files and directories it removes each time (an unlink is a short
-/// blocking call on the shard thread, milliseconds for a large segment on a
-/// busy disk; this bounds the time taken from the pump per tick while still
-/// removing 160 files a second).
+/// How often a shard's janitor removes deleted data from its trash. Each
+/// tick removes files and directories in rounds of
+/// [`TRASH_REMOVALS_PER_ROUND`] until [`TRASH_TICK_TIME`] has passed (an
+/// unlink is a short blocking call on the shard thread, milliseconds for a
+/// large segment on a busy disk) or [`TRASH_ROUNDS_PER_TICK`] rounds ran:
+/// at most 5 % of a shard's time, thousands of small files a second.
 pub const TRASH_CHECK_INTERVAL: Duration = Duration::from_millis(100);
-pub const TRASH_REMOVALS_PER_TICK: u64 = 16;
+pub const TRASH_REMOVALS_PER_ROUND: u64 = 16;
+pub const TRASH_TICK_TIME: Duration = Duration::from_millis(5);
+pub const TRASH_ROUNDS_PER_TICK: u32 = 64;
 /// Storage ids of removed partitions a pump remembers, so that an open
 /// racing the delete (a create or settings refresh still in flight) does
 /// not bring the directory back; the oldest are forgotten first.

@@ -115,7 +115,8 @@ fn run(io_mode: &str, announced: &str) {
 
     // A clean stop leaves exact files.
     daemon.stop();
-    let partition_dir = daemon.data_dir().join("streams/0/topics/0/partitions/0");
+    // The first partition of a fresh daemon has storage id 0.
+    let partition_dir = daemon.data_dir().join("partitions/0");
     check_segment_files(&partition_dir);
     daemon.restart();
     let mut client = logged_in(daemon.address, "iggy", "iggy");

@@ -520,10 +520,17 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             }
             PartitionOp::RetentionTick => self.retain().await,
             PartitionOp::TrashTick => {
-                let now = self.clock.now_micros();
-                self.trash
-                    .collect(now, crate::limits::TRASH_REMOVALS_PER_TICK)
-                    .await;
+                use crate::limits::{
+                    TRASH_REMOVALS_PER_ROUND, TRASH_ROUNDS_PER_TICK, TRASH_TICK_TIME,
+                };
+                let started = self.clock.now_micros();
+                let deadline = started.saturating_add(TRASH_TICK_TIME.as_micros() as u64);
+                for _ in 0..TRASH_ROUNDS_PER_TICK {
+                    let removed = self.trash.collect(started, TRASH_REMOVALS_PER_ROUND).await;
+                    if removed < TRASH_REMOVALS_PER_ROUND || self.clock.now_micros() >= deadline {
+                        break;
+                    }
+                }
             }
         }
     }
