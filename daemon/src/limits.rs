@@ -240,6 +240,9 @@ pub const DESCRIPTORS_PER_PARTITION: u64 = 5;
 /// Without a configured `limits.max_connections_per_address`, one address
 /// may hold this fraction (1/n) of the connection cap.
 pub const CONNECTIONS_PER_ADDRESS_SHARE: u64 = 4;
+/// Fewer possible connections than this at start is worth a warning (the
+/// open-files limit is too low for a server).
+pub const CONNECTIONS_FEW: u64 = 64;
 /// Refused connections are logged at most once per this interval per shard
 /// (with the count refused meanwhile), so a flood cannot flood the log.
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);

@@ -5,7 +5,9 @@
 //! connections across shards. This module does not speak the protocol.
 //!
 //! Each accepted connection becomes its own task on the shard
-//! (`net::connection`); a slow client only ever slows its own task.
+//! (`net::connection`); a slow client only ever slows its own task. A
+//! connection over the caps of `net::admission` is closed as soon as it is
+//! accepted, before any byte is read.
 
 use crate::limits;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -180,7 +182,9 @@ async fn serve_backlog(
 ) -> u64 {
     let (accepted, error) = sweep_backlog(fd);
     if let Some(error) = error {
-        tracing::warn!(shard = context.shard, %error, "accept failed");
+        if let Some(suppressed) = context.notice("accept-failed") {
+            tracing::warn!(shard = context.shard, %error, suppressed, "accept failed");
+        }
         monoio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     serve_accepted(context, accepted)
@@ -193,6 +197,23 @@ fn serve_accepted(
 ) -> u64 {
     let mut served = 0;
     for (stream, peer) in accepted {
+        let ticket = match context.net.admission.admit(peer.ip(), context.partitions()) {
+            Ok(ticket) => ticket,
+            Err(refusal) => {
+                // Closed at once, before any byte is read; logged at most
+                // once per interval per shard.
+                drop(stream);
+                if let Some(suppressed) = context.notice("connection-refused") {
+                    tracing::warn!(
+                        shard = context.shard,
+                        %peer,
+                        suppressed,
+                        "refused a connection: {refusal}"
+                    );
+                }
+                continue;
+            }
+        };
         match monoio::net::TcpStream::from_std(stream) {
             Ok(stream) => {
                 // Replies are written whole; Nagle would only delay them.
@@ -204,6 +225,7 @@ fn serve_accepted(
                     stream,
                     peer,
                     client_id,
+                    ticket,
                 ));
                 served += 1;
             }

@@ -33,6 +33,11 @@ pub struct Session {
     pub memberships: BTreeSet<Membership>,
     /// Monotone `commit` value echoed in replies.
     pub commit: u64,
+    /// Failed logins on this connection.
+    pub failed_logins: u32,
+    /// Set by a handler whose reply is the last (too many failed logins):
+    /// the connection writes it, then closes.
+    pub close_after_reply: bool,
 }
 
 impl Session {
@@ -43,6 +48,8 @@ impl Session {
             login: None,
             memberships: BTreeSet::new(),
             commit: 0,
+            failed_logins: 0,
+            close_after_reply: false,
         }
     }
 

@@ -101,6 +101,8 @@ pub struct ShardSpec {
     pub per_shard_memory_bytes: u64,
     pub started: Instant,
     pub started_at_us: u64,
+    /// What every shard's connections share.
+    pub net: crate::net::Net,
 }
 
 /// Start the shard thread.
@@ -211,6 +213,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         started: spec.started,
         started_at_us: spec.started_at_us,
         view: spec.view.clone(),
+        net: spec.net.clone(),
     }));
     let mut shard = ShardLoop {
         context: context.clone(),
@@ -542,6 +545,7 @@ mod tests {
                 per_shard_memory_bytes: limits::SHARD_MEMORY_MIN_BYTES,
                 started: Instant::now(),
                 started_at_us: 0,
+                net: crate::net::Net::for_tests(shards + 1),
             };
             handles.push(spawn(spec).unwrap());
         }

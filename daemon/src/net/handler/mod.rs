@@ -468,10 +468,10 @@ pub async fn session_ended(context: &Rc<ShardContext>, session: &mut Session) {
 
 /// A consumer-group member that went silent: tell it (StaleClient), end its
 /// memberships.
-pub async fn evict_stale(
+pub async fn evict_stale<S: monoio::io::AsyncWriteRent>(
     context: &Rc<ShardContext>,
     session: &mut Session,
-    stream: &mut monoio::net::TcpStream,
+    stream: &mut S,
 ) {
     use monoio::io::AsyncWriteRentExt;
     let header = RequestHeader {
