@@ -13,7 +13,8 @@
 //! that only admin threads take.
 
 use crate::control::api::{
-    self, Hello, Percentiles, ProcessStats, ShardStats, Snapshot, Watchdog, WatchdogState,
+    self, Hello, Percentiles, ProcessStats, SecurityStats, ShardStats, Snapshot, Watchdog,
+    WatchdogState,
 };
 use crate::control::{Action, ControlSource, sysinfo};
 use crate::preflight::Driver;
@@ -49,6 +50,8 @@ pub struct DaemonSourceParts {
     pub durability_default: crate::metadata::Durability,
     /// For the log actions; `None` in tests without a logger.
     pub log: Option<crate::logging::LogHandle>,
+    /// Admission and its security counters; `None` in tests without shards.
+    pub security: Option<std::sync::Arc<crate::net::admission::Admission>>,
 }
 
 #[derive(Debug)]
@@ -156,6 +159,25 @@ impl DaemonSource {
                     stalled_shard: stalled.and_then(|shard| u32::try_from(shard).ok()),
                 }
             },
+            security: self.security(),
+        }
+    }
+
+    fn security(&self) -> SecurityStats {
+        let Some(admission) = &self.parts.security else {
+            return SecurityStats::default();
+        };
+        let snapshot = admission.snapshot();
+        SecurityStats {
+            connections_refused_total: snapshot.connections_refused,
+            logins_failed_total: snapshot.logins_failed,
+            logins_refused_total: snapshot.logins_refused,
+            frames_refused_total: snapshot.frames_refused,
+            timeouts_total: snapshot.timeouts,
+            tls_failures_total: snapshot.tls_failures,
+            evictions_total: snapshot.evictions,
+            max_connections: snapshot.max_connections,
+            max_connections_per_address: snapshot.max_connections_per_address,
         }
     }
 
@@ -494,6 +516,7 @@ mod tests {
             log_dir: dir.path().join("logs"),
             durability_default: crate::metadata::Durability::Persisted,
             log: None,
+            security: None,
         });
         (source, heartbeats, dir)
     }
