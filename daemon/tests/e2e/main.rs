@@ -17,3 +17,4 @@ mod messages;
 mod plan;
 mod request_of;
 mod systemd;
+mod tls;
