@@ -144,6 +144,13 @@ impl Client {
         Ok(Client::over(Transport::Plain(Client::socket(address)?)))
     }
 
+    /// A client on a stream the caller connected (from a chosen source
+    /// address, say); Nagle off, timeouts as the caller set them.
+    pub fn from_stream(stream: TcpStream) -> Client {
+        let _ = stream.set_nodelay(true);
+        Client::over(Transport::Plain(stream))
+    }
+
     /// Connects over TLS with `config` (see `crate::tls::client_config`),
     /// naming the server `server_name`, and completes the handshake before
     /// returning (no login yet).
