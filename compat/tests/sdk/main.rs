@@ -14,4 +14,5 @@ mod restart;
 mod retention;
 mod streams;
 mod system;
+mod tls;
 mod users;
