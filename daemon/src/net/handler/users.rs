@@ -55,7 +55,17 @@ pub(crate) async fn login(
         return Outcome::Close("login backoff longer than limits.login_timeout".to_string());
     }
     if !turn.is_zero() {
-        monoio::time::sleep(turn).await;
+        // Waiting out the turn must not hold up a stop.
+        let stop = context.stop_signal();
+        let stopping = async {
+            if !context.is_stopping() {
+                let _ = stop.recv_async().await;
+            }
+        };
+        monoio::select! {
+            _ = monoio::time::sleep(turn) => {}
+            _ = stopping => return Outcome::Close("stopping during a login backoff".to_string()),
+        }
     }
     let mut verified = None;
     if let Some(password) = &register.password {
