@@ -7,7 +7,10 @@
 #   };
 #
 # The unit is the one in systemd/iggyd.service (notify, watchdog, hardening to
-# an exposure of about 1.2), with the Nix store paths.
+# an exposure of about 1.2), with the Nix store paths. `tls.*` passes a
+# certificate and key as systemd credentials (LoadCredential=) and points
+# settings.tcp.tls at them; every other key ([limits] included) goes through
+# `settings`.
 {
   config,
   lib,
@@ -19,7 +22,24 @@ let
   cfg = config.services.iggyd;
   inherit (lib) mkOption types;
   settingsFormat = pkgs.formats.toml { };
-  configFile = settingsFormat.generate "iggyd.toml" cfg.settings;
+  tlsEnabled = cfg.tls.certificateFile != null;
+  # The credentials' names inside $CREDENTIALS_DIRECTORY.
+  credentials = [
+    "tls.crt:${toString cfg.tls.certificateFile}"
+    "tls.key:${toString cfg.tls.keyFile}"
+  ]
+  ++ lib.optional (cfg.tls.clientCaFile != null) "tls-clients-ca.pem:${cfg.tls.clientCaFile}";
+  tlsSettings = lib.optionalAttrs tlsEnabled {
+    tcp.tls = {
+      enabled = true;
+      cert_file = "$CREDENTIALS_DIRECTORY/tls.crt";
+      key_file = "$CREDENTIALS_DIRECTORY/tls.key";
+    }
+    // lib.optionalAttrs (cfg.tls.clientCaFile != null) {
+      client_ca_file = "$CREDENTIALS_DIRECTORY/tls-clients-ca.pem";
+    };
+  };
+  configFile = settingsFormat.generate "iggyd.toml" (lib.recursiveUpdate cfg.settings tlsSettings);
   # "127.0.0.1:8090" / "[::]:8090" -> 8090
   port = lib.toInt (lib.last (lib.splitString ":" cfg.settings.tcp.address));
   stateDir = "/var/lib/iggyd";
@@ -96,12 +116,42 @@ in
           sharding.cpu_allocation = "physical";
           logging.level = "info,iggyd::shard=debug";
           shutdown.drain_timeout = "30 s";
+          limits.max_connections = 50000;
+          limits.login_timeout = "10 s";
         }
       '';
       description = ''
         Contents of iggyd.toml. Every key and its default is documented in
-        packaging/iggyd.toml; unknown keys stop the daemon (exit 78).
+        packaging/iggyd.toml, [tcp.tls] and [limits] included (use
+        `services.iggyd.tls` to pass the certificate and key as systemd
+        credentials); unknown keys stop the daemon (exit 78).
       '';
+    };
+
+    tls = {
+      certificateFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "/var/lib/acme/broker/fullchain.pem";
+        description = ''
+          PEM certificate chain (leaf first) for TLS on the Iggy listener. A
+          path as a string, outside the Nix store; systemd hands it to the
+          service as a credential (LoadCredential=), so it may stay readable
+          by root only. Setting it enables TLS (settings.tcp.tls). A renewed
+          file takes a restart (credentials are copied at start).
+        '';
+      };
+      keyFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "/var/lib/acme/broker/key.pem";
+        description = "PEM private key of the certificate (PKCS#8, PKCS#1 or SEC1), passed like the certificate.";
+      };
+      clientCaFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        description = "PEM CA certificates: when set, only clients presenting a certificate issued by one of them complete the TLS handshake.";
+      };
     };
 
     openFirewall = mkOption {
@@ -112,6 +162,13 @@ in
   };
 
   config = lib.mkIf cfg.enable {
+    assertions = [
+      {
+        assertion = (cfg.tls.certificateFile == null) == (cfg.tls.keyFile == null);
+        message = "services.iggyd.tls: certificateFile and keyFile go together.";
+      }
+    ];
+
     users.users = lib.optionalAttrs (cfg.user == "iggyd") {
       iggyd = {
         isSystemUser = true;
@@ -168,6 +225,11 @@ in
         ];
 
         LimitNOFILE = 1048576;
+      }
+      // lib.optionalAttrs tlsEnabled {
+        LoadCredential = credentials;
+      }
+      // {
         LimitMEMLOCK = "infinity";
 
         CapabilityBoundingSet = "";

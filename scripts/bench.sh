@@ -2,7 +2,8 @@
 # Builds release, starts a fresh iggyd on a temp directory (readiness via
 # NOTIFY_SOCKET, done by `iggyd-bench --spawn`), runs the standard load
 # scenarios with raw loopback baselines, prints the summary with ratios and
-# stops the daemon. Then, unless --no-storage, runs the storage benchmark on
+# stops the daemon; then the TLS row (the same load over TLS, as a ratio to
+# plaintext; `iggyd-bench --tls-ratio`). Then, unless --no-storage, runs the storage benchmark on
 # the same disk (a temp dir under the current directory).
 #
 # usage: scripts/bench.sh [--repeat N] [--duration SECONDS] [--no-storage] [--json]
@@ -55,6 +56,11 @@ if [ "$scaling" = 1 ]; then
   "$CARGO_TARGET_DIR/release/iggyd-bench" --spawn "$CARGO_TARGET_DIR/release/iggyd" \
     --spawn-dir "$CARGO_TARGET_DIR" --scaling --duration "$duration" --repeat "$repeat" "${json[@]}"
 fi
+
+echo "== TLS: the same producers, then consumers, over TLS and over plaintext (two spawned daemons); medians of $repeat runs" >&2
+"$CARGO_TARGET_DIR/release/iggyd-bench" --spawn "$CARGO_TARGET_DIR/release/iggyd" \
+  --tls-ratio --producers 2 --message-size 1000 --messages-per-batch 1000 \
+  --duration "$duration" --repeat "$repeat" "${json[@]}"
 
 if [ "$storage" = 1 ]; then
   echo "== storage: same disk as $PWD; medians of $repeat runs" >&2

@@ -51,7 +51,8 @@ eval_module() {
   nix eval --impure --json --expr "import $repo/nix/stub/eval-module.nix $1"
 }
 eval_module '{ }' >"$scratch/default.json"
-eval_module '{ openFirewall = true; settings = { tcp.address = "0.0.0.0:9090"; sharding.cpu_allocation = "physical"; logging.level = "info,iggyd::shard=debug"; shutdown.drain_timeout = "30 s"; }; }' >"$scratch/custom.json"
+eval_module '{ openFirewall = true; settings = { tcp.address = "0.0.0.0:9090"; sharding.cpu_allocation = "physical"; logging.level = "info,iggyd::shard=debug"; shutdown.drain_timeout = "30 s"; limits.max_connections = 50000; limits.login_timeout = "5 s"; }; }' >"$scratch/custom.json"
+eval_module '{ tls = { certificateFile = "/etc/pki/iggyd/fullchain.pem"; keyFile = "/etc/pki/iggyd/privkey.pem"; clientCaFile = "/etc/pki/iggyd/clients.pem"; }; }' >"$scratch/tls.json"
 
 iggyd_bin=${IGGYD_BIN:-${CARGO_TARGET_DIR:-target}/debug/iggyd}
 python3 - "$scratch" systemd/iggyd.service "$iggyd_bin" <<'PY'
@@ -59,6 +60,7 @@ import json, os, re, subprocess, sys
 scratch, unit_path, iggyd = sys.argv[1:]
 default = json.load(open(f"{scratch}/default.json"))
 custom = json.load(open(f"{scratch}/custom.json"))
+tls = json.load(open(f"{scratch}/tls.json"))
 failures = []
 def check(cond, what):
     print(("ok:   " if cond else "FAIL: ") + what)
@@ -99,6 +101,15 @@ check(custom["firewall"] == [9090], f"openFirewall opens the listener port: {cus
 check(default["users"] == ["iggyd"] and default["groups"] == ["iggyd"], "iggyd user and group")
 check(default["disabledIsEmpty"], "enable = false adds nothing")
 check(default["etc"] == ["iggyd/iggyd.toml"], "/etc/iggyd/iggyd.toml from settings")
+check("LoadCredential" not in svc, "no credentials without tls.*")
+check(tls["service"]["serviceConfig"].get("LoadCredential") == [
+      "tls.crt:/etc/pki/iggyd/fullchain.pem", "tls.key:/etc/pki/iggyd/privkey.pem",
+      "tls-clients-ca.pem:/etc/pki/iggyd/clients.pem"],
+      f"tls.* become LoadCredential= lines: {tls['service']['serviceConfig'].get('LoadCredential')}")
+check(tls["rendered"]["tcp"]["tls"] == {"enabled": True, "cert_file": "$CREDENTIALS_DIRECTORY/tls.crt",
+      "key_file": "$CREDENTIALS_DIRECTORY/tls.key", "client_ca_file": "$CREDENTIALS_DIRECTORY/tls-clients-ca.pem"},
+      f"tls.* point tcp.tls at the credentials: {tls['rendered']['tcp'].get('tls')}")
+check(custom["rendered"]["limits"] == {"max_connections": 50000, "login_timeout": "5 s"}, "[limits] passes through settings")
 check(default["settings"] == {"data_dir": "/var/lib/iggyd", "tcp": {"address": "127.0.0.1:8090"},
       "admin": {"socket": "/run/iggyd/iggyd.sock"}, "logging": {"dir": "/var/log/iggyd"}},
       f"default settings are the packaged defaults: {default['settings']}")
@@ -115,15 +126,19 @@ out = subprocess.run(["systemd-analyze", "security", "--offline=yes", path], cap
 score = re.search(r"Overall exposure level for [^:]*: ([0-9.]+)", out)
 check(score is not None and float(score.group(1)) <= 1.7, f"module unit exposure {score.group(1) if score else '?'} <= 1.7")
 
-# The settings as TOML, through iggyd's own validation.
-def toml(settings):
-    top = [f"{k} = {json.dumps(v)}" for k, v in settings.items() if not isinstance(v, dict)]
-    tables = [f"\n[{k}]\n" + "\n".join(f"{kk} = {json.dumps(vv)}" for kk, vv in v.items()) for k, v in settings.items() if isinstance(v, dict)]
-    return "\n".join(top) + "\n" + "\n".join(tables) + "\n"
+# The rendered configuration as TOML (tables nested as [a.b]), through
+# iggyd's own validation.
+def toml(settings, prefix=""):
+    lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items() if not isinstance(v, dict)]
+    for k, v in settings.items():
+        if isinstance(v, dict):
+            lines.append(f"\n[{prefix}{k}]")
+            lines.append(toml(v, f"{prefix}{k}."))
+    return "\n".join(lines) + "\n"
 if os.access(iggyd, os.X_OK):
-    for name, result in (("default", default), ("custom", custom)):
+    for name, result in (("default", default), ("custom", custom), ("tls", tls)):
         cfg = f"{scratch}/{name}.toml"
-        open(cfg, "w").write(toml(result["settings"]))
+        open(cfg, "w").write(toml(result["rendered"]))
         run = subprocess.run([iggyd, "--config", cfg, "config"], capture_output=True, text=True)
         check(run.returncode == 0, f"iggyd accepts the {name} module settings{': ' + run.stderr.strip() if run.returncode else ''}")
 else:

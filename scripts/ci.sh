@@ -10,11 +10,12 @@ log() { printf '\n== %s\n' "$*"; }
 # (2.9), which links libudev.
 # hwloc: lstopo for diagnostics. util-linux: taskset, setpriv. tmux: console
 # tests. python3: the admin-socket permission test runs a client as another
-# uid; python3-venv: the apache-iggy compat suite's virtualenv.
+# uid; python3-venv: the apache-iggy compat suite's virtualenv; openssl: that
+# suite's TLS test makes its certificates with it.
 # prometheus: promtool, which checks the daemon's /metrics page.
 if command -v apt-get >/dev/null 2>&1; then
   log "system packages"
-  ./scripts/setup-debian.sh hwloc util-linux tmux python3 python3-venv prometheus
+  ./scripts/setup-debian.sh hwloc util-linux tmux python3 python3-venv openssl prometheus
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

@@ -90,6 +90,10 @@ pub struct ProcessStats {
     /// snapshots from daemons that predate it.
     #[serde(default)]
     pub pending_removal: PendingRemoval,
+    /// Hostile and broken clients (added within v1: absent from older
+    /// daemons, read as zeros).
+    #[serde(default)]
+    pub security: SecurityStats,
 }
 
 /// What the daemon still has to remove from the disk after deletes: it is
@@ -101,6 +105,34 @@ pub struct PendingRemoval {
     pub bytes: u64,
     pub failing: u64,
     pub last_error: Option<String>,
+}
+
+/// What clients pressed on and what the daemon refused, since start
+/// (`[limits]`), plus the connection caps in force now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecurityStats {
+    /// Connections closed at accept: over `limits.max_connections` or
+    /// `limits.max_connections_per_address`.
+    pub connections_refused_total: u64,
+    /// Logins with a wrong password or token (each one an eviction).
+    pub logins_failed_total: u64,
+    /// Logins turned away unchecked: the login queue was full (status 58),
+    /// or the address's backoff outlasted the login timeout.
+    pub logins_refused_total: u64,
+    /// Frames over `limits.max_login_frame_size` before login, refused
+    /// unread.
+    pub frames_refused_total: u64,
+    /// Connections closed for `limits.login_timeout` or
+    /// `limits.idle_timeout`.
+    pub timeouts_total: u64,
+    /// Failed TLS handshakes and plaintext/TLS mismatches.
+    pub tls_failures_total: u64,
+    /// Sessions the server ended: stale consumer-group members and
+    /// connections closed after too many failed logins.
+    pub evictions_total: u64,
+    /// The connection caps in force (they follow the partition count).
+    pub max_connections: u64,
+    pub max_connections_per_address: u64,
 }
 
 /// Per-topic durability: `persisted` acknowledges after fsync; `replicated`

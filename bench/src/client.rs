@@ -16,6 +16,7 @@
 //! do).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use iggyd::batch::{MessageSpec, encode_producer_batch};
 pub use iggyd::metadata::Durability;
@@ -43,6 +44,23 @@ pub struct PollTarget {
     pub group: Option<u32>,
 }
 
+/// TLS for the connections of a scenario: the client configuration (see
+/// `iggyd_testkit::tls::client_config`) and the name the server's
+/// certificate carries.
+#[derive(Clone)]
+pub struct Tls {
+    pub config: Arc<rustls::ClientConfig>,
+    pub server_name: String,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One logged-in connection.
 #[derive(Debug)]
 pub struct Connection {
@@ -59,9 +77,22 @@ fn u32_at(body: &[u8], at: usize, what: &str) -> Result<u32> {
 impl Connection {
     /// Connects and logs in with username and password.
     pub fn connect(address: SocketAddr, username: &str, password: &str) -> Result<Connection> {
-        Ok(Connection {
-            client: Client::login_to(address, username, password)?,
-        })
+        Connection::connect_over(address, None, username, password)
+    }
+
+    /// Connects (over TLS when `tls` is given) and logs in.
+    pub fn connect_over(
+        address: SocketAddr,
+        tls: Option<&Tls>,
+        username: &str,
+        password: &str,
+    ) -> Result<Connection> {
+        let mut client = match tls {
+            None => Client::connect(address)?,
+            Some(tls) => Client::connect_tls(address, tls.config.clone(), &tls.server_name)?,
+        };
+        client.login(username, password)?;
+        Ok(Connection { client })
     }
 
     pub fn ping(&mut self) -> Result<()> {

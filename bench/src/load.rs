@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
-use crate::client::{Connection, Durability, PollTarget, SaveThresholds, producer_batch};
+use crate::client::{Connection, Durability, PollTarget, SaveThresholds, Tls, producer_batch};
 use crate::loopback;
 use crate::report::{Latency, Row, Target, Throughput, latency_histogram, median, record};
 use iggyd_testkit::daemon::status_kib;
@@ -186,6 +186,8 @@ pub struct LoadConfig {
     /// many partitions are busy with few producers); otherwise producer `p`
     /// keeps to partition `(p / streams) % partitions`.
     pub spread: bool,
+    /// Connect over TLS (the server must serve `[tcp.tls]`).
+    pub tls: Option<Tls>,
 }
 
 /// The outcome of one repetition.
@@ -214,7 +216,14 @@ fn err(error: impl std::fmt::Display) -> String {
 pub fn run_once(config: &LoadConfig) -> Result<LoadRun, String> {
     assert!(config.streams >= 1);
     assert!(config.partitions >= 1);
-    let connect = || Connection::connect(config.address, &config.username, &config.password);
+    let connect = || {
+        Connection::connect_over(
+            config.address,
+            config.tls.as_ref(),
+            &config.username,
+            &config.password,
+        )
+    };
     let mut admin = connect().map_err(err)?;
     let mut topics = Vec::new();
     for index in 0..config.streams {
@@ -476,17 +485,37 @@ fn run_phases(
 
 /// Runs `repeat` repetitions and reduces them to table rows (medians).
 pub fn run(config: &LoadConfig, repeat: usize) -> Result<(Vec<Row>, Value), String> {
+    let runs = run_repeated(config, repeat)?;
+    Ok((rows(config, &runs), runs_json(&runs)))
+}
+
+/// `repeat` repetitions of the scenario, as they came.
+pub fn run_repeated(config: &LoadConfig, repeat: usize) -> Result<Vec<LoadRun>, String> {
     let mut runs = Vec::new();
     for _ in 0..repeat.max(1) {
         runs.push(run_once(config)?);
     }
-    Ok((rows(config, &runs), runs_json(&runs)))
+    Ok(runs)
+}
+
+/// The JSON of `runs`, as `run` reports them.
+pub fn runs_to_json(runs: &[LoadRun]) -> Value {
+    runs_json(runs)
 }
 
 fn mb(aggregate: &Option<Aggregate>) -> Option<f64> {
     aggregate
         .as_ref()
         .map(|aggregate| aggregate.throughput.mb_per_s())
+}
+
+/// Median produce and consume throughput (MB/s) over `runs`; 0 for a side
+/// that did not run.
+pub fn throughput_medians(runs: &[LoadRun]) -> (f64, f64) {
+    (
+        medians(runs, |run| mb(&run.produce)).0,
+        medians(runs, |run| mb(&run.consume)).0,
+    )
 }
 
 fn p99_ms(aggregate: &Option<Aggregate>) -> Option<f64> {

@@ -10,6 +10,10 @@
 //! fails when a ratio to its raw baseline falls under a generous floor (the
 //! CI regression guard). `--spawn BINARY` starts a fresh iggyd on a temp
 //! directory first (readiness via `NOTIFY_SOCKET`) and stops it at the end.
+//! `--tls-ratio` (with `--spawn`) runs the same produce-then-consume
+//! scenario against a plaintext iggyd and against one serving TLS with a
+//! certificate made for the run, and reports TLS throughput as a ratio to
+//! plaintext.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,7 +25,7 @@ use serde_json::{Value, json};
 
 use iggyd_bench::client::{Durability, SaveThresholds};
 use iggyd_bench::load::{self, LoadConfig, Stop};
-use iggyd_bench::report::{Row, table};
+use iggyd_bench::report::{Row, Target, table};
 use iggyd_testkit::TestDaemon;
 
 #[derive(Debug, Parser)]
@@ -124,6 +128,10 @@ struct Args {
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
+    /// Produce then consume over TLS and over plaintext (two spawned
+    /// daemons, needs --spawn) and report TLS throughput as a ratio.
+    #[arg(long)]
+    tls_ratio: bool,
 }
 
 fn config(args: &Args, address: SocketAddr) -> LoadConfig {
@@ -158,6 +166,7 @@ fn config(args: &Args, address: SocketAddr) -> LoadConfig {
         keep_data: args.keep_data,
         raw_file_dir: args.spawn_dir.clone().unwrap_or_else(std::env::temp_dir),
         spread: args.spread,
+        tls: None,
     }
 }
 
@@ -447,9 +456,99 @@ fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
     Ok((rows, Value::Object(json_parts), details))
 }
 
+/// `--tls-ratio`: the same scenario (producers, then as many consumers
+/// reading it back) against a spawned plaintext iggyd and a spawned iggyd
+/// serving TLS with a certificate made for the run; rows are the TLS
+/// throughput with the plaintext one as baseline.
+fn tls_ratio(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
+    use iggyd_bench::client::Tls;
+    use iggyd_testkit::tls::{TestCa, client_config, write};
+    let binary = args
+        .spawn
+        .as_ref()
+        .ok_or("--tls-ratio needs --spawn BINARY")?;
+    let parent = args.spawn_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let certificates = tempfile::Builder::new()
+        .prefix("iggyd-bench-tls-")
+        .tempdir_in(&parent)
+        .map_err(|error| format!("certificate directory: {error}"))?;
+    let ca = TestCa::new("iggyd-bench CA");
+    let server = ca.server(&["localhost"]);
+    let cert = write(certificates.path(), "server.crt", &server.cert_pem);
+    let key = write(certificates.path(), "server.key", &server.key_pem);
+    let tls = Tls {
+        config: client_config(&ca.pem, None),
+        server_name: "localhost".into(),
+    };
+    let mut measured = Vec::new();
+    let mut runs_json = serde_json::Map::new();
+    let mut details = String::new();
+    for (mode, tls) in [("plaintext", None), ("tls", Some(tls))] {
+        let mut builder = TestDaemon::builder()
+            .binary(binary)
+            .parent_dir(&parent)
+            .log_level(None)
+            .start_timeout(Duration::from_secs(30));
+        if tls.is_some() {
+            builder = builder
+                .env("IGGYD_TCP__TLS__ENABLED", "true")
+                .env("IGGYD_TCP__TLS__CERT_FILE", &cert.to_string_lossy())
+                .env("IGGYD_TCP__TLS__KEY_FILE", &key.to_string_lossy());
+        }
+        let mut daemon = builder.try_spawn()?;
+        let config = LoadConfig {
+            consumers: args.producers.max(1),
+            consumer_group: false,
+            sequential: true,
+            baselines: false,
+            name: format!("{}-{mode}", args.name),
+            tls,
+            ..config(args, daemon.address)
+        };
+        let runs = load::run_repeated(&config, args.repeat);
+        let _ = daemon.terminate(Duration::from_secs(30));
+        let runs = runs?;
+        details.push_str(&format!(
+            "{mode}:\n{}",
+            load::describe(&load::runs_to_json(&runs))
+        ));
+        runs_json.insert(mode.to_owned(), load::runs_to_json(&runs));
+        measured.push(load::throughput_medians(&runs));
+    }
+    let ((plain_produce, plain_consume), (tls_produce, tls_consume)) = (measured[0], measured[1]);
+    let label = format!(
+        "TLS ({}, {}P then {}C, {} B x {})",
+        args.durability.as_str(),
+        args.producers,
+        args.producers.max(1),
+        args.message_size,
+        args.messages_per_batch
+    );
+    let row = |what: &str, value: f64, baseline: f64| Row {
+        name: format!("{label} {what}"),
+        value,
+        baseline_name: "plaintext".into(),
+        baseline: (baseline > 0.0).then_some(baseline),
+        unit: "MB/s".into(),
+        higher_is_better: true,
+        target: Target::None,
+        samples: vec![value],
+    };
+    let rows = vec![
+        row("produce", tls_produce, plain_produce),
+        row("consume", tls_consume, plain_consume),
+    ];
+    Ok((rows, Value::Object(runs_json), details))
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
-    match run(&args) {
+    let outcome = if args.tls_ratio {
+        tls_ratio(&args)
+    } else {
+        run(&args)
+    };
+    match outcome {
         Ok((rows, runs, details)) => {
             if args.json {
                 let rows: Vec<Value> = rows.iter().map(Row::to_json).collect();

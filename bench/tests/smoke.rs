@@ -128,3 +128,48 @@ fn storage_bench_with_tiny_sizes() {
     assert!(rows.len() >= 9, "{rows:?}");
     assert!(rows.iter().all(|row| row["value"].as_f64().is_some()));
 }
+
+// `--tls-ratio` runs the scenario against a plaintext and a TLS daemon it
+// spawns (with a certificate it makes) and reports both throughputs with
+// TLS over plaintext as the ratio.
+#[test]
+fn tls_ratio_against_spawned_daemons() {
+    let Some(iggyd) = iggyd_binary() else {
+        return;
+    };
+    let temp = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_iggyd-bench"))
+        .arg("--spawn")
+        .arg(&iggyd)
+        .arg("--spawn-dir")
+        .arg(temp.path())
+        .args(["--tls-ratio", "--producers", "1"])
+        .args(["--message-size", "64", "--messages-per-batch", "50"])
+        .args(["--batches", "10", "--json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "iggyd-bench failed: {}\n{stdout}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    for what in ["produce", "consume"] {
+        let row = rows
+            .iter()
+            .find(|row| row["name"].as_str().unwrap().ends_with(what))
+            .unwrap_or_else(|| panic!("no {what} row: {rows:?}"));
+        assert!(row["value"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["ratio"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["baseline_name"], "plaintext");
+    }
+    for mode in ["plaintext", "tls"] {
+        assert_eq!(
+            report["runs"][mode][0]["consume"]["throughput"]["messages"],
+            10 * 50,
+            "{mode}"
+        );
+    }
+}

@@ -211,7 +211,17 @@ fn run(
     let _data_dir_lock = preflight::prepare_data_dir(&config.data_dir)?;
     let access = preflight::choose_access(&config.data_dir, config.storage.io_mode.access());
     let driver = preflight::choose_driver(config.sharding.require_io_uring)?;
-    preflight::raise_nofile_limit();
+    let nofile = preflight::raise_nofile_limit();
+    // A certificate that does not load is a configuration error: found now,
+    // before any shard starts, with the key and the file named.
+    let tls = if config.tcp.tls.enabled {
+        let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+        let loaded = crate::net::tls::load(&config.tcp.tls, credentials.as_deref())?;
+        tracing::info!(certificate = %loaded.description, "TLS enabled on the Iggy listener");
+        Some(loaded)
+    } else {
+        None
+    };
     let (address, listeners) =
         listener::bind_all(config.tcp.address, shards).map_err(|source| BootError::Listen {
             address: config.tcp.address.to_string(),
@@ -244,7 +254,10 @@ fn run(
             sources: sources.clone(),
             config: config.clone(),
             log,
+            tls: None,
         },
+        tls,
+        descriptors: nofile.map(|limit| limit.soft),
         admin_socket: config.admin.socket.clone(),
         log_dir: config.logging.dir.clone(),
         retention_check_interval: config.retention.check_interval,

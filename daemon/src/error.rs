@@ -36,6 +36,9 @@ pub enum BootError {
     },
     #[error("logging: {0}")]
     Logging(#[from] crate::logging::LoggingError),
+    /// The TLS certificate, key or client CAs did not load.
+    #[error("TLS: {0}")]
+    Tls(#[from] crate::net::tls::TlsLoadError),
     #[error("{0}")]
     Runtime(String),
     /// The graceful stop ran out of `shutdown.drain_timeout`; the stuck
@@ -53,9 +56,10 @@ pub enum BootError {
 impl BootError {
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            BootError::Config(_) | BootError::Plan(_) | BootError::Preflight(_) => {
-                ExitCode::from(EXIT_CONFIG)
-            }
+            BootError::Config(_)
+            | BootError::Plan(_)
+            | BootError::Preflight(_)
+            | BootError::Tls(_) => ExitCode::from(EXIT_CONFIG),
             BootError::Logging(error) if error.is_config() => ExitCode::from(EXIT_CONFIG),
             BootError::Control(error) if error.is_configuration() => ExitCode::from(EXIT_CONFIG),
             BootError::Metrics(error) if error.is_configuration() => ExitCode::from(EXIT_CONFIG),

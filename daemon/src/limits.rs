@@ -209,6 +209,116 @@ pub const UNIX_SOCKET_PATH_BYTES_MAX: usize = 107;
 /// far shorter).
 pub const HANDSHAKE_SETTLE: Duration = Duration::from_millis(20);
 
+// Hostile clients (`net/`): every bound a client can press on. The
+// configuration keys of the `[limits]` section default to these.
+
+/// `limits.max_login_frame_size`: before login a connection may announce
+/// frames of at most this many bytes (header included); a larger one is
+/// answered with an eviction and closed without reading its body. A login
+/// from the official SDKs is a few hundred bytes; the names in it are at most
+/// 255 bytes each.
+pub const LOGIN_FRAME_BYTES_MAX: u64 = 4 * 1024;
+/// `limits.max_login_frame_size` accepts this range: room for the largest
+/// login the wire allows at the low end, the wire's own frame cap at the top.
+pub const LOGIN_FRAME_BYTES_MIN: u64 = 1024;
+/// See [`LOGIN_FRAME_BYTES_MIN`].
+pub const LOGIN_FRAME_BYTES_LIMIT: u64 = FRAME_SIZE_MAX as u64;
+
+/// `limits.login_timeout`: a connection that has not logged in this long
+/// after it was accepted (TLS handshake included) is closed.
+pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// `limits.login_timeout` accepts this range.
+pub const LOGIN_TIMEOUT_MIN: Duration = Duration::from_secs(1);
+/// See [`LOGIN_TIMEOUT_MIN`].
+pub const LOGIN_TIMEOUT_MAX: Duration = Duration::from_secs(3600);
+
+/// `limits.idle_timeout`: a logged-in connection that sends nothing for this
+/// long is closed (the official SDKs ping every 5 s). 0 = never.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// `limits.idle_timeout` is 0 or at least this.
+pub const IDLE_TIMEOUT_MIN: Duration = Duration::from_secs(1);
+
+/// `limits.login_threads`: threads that verify passwords (Argon2id), off
+/// the shards. One keeps a login flood to one core's worth of hashing.
+pub const LOGIN_THREADS: u64 = 1;
+/// `limits.login_threads` accepts 1 to this.
+pub const LOGIN_THREADS_MAX: u64 = 64;
+/// Niceness of the login threads: on a machine whose cores all run shards,
+/// the scheduler prefers the shards when both are runnable.
+pub const LOGIN_THREAD_NICE: i32 = 10;
+
+/// `limits.max_queued_logins`: password logins waiting for a login thread;
+/// one more is answered with status 58 (TransientNotAccepted), which the
+/// SDK retries on the same connection.
+pub const LOGINS_QUEUED_MAX: u64 = 64;
+/// `limits.max_queued_logins` accepts 1 to this.
+pub const LOGINS_QUEUED_LIMIT: u64 = 65_536;
+
+/// `limits.login_backoff`: after a failed login from an address, its next
+/// login waits this long, doubling with every further failure up to
+/// `limits.max_login_backoff`; a successful login resets it. 0 = no delay.
+pub const LOGIN_BACKOFF: Duration = Duration::from_millis(100);
+/// `limits.login_backoff` is 0 or in this range.
+pub const LOGIN_BACKOFF_MIN: Duration = Duration::from_millis(1);
+/// See [`LOGIN_BACKOFF_MIN`].
+pub const LOGIN_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// `limits.max_login_backoff`: the cap of that delay. Well under the SDK's
+/// 30 s reply timeout, so a delayed honest login still gets its answer.
+pub const LOGIN_BACKOFF_CAP: Duration = Duration::from_secs(5);
+/// `limits.max_login_backoff` accepts this range.
+pub const LOGIN_BACKOFF_CAP_MIN: Duration = Duration::from_millis(1);
+/// See [`LOGIN_BACKOFF_CAP_MIN`].
+pub const LOGIN_BACKOFF_CAP_MAX: Duration = Duration::from_secs(600);
+/// Source addresses whose failed logins are remembered at once; when full,
+/// the address whose last failure is oldest is forgotten first.
+pub const LOGIN_BACKOFF_ADDRESSES_MAX: usize = 65_536;
+/// An address without a failed login for this long starts afresh.
+pub const LOGIN_BACKOFF_FORGET_AFTER: Duration = Duration::from_secs(600);
+
+/// `limits.login_failures_before_close`: a connection is closed after this
+/// many failed logins (the SDK reconnects when asked again).
+pub const LOGIN_FAILURES_BEFORE_CLOSE: u64 = 3;
+/// `limits.login_failures_before_close` accepts 1 to this.
+pub const LOGIN_FAILURES_BEFORE_CLOSE_MAX: u64 = 1_000;
+
+/// `limits.max_connections` and `limits.max_connections_per_address`
+/// accept 1 to this ("auto" derives them from RLIMIT_NOFILE).
+pub const CONNECTIONS_LIMIT: u64 = 1 << 24;
+/// Descriptors kept for everything but client connections whatever the
+/// partitions: stdio, logs, the metadata journal and snapshots, the
+/// data-directory lock, the admin socket and its clients, each shard's
+/// listener, io_uring and event descriptors, and the short-lived ones
+/// (directory fsyncs, sealed segment reads, compactions, rotations).
+pub const DESCRIPTORS_RESERVED_BASE: u64 = 128;
+/// Descriptors kept per shard on top of the base (listener, ring, events).
+pub const DESCRIPTORS_RESERVED_PER_SHARD: u64 = 8;
+/// Descriptors a partition holds open while it exists: the active segment's
+/// log (a direct-I/O and a buffered handle) and index, and its consumer
+/// offsets, plus one for a read of a sealed segment.
+pub const DESCRIPTORS_PER_PARTITION: u64 = 5;
+/// Without a configured `limits.max_connections_per_address`, one address
+/// may hold this fraction (1/n) of the connection cap.
+pub const CONNECTIONS_PER_ADDRESS_SHARE: u64 = 4;
+/// Fewer possible connections than this at start is worth a warning (the
+/// open-files limit is too low for a server).
+pub const CONNECTIONS_FEW: u64 = 64;
+/// Refused connections are logged at most once per this interval per shard
+/// (with the count refused meanwhile), so a flood cannot flood the log.
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
+
+/// `limits.max_append_bytes_in_flight`: bytes of appends queued for or held
+/// by one owner shard's pump at once; senders on every shard wait (in
+/// arrival order) beyond it. An inbox bounded by count alone could hold
+/// 4,096 frames of 64 MiB.
+pub const APPEND_BYTES_IN_FLIGHT: u64 = 256 * 1024 * 1024;
+/// `limits.max_append_bytes_in_flight` is at least one whole frame.
+pub const APPEND_BYTES_IN_FLIGHT_MIN: u64 = FRAME_SIZE_MAX as u64;
+
+// TLS (`net/tls.rs`).
+
+/// Largest certificate, key or CA file read (PEM): far above any real chain.
+pub const TLS_PEM_FILE_BYTES_MAX: u64 = 1024 * 1024;
+
 // Configuration forms (`config/`).
 
 /// Highest PU OS index `sharding.cpu_allocation` accepts, exclusive. Linux's

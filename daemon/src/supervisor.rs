@@ -64,6 +64,9 @@ pub struct Reload {
     pub sources: Sources,
     pub config: Config,
     pub log: LogHandle,
+    /// The shards' TLS configuration, when `tcp.tls.enabled` (set by
+    /// `run` once it exists): SIGHUP loads the certificate files again.
+    pub tls: Option<crate::net::tls::TlsCell>,
 }
 
 /// What the supervisor needs to start the shards.
@@ -101,6 +104,10 @@ pub struct Launch {
     /// What start-up reconciliation left in the trash (shard 0 empties it)
     /// and the first free trash sequence number (every shard's start).
     pub trash: crate::storage::trash::TrashStart,
+    /// The TLS configuration loaded at start (`tcp.tls.enabled`).
+    pub tls: Option<crate::net::tls::LoadedTls>,
+    /// The soft RLIMIT_NOFILE the daemon runs with, when known.
+    pub descriptors: Option<u64>,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -184,6 +191,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
     let (snapshot_files, snapshot_jobs) = snapshot_file::queue();
     let view = launch.store.publish();
     heartbeats.publish_view(view.clone());
+    let net = start_net(&mut launch, shards, view.partitions_count() as u64)?;
     let mut store = Some(launch.store);
     let started_at_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -229,6 +237,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
             started: launch.started,
             started_at_us,
             snapshot_files: snapshot_files.clone(),
+            net: net.clone(),
         };
         let handle = shard::spawn(spec).map_err(|error| {
             BootError::Runtime(format!(
@@ -309,6 +318,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         log_dir: launch.log_dir.clone(),
         durability_default: launch.default_durability,
         log: Some(launch.reload.log.clone()),
+        security: Some(net.admission.clone()),
     }));
     match ControlServer::start(&launch.admin_socket, source.clone()) {
         Ok(server) => {
@@ -418,6 +428,71 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         }
         status.tick(&heartbeats, &mesh);
     }
+}
+
+/// What every shard's connections share: admission with the caps of
+/// `[limits]` (logged), the login pool, the TLS cell and the append
+/// budgets.
+fn start_net(
+    launch: &mut Launch,
+    shards: usize,
+    partitions: u64,
+) -> Result<crate::net::Net, BootError> {
+    use crate::net::admission::{Admission, AdmissionLimits};
+    use crate::net::append_budget::AppendBudget;
+    use crate::net::{ConnectionLimits, Net, login::LoginPool, tls::TlsCell};
+    let limits = launch.reload.config.limits.clone();
+    let admission = Admission::new(AdmissionLimits {
+        max_connections: limits.max_connections,
+        max_connections_per_address: limits.max_connections_per_address,
+        descriptors: launch.descriptors,
+        shards: shards as u64,
+        login_backoff: limits.login_backoff,
+        max_login_backoff: limits.max_login_backoff,
+    });
+    let (total, per_address) = admission.caps(partitions);
+    tracing::info!(
+        max_connections = total,
+        max_connections_per_address = per_address,
+        open_files_limit = ?launch.descriptors,
+        descriptors_reserved = admission.descriptors_reserved(partitions),
+        "connection limits"
+    );
+    if let Some(configured) = limits.max_connections
+        && configured > total
+    {
+        tracing::warn!(
+            configured,
+            max_connections = total,
+            "limits.max_connections is more than the open-files limit leaves after the \
+             descriptors kept for storage; raise LimitNOFILE= to allow it"
+        );
+    }
+    if total < limits::CONNECTIONS_FEW {
+        tracing::warn!(
+            max_connections = total,
+            open_files_limit = ?launch.descriptors,
+            "the open-files limit leaves room for very few client connections; raise \
+             LimitNOFILE= (ulimit -n)"
+        );
+    }
+    let logins = LoginPool::start(
+        usize::try_from(limits.login_threads).unwrap_or(1),
+        usize::try_from(limits.max_queued_logins).unwrap_or(1),
+        crate::metadata::auth::HashCost::PRODUCTION,
+    )
+    .map_err(|error| BootError::Runtime(format!("cannot start the login threads: {error}")))?;
+    let tls = launch.tls.take().map(TlsCell::new);
+    launch.reload.tls = tls.clone();
+    Ok(Net {
+        admission,
+        logins,
+        tls,
+        append_budgets: (0..shards)
+            .map(|_| AppendBudget::new(limits.max_append_bytes_in_flight_bytes))
+            .collect(),
+        limits: ConnectionLimits::of(&limits),
+    })
 }
 
 fn summarize_drivers(drivers: &[Driver]) -> String {
@@ -623,6 +698,13 @@ fn reload_config(reload: &mut Reload, headline: &str) -> Option<Duration> {
                     applied.push(format!("{key}: {old} -> {new}"));
                 }
             }
+            // The certificate files are read again on every reload (a
+            // rotation keeps the paths); a pair that does not load leaves
+            // the running one in place, and its key changes are refused.
+            let tls_refused = reload_tls(reload, &next);
+            if tls_refused {
+                applied.retain(|change| !change.starts_with("tcp.tls."));
+            }
             if let Err(error) = reload.log.set_level(&next.logging.level) {
                 tracing::error!(%error, "reload: the new log level was refused");
             }
@@ -649,12 +731,58 @@ fn reload_config(reload: &mut Reload, headline: &str) -> Option<Duration> {
             running.logging.retention = next.logging.retention;
             running.logging.rotation_check_interval = next.logging.rotation_check_interval;
             running.shutdown.drain_timeout = next.shutdown.drain_timeout;
+            if !tls_refused {
+                running.tcp.tls.cert_file = next.tcp.tls.cert_file.clone();
+                running.tcp.tls.key_file = next.tcp.tls.key_file.clone();
+                running.tcp.tls.client_ca_file = next.tcp.tls.client_ca_file.clone();
+            }
             reload.config = running;
             Some(next.shutdown.drain_timeout)
         }
     };
     systemd::ready(headline);
     outcome
+}
+
+/// SIGHUP with TLS on: load `next`'s certificate files and swap them in
+/// for new connections. Returns true when they were refused (logged with
+/// the reason; the running pair stays).
+fn reload_tls(reload: &Reload, next: &Config) -> bool {
+    let Some(cell) = &reload.tls else {
+        return false;
+    };
+    let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+    // `enabled` needs a restart: load the files the next config names, as
+    // if TLS stays on.
+    let wanted = crate::config::TlsConfig {
+        enabled: true,
+        ..next.tcp.tls.clone()
+    };
+    let running = cell.description();
+    match crate::net::tls::load(&wanted, credentials.as_deref()) {
+        Ok(loaded) if loaded.description == running => {
+            cell.replace(loaded);
+            tracing::info!(certificate = %running, "reload: TLS certificate unchanged");
+            false
+        }
+        Ok(loaded) => {
+            tracing::info!(
+                certificate = %loaded.description,
+                was = %running,
+                "reload: TLS certificate applied; new connections use it, open ones keep theirs"
+            );
+            cell.replace(loaded);
+            false
+        }
+        Err(error) => {
+            tracing::error!(
+                %error,
+                kept = %running,
+                "reload: TLS certificate refused, keeping the running one"
+            );
+            true
+        }
+    }
 }
 
 /// Stop every live shard in two phases within `timeout`: stop accepting and

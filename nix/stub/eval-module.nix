@@ -1,8 +1,10 @@
 # Evaluates nix/module.nix with the stub lib and pkgs (no nixpkgs needed) for
-# `services.iggyd.enable = true` plus the given settings, and returns what the
-# checks look at: the systemd service, users, firewall ports and settings.
+# `services.iggyd.enable = true` plus the given settings (and `tls` files),
+# and returns what the checks look at: the systemd service, users, firewall
+# ports, the settings and the configuration file rendered from them.
 {
   settings ? { },
+  tls ? { },
   openFirewall ? false,
   system ? "x86_64-linux",
 }:
@@ -25,7 +27,7 @@ let
     }).options.services.iggyd;
   cfg = lib.recursiveUpdate (defaultsOf options) {
     enable = true;
-    inherit settings openFirewall;
+    inherit settings tls openFirewall;
   };
   result = module {
     config.services.iggyd = cfg;
@@ -49,4 +51,6 @@ in
   groups = builtins.attrNames config.users.groups;
   firewall = config.networking.firewall.allowedTCPPorts;
   etc = builtins.attrNames config.environment.etc;
+  # The stub's TOML format writes JSON: the file as the daemon would read it.
+  rendered = builtins.fromJSON (builtins.readFile config.environment.etc."iggyd/iggyd.toml".source);
 }

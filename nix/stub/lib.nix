@@ -57,6 +57,10 @@ let
       str = { name = "str"; };
       bool = { name = "bool"; };
       package = { name = "package"; };
+      nullOr = elem: {
+        name = "nullOr";
+        inherit elem;
+      };
       submodule = module: {
         name = "submodule";
         options = module.options or { };

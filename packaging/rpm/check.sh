@@ -38,6 +38,7 @@ expected=(
   "-rw-r--r-- root root /usr/lib/tmpfiles.d/iggyd.conf"
   "drwxr-xr-x root root /etc/iggyd"
   "-rw-r----- root iggyd /etc/iggyd/iggyd.toml"
+  "drwxr-x--- root iggyd /etc/iggyd/tls"
   "drwxr-x--- iggyd iggyd /var/lib/iggyd"
   "drwxr-x--- iggyd iggyd /var/log/iggyd"
   "drwxr-x--- iggyd iggyd /run/iggyd"

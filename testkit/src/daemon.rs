@@ -137,6 +137,7 @@ struct Launch {
     args: Vec<String>,
     env: Vec<(String, String)>,
     nofile_soft_limit: Option<u64>,
+    nofile_hard_limit: Option<u64>,
     log_level: Option<String>,
     start_timeout: Duration,
 }
@@ -173,6 +174,13 @@ impl Builder {
     /// as a shell with a low `ulimit -n` would.
     pub fn nofile_soft_limit(mut self, soft: u64) -> Self {
         self.launch.nofile_soft_limit = Some(soft);
+        self
+    }
+    /// Start iggyd with this hard (and soft) RLIMIT_NOFILE, as
+    /// `prlimit --nofile=N` or systemd's `LimitNOFILE=N` would: the daemon
+    /// cannot raise it.
+    pub fn nofile_hard_limit(mut self, hard: u64) -> Self {
+        self.launch.nofile_hard_limit = Some(hard);
         self
     }
     /// The daemon's log level (`debug` unless told; `None` leaves the
@@ -266,6 +274,7 @@ impl TestDaemon {
                 args: Vec::new(),
                 env: Vec::new(),
                 nofile_soft_limit: None,
+                nofile_hard_limit: None,
                 log_level: Some("debug".to_string()),
                 start_timeout: START_TIMEOUT,
             },
@@ -312,12 +321,17 @@ impl TestDaemon {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(stderr);
-        if let Some(soft) = self.launch.nofile_soft_limit {
+        if self.launch.nofile_soft_limit.is_some() || self.launch.nofile_hard_limit.is_some() {
             use nix::sys::resource::{Resource, getrlimit, setrlimit};
             use std::os::unix::process::CommandExt;
-            let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE)
+            let (_, current_hard) = getrlimit(Resource::RLIMIT_NOFILE)
                 .map_err(|error| format!("getrlimit: {error}"))?;
-            let soft = soft.min(hard);
+            let hard = self
+                .launch
+                .nofile_hard_limit
+                .unwrap_or(current_hard)
+                .min(current_hard);
+            let soft = self.launch.nofile_soft_limit.unwrap_or(hard).min(hard);
             // SAFETY: the closure runs in the forked child before exec and
             // only calls setrlimit(2), which is async-signal-safe.
             unsafe {

@@ -9,6 +9,9 @@
 //!   the SDK lays them out, reply frames, result sections and evictions.
 //! - `ci`: `skip`, the only way a test may skip, which fails under `CI=true`.
 //! - `rng`: seeded SplitMix64, so a failing case reproduces from its seed.
+//! - `tls`: certificates made on the spot (a CA, server and client
+//!   certificates) and the rustls client configuration the wire client
+//!   speaks TLS with.
 //!
 //! It must not depend on the daemon crate (`iggyd` takes it as a
 //! dev-dependency, and an encoder written independently of the decoder is
@@ -19,6 +22,7 @@
 pub mod ci;
 pub mod daemon;
 pub mod rng;
+pub mod tls;
 pub mod wire;
 
 pub use ci::skip;

@@ -99,9 +99,17 @@ fn shards_view() {
             row(&buffer, 2)
         );
         assert!(row(&buffer, 2).contains("out 30.0k msg/s 30.7 MB/s"));
-        assert!(row(&buffer, 3).contains("free of 100.0 GiB"));
-        assert!(row(&buffer, 4).contains("1 Shards"));
-        assert!(row(&buffer, 4).contains("live"));
+        assert!(
+            row(&buffer, 3).contains("clients refused 412  failed logins 37  evicted 13"),
+            "{}",
+            row(&buffer, 3)
+        );
+        // Counters that moved stand out.
+        let x = find_in_row(&buffer, 3, "412");
+        assert_eq!(buffer[(x, 3)].fg, Color::Yellow);
+        assert!(row(&buffer, 4).contains("free of 100.0 GiB"));
+        assert!(row(&buffer, 5).contains("1 Shards"));
+        assert!(row(&buffer, 5).contains("live"));
         let (_, header_y) = assert_has(&buffer, "In msg/s");
         let (_, node0) = assert_has(&buffer, "node 0");
         let (_, node1) = assert_has(&buffer, "node 1");
@@ -294,7 +302,7 @@ fn disconnected_and_paused() {
         let buffer = draw(&app, width, height);
         assert_has(&buffer, "No iggyd answers at /tmp/nowhere.sock");
         assert_has(&buffer, "Retrying in 800ms");
-        assert!(row(&buffer, 4).contains("disconnected, retry in 800ms"));
+        assert!(row(&buffer, 5).contains("disconnected, retry in 800ms"));
         let (x, y) = assert_has(&buffer, "No iggyd answers");
         assert_eq!(buffer[(x, y)].fg, Color::Red);
     }
@@ -306,12 +314,12 @@ fn disconnected_and_paused() {
     for (width, height) in SIZES {
         let buffer = draw(&app, width, height);
         let (x, y) = assert_has(&buffer, "disconnected: the daemon closed the connection");
-        assert_eq!(y, 5);
+        assert_eq!(y, 6);
         assert_eq!(buffer[(x, y)].bg, Color::Red);
         assert_has(&buffer, "node 1");
     }
     key(&mut app, KeyCode::Char('p'));
-    assert!(row(&draw(&app, 80, 24), 4).contains("PAUSED"));
+    assert!(row(&draw(&app, 80, 24), 5).contains("PAUSED"));
 }
 
 /// Proves tiny terminals do not panic: every view draws into exactly the

@@ -16,4 +16,5 @@ mod restart;
 mod retention;
 mod streams;
 mod system;
+mod tls;
 mod users;

@@ -66,6 +66,13 @@ pub(super) enum Kind {
         max: Option<Duration>,
         zero: Option<&'static str>,
     },
+    /// A whole number in `min..=max`, or `"auto"` (derived at start; the
+    /// field is `None`) when `auto` says what that means.
+    Count {
+        min: u64,
+        max: u64,
+        auto: Option<&'static str>,
+    },
     /// A log level or a tracing `EnvFilter` directive list.
     Level,
     /// `sharding.cpu_allocation`'s forms (see `units::CPU_ALLOCATION_FORMS`).
@@ -111,6 +118,10 @@ pub(super) enum BuiltIn {
     Bool(bool),
     /// A duration written in `crate::limits` (printed exactly).
     Duration(Duration),
+    /// A size written in `crate::limits` (printed exactly).
+    Size(u64),
+    /// A count written in `crate::limits`.
+    Count(u64),
     /// This name under the final `data_dir`, so that `--data-dir` moves it.
     InDataDir(&'static str),
 }
@@ -198,7 +209,59 @@ const METRICS_BASIC_FILE: Kind = Kind::Optional {
     inner: &Kind::Path,
     empty: "no basic authentication",
 };
+const CONNECTIONS: Kind = Kind::Count {
+    min: 1,
+    max: limits::CONNECTIONS_LIMIT,
+    auto: Some("derived from RLIMIT_NOFILE"),
+};
+const LOGIN_FRAME: Kind = Kind::Size {
+    min: limits::LOGIN_FRAME_BYTES_MIN,
+    zero: None,
+};
+const LOGIN_TIMEOUT: Kind = Kind::Duration {
+    min: limits::LOGIN_TIMEOUT_MIN,
+    max: Some(limits::LOGIN_TIMEOUT_MAX),
+    zero: None,
+};
+const IDLE_TIMEOUT: Kind = Kind::Duration {
+    min: limits::IDLE_TIMEOUT_MIN,
+    max: None,
+    zero: Some("never"),
+};
+const LOGIN_THREADS: Kind = Kind::Count {
+    min: 1,
+    max: limits::LOGIN_THREADS_MAX,
+    auto: None,
+};
+const LOGINS_QUEUED: Kind = Kind::Count {
+    min: 1,
+    max: limits::LOGINS_QUEUED_LIMIT,
+    auto: None,
+};
+const LOGIN_BACKOFF: Kind = Kind::Duration {
+    min: limits::LOGIN_BACKOFF_MIN,
+    max: Some(limits::LOGIN_BACKOFF_MAX),
+    zero: Some("no delay"),
+};
+const LOGIN_BACKOFF_CAP: Kind = Kind::Duration {
+    min: limits::LOGIN_BACKOFF_CAP_MIN,
+    max: Some(limits::LOGIN_BACKOFF_CAP_MAX),
+    zero: None,
+};
+const LOGIN_FAILURES: Kind = Kind::Count {
+    min: 1,
+    max: limits::LOGIN_FAILURES_BEFORE_CLOSE_MAX,
+    auto: None,
+};
+const APPEND_BYTES: Kind = Kind::Size {
+    min: limits::APPEND_BYTES_IN_FLIGHT_MIN,
+    zero: None,
+};
 
+const TLS_FILE: Kind = Kind::Optional {
+    inner: &Kind::Path,
+    empty: "none",
+};
 const REBALANCE_TIMEOUT: Kind = Kind::Duration {
     min: limits::REBALANCE_TIMEOUT_MIN,
     max: Some(limits::REBALANCE_TIMEOUT_MAX),
@@ -207,6 +270,15 @@ const REBALANCE_TIMEOUT: Kind = Kind::Duration {
 const RETENTION_CHECK_DEFAULT: BuiltIn = BuiltIn::Duration(limits::RETENTION_CHECK_INTERVAL);
 const FLUSH_INTERVAL_DEFAULT: BuiltIn = BuiltIn::Duration(limits::FLUSH_INTERVAL);
 const REBALANCE_TIMEOUT_DEFAULT: BuiltIn = BuiltIn::Duration(limits::REBALANCE_TIMEOUT);
+const LOGIN_TIMEOUT_DEFAULT: BuiltIn = BuiltIn::Duration(limits::LOGIN_TIMEOUT);
+const IDLE_TIMEOUT_DEFAULT: BuiltIn = BuiltIn::Duration(limits::IDLE_TIMEOUT);
+const LOGIN_BACKOFF_DEFAULT: BuiltIn = BuiltIn::Duration(limits::LOGIN_BACKOFF);
+const LOGIN_BACKOFF_CAP_DEFAULT: BuiltIn = BuiltIn::Duration(limits::LOGIN_BACKOFF_CAP);
+const LOGIN_FRAME_DEFAULT: BuiltIn = BuiltIn::Size(limits::LOGIN_FRAME_BYTES_MAX);
+const APPEND_BYTES_DEFAULT: BuiltIn = BuiltIn::Size(limits::APPEND_BYTES_IN_FLIGHT);
+const LOGIN_THREADS_DEFAULT: BuiltIn = BuiltIn::Count(limits::LOGIN_THREADS);
+const LOGINS_QUEUED_DEFAULT: BuiltIn = BuiltIn::Count(limits::LOGINS_QUEUED_MAX);
+const LOGIN_FAILURES_DEFAULT: BuiltIn = BuiltIn::Count(limits::LOGIN_FAILURES_BEFORE_CLOSE);
 
 use BuiltIn::{InDataDir, Text};
 use Reload::{Live, Restart};
@@ -217,6 +289,10 @@ use Reload::{Live, Restart};
 pub(super) const KEYS: &[Key] = &[
     key("data_dir",                        Kind::Path,          Text("local_data"),      Restart),
     key("tcp.address",                     Kind::Address,       Text("127.0.0.1:8090"),  Restart),
+    key("tcp.tls.enabled",                 Kind::Bool,          BuiltIn::Bool(false),    Restart),
+    key("tcp.tls.cert_file",               TLS_FILE,            Text(""),                Live),
+    key("tcp.tls.key_file",                TLS_FILE,            Text(""),                Live),
+    key("tcp.tls.client_ca_file",          TLS_FILE,            Text(""),                Live),
     key("admin.socket",                    Kind::SocketPath,    InDataDir("iggyd.sock"), Restart),
     key("sharding.cpu_allocation",         Kind::CpuAllocation, Text("physical"),        Restart),
     key("sharding.require_io_uring",       Kind::Bool,          BuiltIn::Bool(false),    Restart),
@@ -238,6 +314,17 @@ pub(super) const KEYS: &[Key] = &[
     key("metrics.bearer_token_file",       METRICS_BEARER_FILE, Text(""),                Restart),
     key("metrics.basic_auth_file",         METRICS_BASIC_FILE,  Text(""),                Restart),
     key("consumer_groups.rebalance_timeout", REBALANCE_TIMEOUT, REBALANCE_TIMEOUT_DEFAULT, Restart),
+    key("limits.max_connections",          CONNECTIONS,         Text("auto"),            Restart),
+    key("limits.max_connections_per_address", CONNECTIONS,      Text("auto"),            Restart),
+    key("limits.max_login_frame_size",     LOGIN_FRAME,         LOGIN_FRAME_DEFAULT,     Restart),
+    key("limits.login_timeout",            LOGIN_TIMEOUT,       LOGIN_TIMEOUT_DEFAULT,   Restart),
+    key("limits.idle_timeout",             IDLE_TIMEOUT,        IDLE_TIMEOUT_DEFAULT,    Restart),
+    key("limits.login_threads",            LOGIN_THREADS,       LOGIN_THREADS_DEFAULT,   Restart),
+    key("limits.max_queued_logins",        LOGINS_QUEUED,       LOGINS_QUEUED_DEFAULT,   Restart),
+    key("limits.login_backoff",            LOGIN_BACKOFF,       LOGIN_BACKOFF_DEFAULT,   Restart),
+    key("limits.max_login_backoff",        LOGIN_BACKOFF_CAP,   LOGIN_BACKOFF_CAP_DEFAULT, Restart),
+    key("limits.login_failures_before_close", LOGIN_FAILURES,   LOGIN_FAILURES_DEFAULT,  Restart),
+    key("limits.max_append_bytes_in_flight", APPEND_BYTES,      APPEND_BYTES_DEFAULT,    Restart),
 ];
 
 /// The key named `name`, if there is one.

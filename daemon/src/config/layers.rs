@@ -59,6 +59,8 @@ fn defaults() -> Layer {
             BuiltIn::Text(text) => Value::from(text),
             BuiltIn::Bool(value) => Value::from(value),
             BuiltIn::Duration(duration) => Value::from(units::format_duration(duration)),
+            BuiltIn::Size(bytes) => Value::from(units::format_size(bytes)),
+            BuiltIn::Count(count) => Value::from(count),
             // Derived from the final `data_dir` after merging, so that
             // `--data-dir` moves it: absent here on purpose.
             BuiltIn::InDataDir(_) => continue,

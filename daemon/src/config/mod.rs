@@ -20,6 +20,8 @@ mod read;
 mod units;
 
 #[cfg(test)]
+mod limits_tests;
+#[cfg(test)]
 mod tests;
 
 pub use keys::applies_live;
@@ -45,6 +47,57 @@ pub enum CpuAllocation {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TcpConfig {
     pub address: SocketAddr,
+    pub tls: TlsConfig,
+}
+
+/// `[tcp.tls]`: TLS on the Iggy TCP listener (`net::tls`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TlsConfig {
+    /// Serve TLS 1.2/1.3 only; plaintext clients are closed.
+    pub enabled: bool,
+    /// PEM certificate chain, leaf first (required when enabled). A path
+    /// starting with `$CREDENTIALS_DIRECTORY/` is read from the directory
+    /// systemd's `LoadCredential=` fills.
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of the leaf certificate.
+    pub key_file: Option<PathBuf>,
+    /// PEM CA certificates: when set, only clients presenting a certificate
+    /// issued by one of them complete the handshake.
+    pub client_ca_file: Option<PathBuf>,
+}
+
+/// `[limits]`: every bound a client can press on (`net/`). `None` counts are
+/// `"auto"`, derived at start.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LimitsConfig {
+    /// Client connections at once; `None` = RLIMIT_NOFILE minus the
+    /// descriptors kept for storage (`net::admission`).
+    pub max_connections: Option<u64>,
+    /// Client connections from one source address; `None` = a quarter of
+    /// the connection cap.
+    pub max_connections_per_address: Option<u64>,
+    /// Largest frame accepted before login, header included.
+    #[serde(rename = "max_login_frame_size")]
+    pub max_login_frame_size_bytes: u64,
+    /// Time from accept to a successful login.
+    pub login_timeout: Duration,
+    /// A logged-in connection silent this long is closed; zero = never.
+    pub idle_timeout: Duration,
+    /// Threads verifying passwords, off the shards.
+    pub login_threads: u64,
+    /// Password logins waiting for a login thread before new ones are
+    /// refused (status 58, which the SDK retries).
+    pub max_queued_logins: u64,
+    /// First delay after a failed login from an address (doubling); zero =
+    /// none.
+    pub login_backoff: Duration,
+    /// Cap of that delay.
+    pub max_login_backoff: Duration,
+    /// Failed logins after which a connection is closed.
+    pub login_failures_before_close: u64,
+    /// Bytes of appends in flight to one owner shard.
+    #[serde(rename = "max_append_bytes_in_flight")]
+    pub max_append_bytes_in_flight_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -192,6 +245,7 @@ pub struct Config {
     pub storage: StorageConfig,
     pub metrics: MetricsConfig,
     pub consumer_groups: ConsumerGroupsConfig,
+    pub limits: LimitsConfig,
 }
 
 /// Where configuration comes from, besides the built-in defaults.

@@ -30,6 +30,11 @@ pub(super) fn entries(config: &Config) -> Vec<(&'static str, Toml)> {
 
 /// `value` (`None`: unset) as a file would hold it; `None` to leave it out.
 fn printed(kind: Kind, value: Option<&Value>) -> Option<Toml> {
+    // Unset optional values print as the word that unsets them, so every
+    // key appears in the output.
+    if let (Kind::Count { auto: Some(_), .. }, None) = (kind, value) {
+        return Some(Toml::from("auto"));
+    }
     if let Kind::Budget { .. } = kind {
         return Some(
             match value.and_then(|value| value.deserialize::<u64>().ok()) {
@@ -54,6 +59,9 @@ fn printed(kind: Kind, value: Option<&Value>) -> Option<Toml> {
         | Kind::Level
         | Kind::Choice(_) => Toml::from(value.deserialize::<String>().ok()?),
         Kind::Bool => Toml::Boolean(value.deserialize::<bool>().ok()?),
+        Kind::Count { .. } => {
+            Toml::Integer(i64::try_from(value.deserialize::<u64>().ok()?).unwrap_or(i64::MAX))
+        }
         Kind::Size { .. } | Kind::Budget { .. } => {
             Toml::from(units::format_size(value.deserialize::<u64>().ok()?))
         }

@@ -116,6 +116,10 @@ impl Reader<'_> {
             Kind::Duration { min, max, zero } => {
                 serialized(self.bounded_duration(key, min, max, zero)?)
             }
+            Kind::Count { min, max, auto } => match self.count(key, min, max, auto)? {
+                None => Value::from(Empty::None),
+                Some(count) => Value::from(count),
+            },
             Kind::Level => Value::from(self.level(name)?),
             Kind::CpuAllocation => serialized(self.cpu_allocation(name)?),
             Kind::Choice(words) => Value::from(self.choice(name, words)?),
@@ -154,6 +158,41 @@ impl Reader<'_> {
                     show("logging.max_total_size", total_value)
                 ),
             ));
+        }
+        self.tls_checks()?;
+        let (backoff_value, backoff) = self.duration("limits.login_backoff")?;
+        let (cap_value, cap) = self.duration("limits.max_login_backoff")?;
+        if backoff > cap {
+            return Err(self.fail(
+                "limits.login_backoff",
+                backoff_value,
+                format!(
+                    "at most `limits.max_login_backoff` ({}{}), or 0 for no delay",
+                    show("limits.max_login_backoff", cap_value),
+                    from(&layers::origin(self.figment, cap_value))
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `tcp.tls.enabled` needs a certificate and its key.
+    fn tls_checks(&self) -> Result<(), ConfigError> {
+        if !self.boolean("tcp.tls.enabled")? {
+            return Ok(());
+        }
+        for (key, what) in [
+            ("tcp.tls.cert_file", "a PEM certificate chain file"),
+            ("tcp.tls.key_file", "a PEM private key file"),
+        ] {
+            let value = self.value(key)?;
+            if matches!(value, Value::String(_, text) if text.trim().is_empty()) {
+                return Err(self.fail(
+                    key,
+                    value,
+                    format!("{what} when `tcp.tls.enabled` is true"),
+                ));
+            }
         }
         Ok(())
     }
@@ -194,6 +233,38 @@ impl Reader<'_> {
             return Err(self.fail(key, value, expected));
         }
         Ok(path)
+    }
+
+    /// A whole number in `min..=max` (an integer, or a string holding one),
+    /// or `None` for `"auto"` when `auto` says what that means.
+    fn count(
+        &self,
+        key: &Key,
+        min: u64,
+        max: u64,
+        auto: Option<&str>,
+    ) -> Result<Option<u64>, ConfigError> {
+        let value = self.value(key.name)?;
+        let expected = match auto {
+            Some(auto) => format!(
+                "\"auto\" ({auto}) or a whole number from {min} to {max}, like {}",
+                example(key)
+            ),
+            None => format!("a whole number from {min} to {max}, like {}", example(key)),
+        };
+        let number = match value {
+            Value::String(_, text)
+                if auto.is_some() && text.trim().eq_ignore_ascii_case("auto") =>
+            {
+                return Ok(None);
+            }
+            Value::String(_, text) => text.trim().parse::<u64>().ok(),
+            _ => integer(value).and_then(|i| u64::try_from(i).ok()),
+        };
+        match number {
+            Some(number) if (min..=max).contains(&number) => Ok(Some(number)),
+            _ => Err(self.fail(key.name, value, expected)),
+        }
     }
 
     fn address(&self, key: &str) -> Result<SocketAddr, ConfigError> {
@@ -456,6 +527,8 @@ fn example(key: &Key) -> String {
         BuiltIn::Text(text) => text.to_string(),
         BuiltIn::Bool(value) => value.to_string(),
         BuiltIn::Duration(duration) => units::format_duration(duration),
+        BuiltIn::Size(bytes) => units::format_size(bytes),
+        BuiltIn::Count(count) => count.to_string(),
         BuiltIn::InDataDir(file) => format!("<data_dir>/{file}"),
     }
 }

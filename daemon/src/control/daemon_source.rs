@@ -13,7 +13,8 @@
 //! that only admin threads take.
 
 use crate::control::api::{
-    self, Hello, Percentiles, ProcessStats, ShardStats, Snapshot, Watchdog, WatchdogState,
+    self, Hello, Percentiles, ProcessStats, SecurityStats, ShardStats, Snapshot, Watchdog,
+    WatchdogState,
 };
 use crate::control::metrics::{GroupLag, MetricsInput, ShardSeries};
 use crate::control::{Action, ControlSource, sysinfo};
@@ -50,6 +51,8 @@ pub struct DaemonSourceParts {
     pub durability_default: crate::metadata::Durability,
     /// For the log actions; `None` in tests without a logger.
     pub log: Option<crate::logging::LogHandle>,
+    /// Admission and its security counters; `None` in tests without shards.
+    pub security: Option<std::sync::Arc<crate::net::admission::Admission>>,
 }
 
 #[derive(Debug)]
@@ -169,6 +172,25 @@ impl DaemonSource {
                     last_error: trash.last_error.filter(|_| trash.failing > 0),
                 }
             },
+            security: self.security(),
+        }
+    }
+
+    fn security(&self) -> SecurityStats {
+        let Some(admission) = &self.parts.security else {
+            return SecurityStats::default();
+        };
+        let snapshot = admission.snapshot();
+        SecurityStats {
+            connections_refused_total: snapshot.connections_refused,
+            logins_failed_total: snapshot.logins_failed,
+            logins_refused_total: snapshot.logins_refused,
+            frames_refused_total: snapshot.frames_refused,
+            timeouts_total: snapshot.timeouts,
+            tls_failures_total: snapshot.tls_failures,
+            evictions_total: snapshot.evictions,
+            max_connections: snapshot.max_connections,
+            max_connections_per_address: snapshot.max_connections_per_address,
         }
     }
 
@@ -565,6 +587,7 @@ mod tests {
             log_dir: dir.path().join("logs"),
             durability_default: crate::metadata::Durability::Persisted,
             log: None,
+            security: None,
         });
         (source, heartbeats, dir)
     }

@@ -5,9 +5,9 @@
 //! Must not: log or keep a raw password or token, or run inside
 //! `Metadata::apply` (hashing draws a random salt; the caller hashes before
 //! building the command). Argon2id with the crate's default parameters
-//! (19 MiB, t = 2, p = 1) costs tens of milliseconds of one core: a login
-//! blocks its shard for that long, which is the price of a slow hash;
-//! tests use [`HashCost::cheap`] to keep the suite fast.
+//! (19 MiB, t = 2, p = 1) costs tens of milliseconds of one core, so login
+//! checks run on the login pool (`net::login`), never on a shard; tests use
+//! [`HashCost::cheap`] to keep the suite fast.
 
 use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use argon2::{Algorithm, Argon2, Params, Version};

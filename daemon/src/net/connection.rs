@@ -1,28 +1,44 @@
-//! One client connection on its shard: read a frame (256-byte header, then
-//! the body its `size` announces), decode it with the sans-I/O codec, let the
-//! handler execute it, write exactly one reply, repeat. One request is in
-//! flight per connection (the SDK is lockstep), so replies are in order by
-//! construction.
+//! One client connection on its shard: check what the client speaks (its
+//! first byte: a TLS record on a TLS port, anything else on a plaintext
+//! one), complete the TLS handshake when the port is a TLS port, then read
+//! a frame (256-byte header, then the body its `size` announces), decode it
+//! with the sans-I/O codec, let the handler execute it, write exactly one
+//! reply, repeat. One request is in flight per connection (the SDK is
+//! lockstep), so replies are in order by construction.
 //!
 //! Bounded: a frame is at most 64 MiB (checked before anything is
-//! allocated), one frame buffer per connection at a time, grown only as
-//! body bytes arrive, and a connection that stalls only ever stalls its own
-//! task. A frame the codec cannot trust
-//! closes the connection; everything else gets the reply the protocol
-//! reference prescribes.
+//! allocated); before login at most `limits.max_login_frame_size`, and a
+//! larger one is answered with an eviction and closed without its body
+//! being read. One frame buffer per connection at a time. A connection must
+//! log in within `limits.login_timeout` of its accept (handshake included),
+//! and a logged-in one that stays silent for `limits.idle_timeout` is
+//! closed; a connection that stalls only ever stalls its own task. A frame
+//! the codec cannot trust closes the connection; everything else gets the
+//! reply the protocol reference prescribes.
+//!
+//! Every way a connection ends that a hostile client can cause is counted
+//! (`net::admission`'s security counters) and, where an operator should
+//! hear of it, logged at most once per interval per shard. A read that a
+//! timer won is never followed by another read on the same stream (the TLS
+//! stream cannot resume one): the connection ends.
 
 use super::handler::{self, Outcome};
 use super::session::Session;
+use super::tls::{TLS_HANDSHAKE_RECORD, peek_first_byte};
 use crate::limits;
-use crate::protocol::codes::EvictionReason;
+use crate::net::admission::{SecurityCounters, Ticket};
+use crate::protocol::codes::{EvictionReason, HEADER_COMMAND_REQUEST};
 use crate::protocol::frame::check_frame_size;
+use crate::protocol::header::RequestHeader;
 use crate::protocol::limits::HEADER_SIZE;
+use crate::protocol::reply::encode_eviction;
 use crate::shard::context::ShardContext;
 use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRentExt, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncReadRentExt, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 /// The first body read reserves at most this much; later reads at most
 /// double the buffer.
@@ -36,6 +52,18 @@ enum End {
     Stale,
     Revoked,
     Stopping,
+    /// Not logged in within `limits.login_timeout`.
+    LoginTimeout,
+    /// Logged in, silent for `limits.idle_timeout`.
+    Idle,
+    /// A frame larger than `limits.max_login_frame_size` before login.
+    LoginFrameTooLarge(usize),
+    /// `limits.login_failures_before_close` failed logins.
+    LoginFailures,
+    /// Plaintext on a TLS port or TLS on a plaintext port.
+    Mismatch(&'static str),
+    /// The TLS handshake failed.
+    Handshake(std::io::Error),
 }
 
 impl std::fmt::Display for End {
@@ -47,23 +75,143 @@ impl std::fmt::Display for End {
             End::Stale => f.write_str("stale consumer-group member evicted"),
             End::Revoked => f.write_str("login revoked by a metadata change"),
             End::Stopping => f.write_str("idle while the daemon stops"),
+            End::LoginTimeout => f.write_str("no login within limits.login_timeout"),
+            End::Idle => f.write_str("silent for limits.idle_timeout"),
+            End::LoginFrameTooLarge(size) => {
+                write!(f, "a {size}-byte frame before login")
+            }
+            End::LoginFailures => f.write_str("too many failed logins"),
+            End::Mismatch(what) => f.write_str(what),
+            End::Handshake(error) => write!(f, "TLS handshake failed: {error}"),
         }
     }
 }
 
 /// Serve one accepted connection until it closes. `client_id` was
 /// registered by the acceptor (before this task first runs, so a stopping
-/// shard never mistakes a just-accepted connection for none).
-pub async fn serve(context: Rc<ShardContext>, stream: TcpStream, peer: SocketAddr, client_id: u32) {
+/// shard never mistakes a just-accepted connection for none); `ticket` is
+/// its place in the connection caps, freed when the task ends.
+pub async fn serve(
+    context: Rc<ShardContext>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    client_id: u32,
+    ticket: Ticket,
+) {
     let mut session = Session::new(client_id, peer);
-    let end = run(&context, &mut session, stream).await;
+    let login_deadline = Instant::now() + context.net.limits.login_timeout;
+    let end = serve_stream(&context, &mut session, stream, login_deadline).await;
+    count_end(&context, &session, &end);
     tracing::debug!(shard = context.shard, client_id, %peer, %end, "connection closed");
     // A disconnect counts as a logout: leave every consumer group.
     handler::session_ended(&context, &mut session).await;
     context.unregister_client(client_id);
+    drop(ticket);
 }
 
-async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpStream) -> End {
+/// Counters and the (rate-limited) log lines an operator needs about how
+/// a connection ended.
+fn count_end(context: &ShardContext, session: &Session, end: &End) {
+    let counters = &context.net.admission.counters;
+    let peer = session.peer;
+    match end {
+        End::LoginTimeout => {
+            SecurityCounters::bump(&counters.timeouts);
+            if let Some(suppressed) = context.notice("login-timeout") {
+                tracing::info!(
+                    shard = context.shard,
+                    %peer,
+                    suppressed,
+                    "closed a connection that did not log in within limits.login_timeout"
+                );
+            }
+        }
+        End::Idle => SecurityCounters::bump(&counters.timeouts),
+        End::Stale | End::LoginFailures => SecurityCounters::bump(&counters.evictions),
+        End::Mismatch(what) => {
+            SecurityCounters::bump(&counters.tls_failures);
+            if let Some(suppressed) = context.notice("tls-mismatch") {
+                tracing::warn!(shard = context.shard, %peer, suppressed, "{what}");
+            }
+        }
+        End::Handshake(error) => {
+            SecurityCounters::bump(&counters.tls_failures);
+            if let Some(suppressed) = context.notice("tls-handshake") {
+                tracing::warn!(
+                    shard = context.shard,
+                    %peer,
+                    suppressed,
+                    %error,
+                    "TLS handshake failed (a client that does not trust this certificate, or \
+                     without a certificate from tcp.tls.client_ca_file?)"
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Time left until `deadline`.
+fn until(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+/// `future`, unless `limit` passes first (`None`: no limit).
+async fn within<F: Future>(limit: Option<Duration>, future: F) -> Option<F::Output> {
+    match limit {
+        None => Some(future.await),
+        Some(limit) => monoio::select! {
+            output = future => Some(output),
+            _ = monoio::time::sleep(limit) => None,
+        },
+    }
+}
+
+/// Check what the client speaks, shake hands when the port is a TLS port,
+/// and serve frames.
+async fn serve_stream(
+    context: &Rc<ShardContext>,
+    session: &mut Session,
+    stream: TcpStream,
+    login_deadline: Instant,
+) -> End {
+    let first = match within(Some(until(login_deadline)), peek_first_byte(&stream)).await {
+        None => return End::LoginTimeout,
+        Some(Ok(None)) => return End::PeerClosed,
+        Some(Ok(Some(byte))) => byte,
+        Some(Err(error)) => return End::Io(error),
+    };
+    let Some(tls) = &context.net.tls else {
+        if first == TLS_HANDSHAKE_RECORD {
+            return End::Mismatch(
+                "a TLS client on the plaintext Iggy port: the client has tls_enabled while \
+                 tcp.tls.enabled is false (closed)",
+            );
+        }
+        return run(context, session, stream, login_deadline).await;
+    };
+    if first != TLS_HANDSHAKE_RECORD {
+        return End::Mismatch(
+            "a plaintext client on the TLS Iggy port: the client needs tls_enabled (and \
+             tls_domain, tls_ca_file), since tcp.tls.enabled is true (closed)",
+        );
+    }
+    let acceptor = monoio_rustls::TlsAcceptor::from(tls.config());
+    match within(Some(until(login_deadline)), acceptor.accept(stream)).await {
+        None => End::LoginTimeout,
+        Some(Err(error)) => End::Handshake(error.into()),
+        Some(Ok(stream)) => run(context, session, stream, login_deadline).await,
+    }
+}
+
+/// The frame loop, over a plaintext or a TLS stream.
+async fn run<S: AsyncReadRent + AsyncWriteRent>(
+    context: &Rc<ShardContext>,
+    session: &mut Session,
+    mut stream: S,
+    login_deadline: Instant,
+) -> End {
+    let limits = context.net.limits;
     let mut header = vec![0u8; HEADER_SIZE];
     let stop = context.stop_signal();
     loop {
@@ -99,9 +247,23 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
                 None => std::future::pending().await,
             }
         };
+        let logged_in = session.login.is_some();
+        // Before login the deadline counts from the accept; after, silence.
+        let quiet_limit = if logged_in {
+            limits.idle_timeout
+        } else {
+            Some(until(login_deadline))
+        };
+        let quiet = async {
+            match quiet_limit {
+                Some(limit) => monoio::time::sleep(limit).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
         let read = monoio::select! {
             read = stream.read_exact(header) => read,
             _ = grace => return End::Stopping,
+            _ = quiet => return if logged_in { End::Idle } else { End::LoginTimeout },
             _ = stale => {
                 handler::evict(context, session, &mut stream, EvictionReason::StaleClient).await;
                 return End::Stale;
@@ -126,40 +288,20 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
             Ok(total) => total,
             Err(error) => return End::Protocol(error.to_string()),
         };
-        // Before login the body is read in chunks that at most double the
-        // buffer, so the memory a connection holds follows the bytes its
-        // client actually sent, not the size it announced (64 MiB on the
-        // word of an unauthenticated client would otherwise be reserved up
-        // front). A logged-in client gets its whole frame at once: growing
-        // a 1 MiB send by doubling would copy it again on the way.
-        let first = if session.login.is_some() {
-            total
-        } else {
-            total.min(HEADER_SIZE + BODY_CHUNK_MIN_BYTES)
-        };
-        let mut frame = Vec::with_capacity(first);
-        frame.extend_from_slice(&header);
-        while frame.len() < total {
-            let start = frame.len();
-            let chunk = (total - start).min(
-                start
-                    .max(BODY_CHUNK_MIN_BYTES)
-                    .max(frame.capacity() - start),
-            );
-            frame.reserve_exact(chunk);
-            let (result, body) = stream
-                .read_exact(frame.slice_mut(start..start + chunk))
-                .await;
-            frame = body.into_inner();
-            match result {
-                Ok(_) => {}
-                Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
-                    return End::PeerClosed;
-                }
-                Err(error) => return End::Io(error),
-            }
-            assert!(frame.len() == start + chunk);
+        if session.login.is_none() && total > limits.login_frame_bytes_max {
+            return refuse_login_frame(context, session, &header, total, &mut stream).await;
         }
+        let frame = match within(
+            quiet_limit,
+            read_body(&mut stream, &header, total, logged_in),
+        )
+        .await
+        {
+            None if logged_in => return End::Idle,
+            None => return End::LoginTimeout,
+            Some(Ok(frame)) => frame,
+            Some(Err(end)) => return end,
+        };
         let request_started = std::time::Instant::now();
         let outcome = handler::handle_frame(context, session, frame).await;
         match outcome {
@@ -176,5 +318,91 @@ async fn run(context: &Rc<ShardContext>, session: &mut Session, mut stream: TcpS
                 return End::Revoked;
             }
         }
+        if session.close_after_reply {
+            return End::LoginFailures;
+        }
     }
+}
+
+/// Read the body a `header` announced (`total` bytes with the header) into
+/// one buffer that starts with the header. Before login the body is read in
+/// chunks that at most double the buffer, so the memory a connection holds
+/// follows the bytes its client actually sent, not the size it announced.
+/// A logged-in client gets its whole frame at once: growing a 1 MiB send by
+/// doubling would copy it again on the way.
+async fn read_body<S: AsyncReadRent>(
+    stream: &mut S,
+    header: &[u8],
+    total: usize,
+    logged_in: bool,
+) -> Result<Vec<u8>, End> {
+    let first = if logged_in {
+        total
+    } else {
+        total.min(HEADER_SIZE + BODY_CHUNK_MIN_BYTES)
+    };
+    let mut frame = Vec::with_capacity(first);
+    frame.extend_from_slice(header);
+    while frame.len() < total {
+        let start = frame.len();
+        let chunk = (total - start).min(
+            start
+                .max(BODY_CHUNK_MIN_BYTES)
+                .max(frame.capacity() - start),
+        );
+        frame.reserve_exact(chunk);
+        let (result, body) = stream
+            .read_exact(frame.slice_mut(start..start + chunk))
+            .await;
+        frame = body.into_inner();
+        match result {
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err(End::PeerClosed);
+            }
+            Err(error) => return Err(End::Io(error)),
+        }
+        assert!(frame.len() == start + chunk);
+    }
+    Ok(frame)
+}
+
+/// Write one reply (or eviction) frame whole.
+async fn write_reply<S: AsyncWriteRent>(stream: &mut S, reply: Vec<u8>) -> std::io::Result<()> {
+    let (result, _) = stream.write_all(reply).await;
+    result.map(drop)
+}
+
+/// A frame over `limits.max_login_frame_size` before login: answer with an
+/// eviction (InvalidRequestBodySize, which the SDK reports as an invalid
+/// command) and close, without reading the body. A header that is not a
+/// request gets no answer at all, as any untrustworthy framing.
+async fn refuse_login_frame<S: AsyncWriteRent>(
+    context: &ShardContext,
+    session: &Session,
+    header: &[u8],
+    total: usize,
+    stream: &mut S,
+) -> End {
+    SecurityCounters::bump(&context.net.admission.counters.frames_refused);
+    if let Some(suppressed) = context.notice("login-frame") {
+        tracing::warn!(
+            shard = context.shard,
+            peer = %session.peer,
+            size = total,
+            max = context.net.limits.login_frame_bytes_max,
+            suppressed,
+            "refused a frame larger than limits.max_login_frame_size before login (closed \
+             without reading it)"
+        );
+    }
+    let Ok(bytes) = <[u8; HEADER_SIZE]>::try_from(header) else {
+        return End::LoginFrameTooLarge(total);
+    };
+    let request = RequestHeader::decode(&bytes);
+    if request.command == HEADER_COMMAND_REQUEST {
+        let eviction = encode_eviction(&request, EvictionReason::InvalidRequestBodySize);
+        let _ = write_reply(stream, eviction.to_vec()).await;
+    }
+    End::LoginFrameTooLarge(total)
 }

@@ -5,7 +5,9 @@
 //! connections across shards. This module does not speak the protocol.
 //!
 //! Each accepted connection becomes its own task on the shard
-//! (`net::connection`); a slow client only ever slows its own task.
+//! (`net::connection`); a slow client only ever slows its own task. A
+//! connection over the caps of `net::admission` is closed as soon as it is
+//! accepted, before any byte is read.
 
 use crate::limits;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -92,14 +94,14 @@ pub fn serve(
                 tracing::warn!(shard, %error, "cannot filter new handshakes while stopping")
             }
         }
-        let (queued, error) = sweep_backlog(fd);
+        let (served, error) = sweep_backlog(fd, |stream, peer| serve_one(&context, stream, peer));
         // SAFETY: `fd` is the listener's open descriptor; shutdown does not
         // close it (the drop below does).
         unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
         if let Some(error) = error {
             tracing::warn!(shard, %error, "accept failed while stopping");
         }
-        accepted += serve_accepted(&context, queued);
+        accepted += served;
         drop(listener);
         context.listener_closed();
         tracing::debug!(shard, accepted, "listener closed");
@@ -178,53 +180,72 @@ async fn serve_backlog(
     context: &std::rc::Rc<crate::shard::context::ShardContext>,
     fd: std::os::fd::RawFd,
 ) -> u64 {
-    let (accepted, error) = sweep_backlog(fd);
+    let (served, error) = sweep_backlog(fd, |stream, peer| serve_one(context, stream, peer));
     if let Some(error) = error {
-        tracing::warn!(shard = context.shard, %error, "accept failed");
-        monoio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    serve_accepted(context, accepted)
-}
-
-/// Start serving already-accepted connections; returns how many.
-fn serve_accepted(
-    context: &std::rc::Rc<crate::shard::context::ShardContext>,
-    accepted: Vec<(std::net::TcpStream, SocketAddr)>,
-) -> u64 {
-    let mut served = 0;
-    for (stream, peer) in accepted {
-        match monoio::net::TcpStream::from_std(stream) {
-            Ok(stream) => {
-                // Replies are written whole; Nagle would only delay them.
-                let _ = stream.set_nodelay(true);
-                let client_id = context.register_client(peer);
-                tracing::debug!(shard = context.shard, %peer, client_id, "connection accepted");
-                monoio::spawn(super::connection::serve(
-                    context.clone(),
-                    stream,
-                    peer,
-                    client_id,
-                ));
-                served += 1;
-            }
-            Err(error) => {
-                tracing::warn!(shard = context.shard, %peer, %error, "cannot serve an accepted connection");
-            }
+        if let Some(suppressed) = context.notice("accept-failed") {
+            tracing::warn!(shard = context.shard, %error, suppressed, "accept failed");
         }
+        monoio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     served
 }
 
+/// Admit one accepted connection and start serving it, or close it at once
+/// (before any byte is read) when it is over a cap of `net::admission`;
+/// true when it is served.
+fn serve_one(
+    context: &std::rc::Rc<crate::shard::context::ShardContext>,
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+) -> bool {
+    let ticket = match context.net.admission.admit(peer.ip(), context.partitions()) {
+        Ok(ticket) => ticket,
+        Err(refusal) => {
+            drop(stream);
+            if let Some(suppressed) = context.notice("connection-refused") {
+                tracing::warn!(
+                    shard = context.shard,
+                    %peer,
+                    suppressed,
+                    "refused a connection: {refusal}"
+                );
+            }
+            return false;
+        }
+    };
+    match monoio::net::TcpStream::from_std(stream) {
+        Ok(stream) => {
+            // Replies are written whole; Nagle would only delay them.
+            let _ = stream.set_nodelay(true);
+            let client_id = context.register_client(peer);
+            tracing::debug!(shard = context.shard, %peer, client_id, "connection accepted");
+            monoio::spawn(super::connection::serve(
+                context.clone(),
+                stream,
+                peer,
+                client_id,
+                ticket,
+            ));
+            true
+        }
+        Err(error) => {
+            tracing::warn!(shard = context.shard, %peer, %error, "cannot serve an accepted connection");
+            false
+        }
+    }
+}
+
 /// Take every connection waiting in the accept queue of the (non-blocking)
-/// listening socket `fd`, without waiting for more.
+/// listening socket `fd`, without waiting for more, handing each to `take`
+/// as soon as it is accepted: a burst never holds more descriptors than
+/// `take` keeps (refused ones are closed before the next accept). Returns
+/// how many `take` kept, and the error that stopped the sweep, if any.
 fn sweep_backlog(
     fd: std::os::fd::RawFd,
-) -> (
-    Vec<(std::net::TcpStream, SocketAddr)>,
-    Option<std::io::Error>,
-) {
+    mut take: impl FnMut(std::net::TcpStream, SocketAddr) -> bool,
+) -> (u64, Option<std::io::Error>) {
     use std::os::fd::FromRawFd;
-    let mut swept = Vec::new();
+    let mut kept = 0;
     loop {
         // SAFETY: `fd` is a valid listening socket; null address pointers
         // are allowed by accept4.
@@ -242,7 +263,7 @@ fn sweep_backlog(
                 Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ECONNABORTED) => {}
                 // EMFILE, ENFILE, ENOBUFS...: the listener stays valid; say
                 // so, and let the caller back off instead of spinning.
-                _ => return (swept, Some(error)),
+                _ => return (kept, Some(error)),
             }
             if error.raw_os_error() == Some(libc::EAGAIN) {
                 break;
@@ -252,11 +273,11 @@ fn sweep_backlog(
         // SAFETY: accept4 returned a new descriptor that we now own.
         let stream = unsafe { std::net::TcpStream::from_raw_fd(accepted) };
         match stream.peer_addr() {
-            Ok(peer) => swept.push((stream, peer)),
+            Ok(peer) => kept += u64::from(take(stream, peer)),
             Err(_) => drop(stream),
         }
     }
-    (swept, None)
+    (kept, None)
 }
 
 #[cfg(test)]

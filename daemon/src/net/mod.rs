@@ -1,9 +1,98 @@
 //! Networking of a shard: the per-shard TCP listener, the connection loop
 //! (frames in, replies out), per-connection session state, and the request
-//! handler that executes the Iggy protocol's commands.
+//! handler that executes the Iggy protocol's commands; and what every
+//! shard's connections share, built once by the supervisor (`Net`):
+//! admission (connection caps, login backoff, security counters), the login
+//! pool, the TLS configuration, and each owner shard's budget of append
+//! bytes in flight.
 
+pub mod admission;
+pub mod append_budget;
 pub mod connection;
 pub mod handler;
 pub mod listener;
 pub mod reply_frame;
+pub mod login;
 pub mod session;
+pub mod tls;
+
+use crate::config::LimitsConfig;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The per-connection bounds of `[limits]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Largest frame read before login, header included.
+    pub login_frame_bytes_max: usize,
+    /// From accept to a successful login.
+    pub login_timeout: Duration,
+    /// A logged-in connection silent this long is closed (`None` = never).
+    pub idle_timeout: Option<Duration>,
+    /// Failed logins after which the connection is closed.
+    pub login_failures_before_close: u32,
+}
+
+impl ConnectionLimits {
+    pub fn of(limits: &LimitsConfig) -> ConnectionLimits {
+        ConnectionLimits {
+            login_frame_bytes_max: usize::try_from(limits.max_login_frame_size_bytes)
+                .unwrap_or(usize::MAX),
+            login_timeout: limits.login_timeout,
+            idle_timeout: (!limits.idle_timeout.is_zero()).then_some(limits.idle_timeout),
+            login_failures_before_close: u32::try_from(limits.login_failures_before_close)
+                .unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// What the connections of every shard share.
+#[derive(Debug, Clone)]
+pub struct Net {
+    pub admission: Arc<admission::Admission>,
+    pub logins: login::LoginPool,
+    /// `Some` when `tcp.tls.enabled`.
+    pub tls: Option<tls::TlsCell>,
+    /// One per shard, by shard id: the bytes of appends in flight to it.
+    pub append_budgets: Arc<[Arc<append_budget::AppendBudget>]>,
+    pub limits: ConnectionLimits,
+}
+
+impl Net {
+    /// The budget of appends to `owner`.
+    pub fn append_budget(&self, owner: usize) -> Option<&Arc<append_budget::AppendBudget>> {
+        self.append_budgets.get(owner)
+    }
+}
+
+#[cfg(test)]
+impl Net {
+    /// Defaults of `[limits]`, no TLS, one cheap login thread: for unit
+    /// tests that run shards.
+    pub fn for_tests(shards: usize) -> Net {
+        let admission = admission::Admission::new(admission::AdmissionLimits {
+            max_connections: None,
+            max_connections_per_address: None,
+            descriptors: None,
+            shards: shards as u64,
+            login_backoff: crate::limits::LOGIN_BACKOFF,
+            max_login_backoff: crate::limits::LOGIN_BACKOFF_CAP,
+        });
+        let logins = login::LoginPool::start(1, 4, crate::metadata::auth::HashCost::cheap())
+            .expect("login thread starts");
+        Net {
+            admission,
+            logins,
+            tls: None,
+            append_budgets: (0..shards)
+                .map(|_| append_budget::AppendBudget::new(crate::limits::APPEND_BYTES_IN_FLIGHT))
+                .collect(),
+            limits: ConnectionLimits {
+                login_frame_bytes_max: crate::limits::LOGIN_FRAME_BYTES_MAX as usize,
+                login_timeout: crate::limits::LOGIN_TIMEOUT,
+                idle_timeout: Some(crate::limits::IDLE_TIMEOUT),
+                login_failures_before_close: 3,
+            },
+        }
+    }
+}

@@ -60,6 +60,11 @@ pub struct Session {
     /// While logged in: says why, when a metadata view revokes the login
     /// (`ShardContext::install_view`).
     pub ended: Option<flume::Receiver<Revoked>>,
+    /// Failed logins on this connection.
+    pub failed_logins: u32,
+    /// Set by a handler whose reply is the last (too many failed logins):
+    /// the connection writes it, then closes.
+    pub close_after_reply: bool,
 }
 
 impl Session {
@@ -72,6 +77,8 @@ impl Session {
             progress: BTreeMap::new(),
             commit: 0,
             ended: None,
+            failed_logins: 0,
+            close_after_reply: false,
         }
     }
 

@@ -1,8 +1,10 @@
 //! Per-shard state shared by the tasks of one shard (its connections and its
 //! pump loop) on one thread: the current metadata view, the shard's client
-//! registry, id counters and the few settings connections need. It is
-//! `Rc`-shared and `!Send` on purpose: it never leaves its shard. Other
-//! shards learn about it only through mesh messages.
+//! registry, id counters and the few settings connections need, the handle
+//! to what every shard's connections share (`net::Net`), and the shard's
+//! rate limiter for log lines about hostile clients. It is `Rc`-shared and
+//! `!Send` on purpose: it never leaves its shard. Other shards learn about
+//! it only through mesh messages.
 
 use super::mesh::{Mesh, ShardId};
 use crate::metadata::MetadataView;
@@ -99,6 +101,14 @@ pub struct ShardContext {
     /// GetSnapshotFile builds happen on the control plane's `snapshot`
     /// thread; connections queue them here.
     pub snapshot_files: crate::control::snapshot_file::SnapshotFiles,
+    /// Admission, logins, TLS, append budgets: shared with every shard.
+    pub net: crate::net::Net,
+    /// Partitions in the installed view (the descriptors storage keeps
+    /// grow with them).
+    partitions: Cell<u64>,
+    /// Per kind of notice: when one was last logged and how many were
+    /// suppressed since.
+    notices: RefCell<BTreeMap<&'static str, (Instant, u64)>>,
 }
 
 pub struct ContextSettings {
@@ -113,6 +123,7 @@ pub struct ContextSettings {
     pub started_at_us: u64,
     pub view: Arc<MetadataView>,
     pub snapshot_files: crate::control::snapshot_file::SnapshotFiles,
+    pub net: crate::net::Net,
 }
 
 impl ShardContext {
@@ -130,7 +141,10 @@ impl ShardContext {
             default_durability: settings.default_durability,
             started: settings.started,
             started_at_us: settings.started_at_us,
+            partitions: Cell::new(settings.view.partitions_count() as u64),
             view: RefCell::new(settings.view),
+            net: settings.net,
+            notices: RefCell::new(BTreeMap::new()),
             clients: RefCell::new(BTreeMap::new()),
             grants: RefCell::new(BTreeMap::new()),
             handoffs_seen: RefCell::new(BTreeMap::new()),
@@ -204,6 +218,7 @@ impl ShardContext {
             if !current.is_superseded_by(&view) {
                 return;
             }
+            self.partitions.set(view.partitions_count() as u64);
             *current = view.clone();
         }
         let mut grants = self.grants.borrow_mut();
@@ -255,6 +270,37 @@ impl ShardContext {
     /// Stop watching (logout, disconnect, eviction).
     pub fn unwatch_grant(&self, client_id: u32) {
         self.grants.borrow_mut().remove(&client_id);
+    }
+
+    /// Partitions in the installed view.
+    pub fn partitions(&self) -> u64 {
+        self.partitions.get()
+    }
+
+    /// Whether a notice of `kind` may be logged now (at most one per
+    /// `limits::REFUSAL_LOG_INTERVAL` per shard); `Some(n)` says how many
+    /// were suppressed since the last one.
+    pub fn notice(&self, kind: &'static str) -> Option<u64> {
+        let now = Instant::now();
+        let mut notices = self.notices.borrow_mut();
+        match notices.get_mut(kind) {
+            Some((last, suppressed))
+                if now.saturating_duration_since(*last) < crate::limits::REFUSAL_LOG_INTERVAL =>
+            {
+                *suppressed += 1;
+                None
+            }
+            Some((last, suppressed)) => {
+                let before = *suppressed;
+                *last = now;
+                *suppressed = 0;
+                Some(before)
+            }
+            None => {
+                notices.insert(kind, (now, 0));
+                Some(0)
+            }
+        }
     }
 
     pub fn register_client(&self, peer: SocketAddr) -> u32 {

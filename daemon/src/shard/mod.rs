@@ -109,6 +109,8 @@ pub struct ShardSpec {
     /// Where GetSnapshotFile requests go (the control plane's `snapshot`
     /// thread).
     pub snapshot_files: crate::control::snapshot_file::SnapshotFiles,
+    /// What every shard's connections share.
+    pub net: crate::net::Net,
 }
 
 /// Start the shard thread.
@@ -224,6 +226,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         started_at_us: spec.started_at_us,
         view: spec.view.clone(),
         snapshot_files: spec.snapshot_files.clone(),
+        net: spec.net.clone(),
     }));
     let mut shard = ShardLoop {
         context: context.clone(),
@@ -585,6 +588,7 @@ mod tests {
                 started: Instant::now(),
                 started_at_us: 0,
                 snapshot_files: crate::control::snapshot_file::queue().0,
+                net: crate::net::Net::for_tests(shards + 1),
             };
             handles.push(spawn(spec).unwrap());
         }

@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn admin_socket(daemon: &TestDaemon) -> PathBuf {
+pub fn admin_socket(daemon: &TestDaemon) -> PathBuf {
     daemon.data_dir().join("iggyd.sock")
 }
 
 /// Send request lines and read one response line per request.
-fn ask(path: &Path, requests: &[&str]) -> Vec<serde_json::Value> {
+pub fn ask(path: &Path, requests: &[&str]) -> Vec<serde_json::Value> {
     let stream = UnixStream::connect(path).expect("connect to the admin socket");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))

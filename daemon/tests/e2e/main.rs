@@ -7,6 +7,7 @@
 //! the official SDK sent.
 
 mod disk_full;
+mod bad_clients;
 mod bad_input;
 mod codec;
 mod golden;
@@ -21,3 +22,4 @@ mod plan;
 mod request_of;
 mod sessions;
 mod systemd;
+mod tls;

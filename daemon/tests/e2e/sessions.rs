@@ -38,7 +38,7 @@ fn create_user(root: &mut Client, name: &str, permissions: Option<&[u8]>) -> u32
 /// Waits (bounded by the client's read timeout) for the server to end an
 /// idle session: one eviction frame with `reason`, then end of stream.
 fn expect_evicted_while_idle(client: &mut Client, reason: u8) {
-    let stream = client.stream_mut();
+    let stream = client.socket_mut();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();

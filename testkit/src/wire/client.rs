@@ -7,10 +7,14 @@
 //! frame can be built once (`SendFrame`) and sent again with only its
 //! request number patched.
 //!
+//! The connection is plaintext or TLS (`connect_tls`, rustls over the same
+//! blocking socket); everything above the byte stream is the same.
+//!
 //! It reports every failure as a `ClientError` and never times anything.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 
 use super::request::{Identifier, OptionEntry, Request};
 use super::{
@@ -70,9 +74,40 @@ pub struct SendFrame {
     pub messages: u32,
 }
 
+/// The byte stream under a client: the socket, or TLS over it.
+enum Transport {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Read for Transport {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Transport::Plain(stream) => stream.read(buf),
+            Transport::Tls(stream) => stream.read(buf),
+        }
+    }
+}
+
+impl Write for Transport {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Transport::Plain(stream) => stream.write(buf),
+            Transport::Tls(stream) => stream.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Transport::Plain(stream) => stream.flush(),
+            Transport::Tls(stream) => stream.flush(),
+        }
+    }
+}
+
 /// One connection in lockstep.
 pub struct Client {
-    stream: TcpStream,
+    stream: Transport,
     client: u128,
     session: u64,
     /// The request number of the next replicated request (§2.3).
@@ -106,11 +141,52 @@ impl Client {
     /// Connects (no login yet), with `REPLY_TIMEOUT` on reads and writes
     /// and Nagle off.
     pub fn connect(address: SocketAddr) -> io::Result<Client> {
+        Ok(Client::over(Transport::Plain(Client::socket(address)?)))
+    }
+
+    /// A client on a stream the caller connected (from a chosen source
+    /// address, say); Nagle off, timeouts as the caller set them.
+    pub fn from_stream(stream: TcpStream) -> Client {
+        let _ = stream.set_nodelay(true);
+        Client::over(Transport::Plain(stream))
+    }
+
+    /// Connects over TLS with `config` (see `crate::tls::client_config`),
+    /// naming the server `server_name`, and completes the handshake before
+    /// returning (no login yet).
+    pub fn connect_tls(
+        address: SocketAddr,
+        config: Arc<rustls::ClientConfig>,
+        server_name: &str,
+    ) -> io::Result<Client> {
+        let name = rustls::pki_types::ServerName::try_from(server_name.to_string())
+            .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error))?;
+        let connection = rustls::ClientConnection::new(config, name).map_err(io::Error::other)?;
+        let mut stream = rustls::StreamOwned::new(connection, Client::socket(address)?);
+        while stream.conn.is_handshaking() {
+            stream.conn.complete_io(&mut stream.sock)?;
+        }
+        Ok(Client::over(Transport::Tls(Box::new(stream))))
+    }
+
+    /// The TLS session of a `connect_tls` client.
+    pub fn tls_connection(&self) -> Option<&rustls::ClientConnection> {
+        match &self.stream {
+            Transport::Plain(_) => None,
+            Transport::Tls(stream) => Some(&stream.conn),
+        }
+    }
+
+    fn socket(address: SocketAddr) -> io::Result<TcpStream> {
         let stream = TcpStream::connect(address)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
         stream.set_write_timeout(Some(REPLY_TIMEOUT))?;
-        Ok(Client {
+        Ok(stream)
+    }
+
+    fn over(stream: Transport) -> Client {
+        Client {
             stream,
             client: client_id(),
             session: 0,
@@ -119,7 +195,7 @@ impl Client {
                 header: [0; super::HEADER_SIZE],
                 body: Vec::with_capacity(64 * 1024),
             },
-        })
+        }
     }
 
     /// Connects and logs in.
@@ -138,9 +214,13 @@ impl Client {
         self.session
     }
 
-    /// Raw access for tools that write on the connection themselves.
-    pub fn stream_mut(&mut self) -> &mut TcpStream {
-        &mut self.stream
+    /// The socket under the connection (under TLS too), for tools that
+    /// look at or shut down the connection themselves.
+    pub fn socket_mut(&mut self) -> &mut TcpStream {
+        match &mut self.stream {
+            Transport::Plain(stream) => stream,
+            Transport::Tls(stream) => &mut stream.sock,
+        }
     }
 
     /// The last reply read.

@@ -20,7 +20,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Tabs, Wrap};
 
 /// Rows the header takes.
-pub const HEADER_ROWS: u16 = 4;
+pub const HEADER_ROWS: u16 = 5;
 
 pub fn render(frame: &mut Frame, app: &App) {
     let [header, tabs, body, footer] = Layout::vertical([

@@ -1,10 +1,12 @@
 //! The header: who the daemon is (version, pid, uptime), its shape (shards,
 //! cores, NUMA nodes, connections, memory), throughput in and out summed
 //! over the shards, disk and log usage (with deleted data still pending
-//! removal), default durability and the watchdog. Four lines, each cut at the terminal's width; it only reads
-//! `App`.
+//! removal), default durability and the watchdog, and what clients pressed
+//! on (refused connections, failed logins, evictions, timeouts, TLS
+//! failures; non-zero counts stand out). Five lines, each cut at the
+//! terminal's width; it only reads `App`.
 
-use crate::api::{Snapshot, WatchdogState};
+use crate::api::{SecurityStats, Snapshot, WatchdogState};
 use crate::app::{App, Connection};
 use crate::ui::{fmt_bytes, fmt_interval, fmt_mb_per_sec, fmt_rate, fmt_uptime};
 use ratatui::Frame;
@@ -128,6 +130,7 @@ fn lines(snapshot: &Snapshot) -> Vec<Line<'static>> {
             Span::raw(" "),
             value(format!("{} MB/s", fmt_mb_per_sec(bytes_out))),
         ]),
+        clients_line(&process.security),
         Line::from(vec![
             label("disk "),
             value(format!("{} used", fmt_bytes(process.disk_used_bytes))),
@@ -161,4 +164,36 @@ fn pending_removal(pending: &crate::api::PendingRemoval) -> Span<'static> {
     } else {
         label(text)
     }
+}
+
+/// What clients pressed on since start, most telling first, so a narrow
+/// terminal keeps the counters that show an attack.
+fn clients_line(security: &SecurityStats) -> Line<'static> {
+    let counter = |text: &'static str, count: u64| -> [Span<'static>; 2] {
+        let style = if count > 0 {
+            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD)
+        } else {
+            Style::new().add_modifier(Modifier::BOLD)
+        };
+        [label(text), Span::styled(count.to_string(), style)]
+    };
+    let mut spans = vec![label("clients ")];
+    for (text, count) in [
+        ("refused ", security.connections_refused_total),
+        ("  failed logins ", security.logins_failed_total),
+        ("  evicted ", security.evictions_total),
+        ("  timed out ", security.timeouts_total),
+        ("  TLS failed ", security.tls_failures_total),
+        ("  big frames ", security.frames_refused_total),
+        ("  logins busy ", security.logins_refused_total),
+    ] {
+        spans.extend(counter(text, count));
+    }
+    spans.push(label("  caps "));
+    spans.push(value(format!(
+        "{} / {} per address",
+        fmt_rate(security.max_connections as f64),
+        fmt_rate(security.max_connections_per_address as f64)
+    )));
+    Line::from(spans)
 }

@@ -42,6 +42,7 @@ fn populated() -> (DaemonSource, tempfile::TempDir) {
         log_dir: dir.path().join("logs"),
         durability_default: crate::metadata::Durability::Persisted,
         log: None,
+        security: None,
     });
     let mut metadata = Metadata::new();
     for command in [

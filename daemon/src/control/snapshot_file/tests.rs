@@ -85,6 +85,7 @@ fn sources(dir: &std::path::Path) -> SnapshotSources {
         log_dir: logs,
         durability_default: crate::metadata::Durability::Persisted,
         log: None,
+        security: None,
     }));
     SnapshotSources {
         admin,

@@ -291,6 +291,7 @@ pub async fn send_planned(
         session: session.number(),
         commit: plan.commit,
     };
+    let frame_bytes = frame.len() as u64;
     let result = async {
         let batch = ValidBatch::new(frame, plan.batch.clone())
             .map_err(|error| HandlerError::Status(error.status()))?;
@@ -304,6 +305,12 @@ pub async fn send_planned(
             &context.sends_forwarded
         };
         counter.set(counter.get() + 1);
+        // Bytes in flight to the owner are bounded: wait for room, hold it
+        // until the owner answers (`net::append_budget`).
+        let _permit = match context.net.append_budget(plan.owner) {
+            Some(budget) => Some(budget.acquire(frame_bytes).await),
+            None => None,
+        };
         let ack = partition_op(context, plan.owner, |reply| PartitionOp::Append {
             key,
             batch,

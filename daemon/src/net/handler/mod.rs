@@ -523,10 +523,10 @@ fn end_revoked(session: &Session, header: &RequestHeader, revoked: Revoked) -> O
 /// End a session from the server's side while its connection waits for
 /// the next request: a silent consumer-group member (StaleClient) or a
 /// revoked login. Tell the client why, leave its groups; the caller closes.
-pub async fn evict(
+pub async fn evict<S: monoio::io::AsyncWriteRent>(
     context: &Rc<ShardContext>,
     session: &mut Session,
-    stream: &mut monoio::net::TcpStream,
+    stream: &mut S,
     reason: EvictionReason,
 ) {
     use monoio::io::AsyncWriteRentExt;

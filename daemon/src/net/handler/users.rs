@@ -1,11 +1,14 @@
-//! Login, logout, users and personal access tokens. Passwords are checked
-//! (Argon2) on the connection's shard against the current view; changes go
-//! to shard 0 through `prepare_and_apply`, so a hash is computed here, not on
-//! the metadata writer.
+//! Login, logout, users and personal access tokens. Login passwords are
+//! checked (Argon2id) on the login pool (`net::login`), off the shards,
+//! against the current view; changes go to shard 0 through
+//! `prepare_and_apply`, so a new hash is computed here, not on the metadata
+//! writer.
 
 use super::{Handled, HandlerError, Outcome, Replier, Request_, now_us, prepare_and_apply};
 use crate::metadata::permissions::Principal;
 use crate::metadata::{Applied, Ident, MetadataError, MetadataView};
+use crate::net::admission::SecurityCounters;
+use crate::net::login::Busy;
 use crate::net::session::{Login, Session};
 use crate::protocol::codes::{EvictionReason, Status};
 use crate::protocol::command::{Command, Register};
@@ -20,10 +23,16 @@ use crate::protocol::reply::{
 use crate::shard::context::ShardContext;
 use std::num::NonZeroU64;
 use std::rc::Rc;
+use std::time::Instant;
 
 /// Register (op 1): the protocol-version gate already ran in the decoder;
-/// here the password (then, failing that, the token) is checked. Failures
-/// are evictions (§2.6): 9 bad credentials, 10 bad token, 11 inactive.
+/// here the password (then, failing that, the token) is checked. A login
+/// from an address with recent failures first waits its turn
+/// (`net::admission`); the password check runs on the login pool, never on
+/// this shard, and a full pool answers status 58 (TransientNotAccepted: the
+/// SDK retries). Failures are evictions (§2.6): 9 bad credentials, 10 bad
+/// token, 11 inactive; after `limits.login_failures_before_close` of them
+/// the connection closes behind the eviction.
 pub(crate) async fn login(
     context: &Rc<ShardContext>,
     session: &mut Session,
@@ -31,44 +40,91 @@ pub(crate) async fn login(
     register: &Register<'_>,
     commit: u64,
 ) -> Outcome {
-    let view = context.view();
-    let evict = |reason| {
-        Replier {
-            header,
-            session: 0,
-            commit,
-        }
-        .evict(reason)
+    let replier = Replier {
+        header,
+        session: 0,
+        commit,
     };
+    let peer = session.peer.ip();
+    let admission = &context.net.admission;
+    let turn = admission.login_turn(peer, Instant::now());
+    if turn > context.net.limits.login_timeout {
+        // The turn lies past any login deadline: the client would time out
+        // waiting. Its address keeps failing; say nothing more to it.
+        SecurityCounters::bump(&admission.counters.logins_refused);
+        return Outcome::Close("login backoff longer than limits.login_timeout".to_string());
+    }
+    if !turn.is_zero() {
+        // Waiting out the turn must not hold up a stop.
+        let stop = context.stop_signal();
+        let stopping = async {
+            if !context.is_stopping() {
+                let _ = stop.recv_async().await;
+            }
+        };
+        monoio::select! {
+            _ = monoio::time::sleep(turn) => {}
+            _ = stopping => return Outcome::Close("stopping during a login backoff".to_string()),
+        }
+    }
     let mut verified = None;
     let mut via_token = None;
-    if let Some(password) = &register.password
-        && let Ok(user_id) = view.verify_password(password.username, password.password)
-    {
-        verified = Some(user_id);
+    if let Some(password) = &register.password {
+        let checked =
+            context
+                .net
+                .logins
+                .try_check(context.view(), password.username, password.password);
+        match checked {
+            Ok(pending) => verified = pending.verdict().await,
+            Err(Busy) => {
+                SecurityCounters::bump(&admission.counters.logins_refused);
+                if let Some(suppressed) = context.notice("login-queue-full") {
+                    tracing::warn!(
+                        shard = context.shard,
+                        peer = %session.peer,
+                        suppressed,
+                        "a login was turned away: limits.max_queued_logins checks already wait \
+                         (status 58, the client retries)"
+                    );
+                }
+                return replier.status(Status::TransientNotAccepted);
+            }
+        }
     }
     if verified.is_none() {
-        match &register.token {
+        let view = context.view();
+        let reason = match &register.token {
             Some(token) => match view.verify_token(token.token, now_us()) {
                 Ok(user_id) => {
                     verified = Some(user_id);
                     via_token = Some(crate::metadata::auth::hash_token(token.token));
+                    None
                 }
-                Err(MetadataError::UserInactive { .. }) => {
-                    return evict(EvictionReason::UserInactive);
-                }
-                Err(_) if register.password.is_some() => {
-                    return evict(EvictionReason::InvalidCredentials);
-                }
-                Err(_) => return evict(EvictionReason::InvalidToken),
+                Err(MetadataError::UserInactive { .. }) => Some(EvictionReason::UserInactive),
+                Err(_) if register.password.is_some() => Some(EvictionReason::InvalidCredentials),
+                Err(_) => Some(EvictionReason::InvalidToken),
             },
-            None => return evict(EvictionReason::InvalidCredentials),
+            None => Some(EvictionReason::InvalidCredentials),
+        };
+        if let Some(reason) = reason {
+            return login_failed(context, session, &replier, reason);
         }
     }
-    let Some(grant) = verified.and_then(|user_id| view.grant(user_id, via_token)) else {
-        return evict(EvictionReason::InvalidCredentials);
+    // The view now (a password check waited on the login pool: the account
+    // may have changed since).
+    let grant = verified.and_then(|user_id| context.view().grant(user_id, via_token));
+    let Some(grant) = grant else {
+        return login_failed(
+            context,
+            session,
+            &replier,
+            EvictionReason::InvalidCredentials,
+        );
     };
     let user_id = grant.user_id;
+    admission.login_succeeded(peer);
+    session.failed_logins = 0;
     // A second login on a logged-in connection keeps the session when it is
     // the same user (Apache re-sends it); another user starts afresh.
     let session_number = match session.login {
@@ -87,7 +143,7 @@ pub(crate) async fn login(
     session.ended = Some(context.watch_grant(session.client_id, grant));
     context.update_client(session.client_id, Some(user_id), Vec::new());
     let Some(session_id) = NonZeroU64::new(session_number) else {
-        return evict(EvictionReason::SessionError);
+        return replier.evict(EvictionReason::SessionError);
     };
     let mut out = Vec::new();
     encode_login(
@@ -106,6 +162,35 @@ pub(crate) async fn login(
         commit,
     }
     .ok(&out)
+}
+
+/// A failed login: counted, the address's backoff grows, and after
+/// `limits.login_failures_before_close` failures the connection closes
+/// behind the eviction.
+fn login_failed(
+    context: &ShardContext,
+    session: &mut Session,
+    replier: &Replier<'_>,
+    reason: EvictionReason,
+) -> Outcome {
+    context
+        .net
+        .admission
+        .login_failed(session.peer.ip(), Instant::now());
+    session.failed_logins = session.failed_logins.saturating_add(1);
+    if session.failed_logins >= context.net.limits.login_failures_before_close {
+        session.close_after_reply = true;
+    }
+    if let Some(suppressed) = context.notice("login-failed") {
+        tracing::info!(
+            shard = context.shard,
+            peer = %session.peer,
+            suppressed,
+            failures_on_connection = session.failed_logins,
+            "a login failed"
+        );
+    }
+    replier.evict(reason)
 }
 
 fn user_info(user: &crate::metadata::User) -> UserInfo<'_> {
