@@ -162,7 +162,7 @@ fn pending_removal_on_the_disk_line() {
     let mut app = app();
     let buffer = draw(&app, 160, 48);
     let (x, y) = assert_has(&buffer, "trash 3.0 MiB in 2 pending removal, 1 failing");
-    assert_eq!(y, 3);
+    assert_eq!(y, 4, "the disk line, under the clients line");
     assert_eq!(buffer[(x, y)].fg, Color::Red);
     let mut calm = golden();
     calm.taken_at_ms += 1000;

@@ -71,8 +71,9 @@ impl Reader<'_> {
         let name = key.name;
         let value = match kind {
             Kind::Optional { inner, empty } => {
+                // Exactly "": whitespace is a mistake the inner kind names.
                 if let Value::String(_, text) = self.value(name)?
-                    && text.trim().is_empty()
+                    && text.is_empty()
                 {
                     return Ok(Value::from(Empty::None));
                 }
@@ -227,7 +228,7 @@ impl Reader<'_> {
     }
 
     fn path(&self, key: &str) -> Result<String, ConfigError> {
-        let expected = "a non-empty path, like \"/var/lib/iggyd\"";
+        let expected = "a non-empty path";
         let (value, path) = self.string(key, expected)?;
         if path.trim().is_empty() || path.contains('\0') {
             return Err(self.fail(key, value, expected));

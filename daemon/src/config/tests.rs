@@ -499,7 +499,7 @@ fn unknown_keys_and_suggestions() {
         "config key `tcp_address` from environment variable `IGGYD_TCP_ADDRESS` is not \
          known; did you mean `IGGYD_TCP__ADDRESS`? the top-level keys are data_dir, tcp, \
          admin, sharding, memory, root, logging, shutdown, retention, storage, \
-         limits, metrics, consumer_groups"
+         metrics, consumer_groups, limits"
     );
 }
 

@@ -11,7 +11,7 @@
 //!
 //! Adding a series is one entry in the matching table below
 //! (`process_gauges`, `shard_counters`, `shard_gauges`, `shard_histograms`,
-//! `partition_gauges`, `SECURITY`); `packaging/grafana/iggyd.json` may use
+//! `partition_gauges`, `process_counters`); `packaging/grafana/iggyd.json` may use
 //! any series the tests see exported.
 
 use crate::control::api::{self, Snapshot};
@@ -44,8 +44,7 @@ pub struct MetricsInput {
 }
 
 /// What a shard publishes beyond the admin snapshot's numbers: its raw
-/// counters (fsyncs, and the security counters `SECURITY` reads) and its
-/// cumulative latency histograms.
+/// counters (fsyncs) and its cumulative latency histograms.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ShardSeries {
     pub counters: ShardCounters,
@@ -116,6 +115,30 @@ fn process_gauges() -> Vec<ProcessGauge> {
             "Bytes of the log directory's files.",
             Some(Unit::Bytes),
             |input| input.snapshot.process.log_dir_bytes as f64,
+        ),
+        (
+            "iggyd_connections_max",
+            "The connection cap in force (limits.max_connections, or derived from RLIMIT_NOFILE).",
+            None,
+            |input| input.snapshot.process.security.max_connections as f64,
+        ),
+        (
+            "iggyd_trash_pending",
+            "Bytes of deleted data still on the disk, waiting for the janitor.",
+            Some(Unit::Bytes),
+            |input| input.snapshot.process.pending_removal.bytes as f64,
+        ),
+        (
+            "iggyd_trash_pending_entries",
+            "Deleted files and directories still on the disk, waiting for the janitor.",
+            None,
+            |input| input.snapshot.process.pending_removal.entries as f64,
+        ),
+        (
+            "iggyd_trash_failing_entries",
+            "Trash entries whose removal failed and waits for a retry.",
+            None,
+            |input| input.snapshot.process.pending_removal.failing as f64,
         ),
         (
             "iggyd_watchdog_stalled",
@@ -298,14 +321,49 @@ fn partition_gauges() -> Vec<PartitionGauge> {
     ]
 }
 
-/// A per-shard security counter: name (before `_total`), help, and the
-/// field of the shard's published counters. One line per counter the
-/// connection layer publishes (refused connections, failed logins,
-/// evictions), for example
-/// `("iggyd_shard_failed_logins", "Logins refused.", |c| c.failed_logins)`.
-type SecurityCounter = (&'static str, &'static str, fn(&ShardCounters) -> u64);
+/// A process-wide counter: name (before `_total`), help, value. The
+/// connection layer's counters are shared by every shard's connections.
+type ProcessCounter = (&'static str, &'static str, fn(&api::SecurityStats) -> u64);
 
-const SECURITY: &[SecurityCounter] = &[];
+fn process_counters() -> Vec<ProcessCounter> {
+    vec![
+        (
+            "iggyd_connections_refused",
+            "Connections closed at accept: over limits.max_connections or max_connections_per_address.",
+            |security| security.connections_refused_total,
+        ),
+        (
+            "iggyd_logins_failed",
+            "Logins with a wrong password or token.",
+            |security| security.logins_failed_total,
+        ),
+        (
+            "iggyd_logins_refused",
+            "Logins turned away unchecked (login queue full, or backoff past the login timeout).",
+            |security| security.logins_refused_total,
+        ),
+        (
+            "iggyd_frames_refused",
+            "Frames over limits.max_login_frame_size before login, refused unread.",
+            |security| security.frames_refused_total,
+        ),
+        (
+            "iggyd_connection_timeouts",
+            "Connections closed for limits.login_timeout or limits.idle_timeout.",
+            |security| security.timeouts_total,
+        ),
+        (
+            "iggyd_tls_failures",
+            "Failed TLS handshakes and plaintext/TLS mismatches.",
+            |security| security.tls_failures_total,
+        ),
+        (
+            "iggyd_evictions",
+            "Sessions the server ended (stale group members, too many failed logins).",
+            |security| security.evictions_total,
+        ),
+    ]
+}
 
 /// The input as a Prometheus text page.
 pub fn encode(input: &MetricsInput) -> String {
@@ -503,11 +561,8 @@ impl Collector for Scrape {
             &members,
         )?;
 
-        for (name, help, value) in SECURITY {
-            let samples: Vec<(Labels, f64)> = shards
-                .iter()
-                .map(|(labels, _, series)| (labels.clone(), value(&series.counters) as f64))
-                .collect();
+        for (name, help, value) in process_counters() {
+            let samples = [(Vec::new(), value(&snapshot.process.security) as f64)];
             counter_family(&mut encoder, name, help, None, &samples)?;
         }
         Ok(())

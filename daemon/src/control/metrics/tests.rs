@@ -22,6 +22,22 @@ use std::time::Instant;
 /// family: the stream's name needs escaping in a label.
 fn populated() -> (DaemonSource, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
+    let admission = crate::net::admission::Admission::new(crate::net::admission::AdmissionLimits {
+        max_connections: Some(500),
+        max_connections_per_address: Some(100),
+        descriptors: None,
+        shards: 1,
+        login_backoff: crate::limits::LOGIN_BACKOFF,
+        max_login_backoff: crate::limits::LOGIN_BACKOFF_CAP,
+    });
+    admission
+        .counters
+        .logins_failed
+        .store(5, std::sync::atomic::Ordering::Relaxed);
+    admission
+        .counters
+        .connections_refused
+        .store(9, std::sync::atomic::Ordering::Relaxed);
     let heartbeats = Heartbeats::new(1);
     let (mesh, _inboxes) = Mesh::new(1);
     let source = DaemonSource::new(DaemonSourceParts {
@@ -42,7 +58,7 @@ fn populated() -> (DaemonSource, tempfile::TempDir) {
         log_dir: dir.path().join("logs"),
         durability_default: crate::metadata::Durability::Persisted,
         log: None,
-        security: None,
+        security: Some(admission),
     });
     let mut metadata = Metadata::new();
     for command in [
@@ -126,6 +142,12 @@ fn populated() -> (DaemonSource, tempfile::TempDir) {
             partitions: vec![partition(0, 20, 18, Some(14)), partition(1, 10, 10, None)],
             request: window,
             histograms,
+            trash: crate::storage::trash::TrashStats {
+                entries: 3,
+                bytes: 4096,
+                failing: 1,
+                ..Default::default()
+            },
             ..ShardReport::default()
         },
     );
@@ -229,6 +251,14 @@ fn page_reports_published_state() {
     assert_eq!(lag(0) + lag(1), snapshot_lag as f64);
     assert!(value(&page, "iggyd_process_resident_memory_bytes", "") > 0.0);
     assert!(value(&page, "iggyd_process_open_fds", "") > 0.0);
+    // The connection layer's counters and the trash, process-wide.
+    assert_eq!(value(&page, "iggyd_logins_failed_total", ""), 5.0);
+    assert_eq!(value(&page, "iggyd_connections_refused_total", ""), 9.0);
+    assert_eq!(value(&page, "iggyd_evictions_total", ""), 0.0);
+    assert_eq!(value(&page, "iggyd_connections_max", ""), 500.0);
+    assert_eq!(value(&page, "iggyd_trash_pending_bytes", ""), 4096.0);
+    assert_eq!(value(&page, "iggyd_trash_pending_entries", ""), 3.0);
+    assert_eq!(value(&page, "iggyd_trash_failing_entries", ""), 1.0);
     assert_eq!(
         value(&page, "iggyd_build_info", "version="),
         1.0,
