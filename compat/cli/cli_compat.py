@@ -1,8 +1,13 @@
 """iggy-cli 0.14.0 against the real iggyd: starts a daemon (iggyd_daemon.py:
 temp dir, port 0, NOTIFY_SOCKET readiness), runs the official CLI binary for
 streams, topics, messages, consumer offsets, snapshots and cleanup, and
-checks what it prints (and, for a snapshot, the ZIP it writes). Exits
-non-zero on the first mismatch, with the command and its output.
+checks what it prints (and, for a snapshot, the ZIP it writes); then TLS as
+far as CLI 0.14.0 goes: it has `--tcp-tls-enabled` and a domain but no CA
+file option (it trusts only the webpki roots), so against a daemon serving a
+certificate of a private CA the CLI must refuse the handshake promptly, and
+a plaintext CLI on the TLS port, or a TLS CLI on a plaintext port, must fail
+at once with the daemon's log naming the mistake. Exits non-zero on the
+first mismatch, with the command and its output.
 
 Usage: cli_compat.py PATH_TO_IGGY_CLI
 """
@@ -13,12 +18,14 @@ import subprocess
 import sys
 import re
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 from iggyd_daemon import ROOT_PASSWORD, ROOT_USERNAME, start_daemon, stop_daemon  # noqa: E402
+from certs import issue_server, make_ca  # noqa: E402
 
 CLI_TIMEOUT_S = 60
 
@@ -33,13 +40,14 @@ class Cli:
         # The CLI keeps contexts and sessions under $HOME: keep it hermetic.
         self.env = dict(os.environ, HOME=str(home), NO_COLOR="1")
 
-    def run(self, *args: str, expect_ok: bool = True) -> str:
+    def run(self, *args: str, expect_ok: bool = True, tls: bool = False) -> str:
         command = [
             self.binary,
             "--transport",
             "tcp",
             "--tcp-server-address",
             self.address,
+            *(["--tcp-tls-enabled", "--tcp-tls-domain", "localhost"] if tls else []),
             "--username",
             ROOT_USERNAME,
             "--password",
@@ -195,6 +203,57 @@ def snapshots(cli: Cli) -> None:
     check("snapshot with lzma is refused as unavailable", "5" in out or "unavailable" in out.lower(), out)
 
 
+def quick_failure(cli: Cli, tls: bool) -> tuple[str, float]:
+    """`iggy ping` that must fail, without reconnect retries: its output and
+    how long it took."""
+    started = time.monotonic()
+    out = cli.run("--tcp-reconnection-max-retries", "0", "ping", expect_ok=False, tls=tls)
+    return out, time.monotonic() - started
+
+
+def tls_checks(binary: str, plain_address: str, plain_log, home: Path, directory: Path) -> None:
+    certificates = directory / "tls"
+    certificates.mkdir()
+    ca = make_ca(certificates, "private-ca")
+    cert, key = certificates / "server.pem", certificates / "server.key"
+    issue_server(certificates, ca, cert, key)
+    (directory / "tls-daemon").mkdir()
+    daemon = start_daemon(
+        directory / "tls-daemon",
+        env={
+            "IGGYD_TCP__TLS__ENABLED": "true",
+            "IGGYD_TCP__TLS__CERT_FILE": str(cert),
+            "IGGYD_TCP__TLS__KEY_FILE": str(key),
+        },
+    )
+    try:
+        tls_cli = Cli(binary, daemon.address, home)
+        out, took = quick_failure(tls_cli, tls=True)
+        log = daemon.log()
+        check(
+            "TLS CLI refuses a certificate of a CA it does not trust, promptly (the daemon "
+            "logs the failed handshake)",
+            took < 10 and "tls handshake failed" in log.lower(),
+            f"{took:.1f} s\n{out}\n--- log ---\n{log[-2000:]}",
+        )
+        out, took = quick_failure(tls_cli, tls=False)
+        log = daemon.log()
+        check(
+            "plaintext CLI on the TLS port fails at once, the log names the mistake",
+            took < 10 and "plaintext" in log.lower(),
+            f"{took:.1f} s\n{out}\n--- log ---\n{log[-2000:]}",
+        )
+    finally:
+        stop_daemon(daemon)
+    out, took = quick_failure(Cli(binary, plain_address, home), tls=True)
+    log = plain_log()
+    check(
+        "TLS CLI on a plaintext port fails at once, the log names the mistake",
+        took < 10 and "tls" in log.lower(),
+        f"{took:.1f} s\n{out}\n--- log ---\n{log[-2000:]}",
+    )
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__)
@@ -205,6 +264,7 @@ def main() -> int:
     daemon = start_daemon(directory)
     try:
         scenario(Cli(sys.argv[1], daemon.address, home))
+        tls_checks(sys.argv[1], daemon.address, daemon.log, home, directory)
     except (AssertionError, subprocess.TimeoutExpired) as error:
         global failed
         failed += 1

@@ -7,7 +7,6 @@ the open connection continues); a client trusting another CA is refused."""
 import asyncio
 import datetime
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -21,41 +20,8 @@ from apache_iggy import (
     TcpReconnectionConfig,
 )
 
+from certs import issue_server, make_ca
 from iggyd_daemon import ROOT_PASSWORD, ROOT_USERNAME, start_daemon, stop_daemon
-
-
-def openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-
-def make_ca(directory: Path, name: str) -> tuple[Path, Path]:
-    """A self-signed CA (EC P-256): its certificate and key."""
-    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
-    openssl(
-        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-        "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2",
-        "-subj", f"/CN={name}",
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-    )
-    return cert, key
-
-
-def issue_server(directory: Path, ca: tuple[Path, Path], cert: Path, key: Path) -> None:
-    """A certificate for `localhost` signed by `ca`, written to cert/key."""
-    request = directory / "server.csr"
-    extensions = directory / "server.ext"
-    extensions.write_text(
-        "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"
-    )
-    openssl(
-        "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-        "-keyout", str(key), "-out", str(request), "-subj", "/CN=localhost",
-    )
-    openssl(
-        "x509", "-req", "-in", str(request), "-CA", str(ca[0]), "-CAkey", str(ca[1]),
-        "-CAcreateserial", "-out", str(cert), "-days", "2", "-extfile", str(extensions),
-    )
 
 
 def tls_client(address: str, ca_file: Path) -> IggyClient:

@@ -305,6 +305,11 @@ pub const CONNECTIONS_FEW: u64 = 64;
 /// Refused connections are logged at most once per this interval per shard
 /// (with the count refused meanwhile), so a flood cannot flood the log.
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
+/// How long GetStream(s)/GetTopic(s) reuse the partition reports gathered
+/// from every shard (unless a partition change went out from the asking
+/// shard since): a client looping them costs each pump at most 20 report
+/// ops a second per shard.
+pub const PARTITION_REPORTS_REUSE: Duration = Duration::from_millis(50);
 
 /// `limits.max_append_bytes_in_flight`: bytes of appends queued for or held
 /// by one owner shard's pump at once; senders on every shard wait (in

@@ -3,9 +3,8 @@
 //! while a third sends `persisted` messages to that name, then the daemon
 //! is killed (`kill -9`) and restarted.
 //!
-//! The duration is `IGGYD_DELETE_RACE_SECS` seconds when set, else 60, or
-//! 20 under `CI=true` (the CI machine has two cores and the whole suite
-//! must stay well under 30 minutes).
+//! The duration is `IGGYD_DELETE_RACE_SECS` seconds when set, else 60 (CI
+//! included: the whole suite stays far under its 30 minutes).
 
 use crate::common::*;
 use iggy::prelude::*;
@@ -21,7 +20,7 @@ fn race_duration() -> Duration {
     let seconds = std::env::var("IGGYD_DELETE_RACE_SECS")
         .ok()
         .and_then(|seconds| seconds.parse().ok())
-        .unwrap_or(if iggyd_testkit::ci::in_ci() { 20 } else { 60 });
+        .unwrap_or(60);
     Duration::from_secs(seconds)
 }
 

@@ -62,6 +62,10 @@ pub struct Session {
     pub ended: Option<flume::Receiver<Revoked>>,
     /// Failed logins on this connection.
     pub failed_logins: u32,
+    /// When this session's last request that could change a partition's
+    /// numbers was answered: partition reports gathered before it are
+    /// stale for this session (`handler::streams::partition_reports`).
+    pub settled_at: Option<std::time::Instant>,
     /// Set by a handler whose reply is the last (too many failed logins):
     /// the connection writes it, then closes.
     pub close_after_reply: bool,
@@ -78,6 +82,7 @@ impl Session {
             commit: 0,
             ended: None,
             failed_logins: 0,
+            settled_at: None,
             close_after_reply: false,
         }
     }

@@ -14,6 +14,7 @@ use crate::net::session::Membership;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -96,6 +97,9 @@ pub struct ShardContext {
     /// shards' (handed over with their buffer).
     pub sends_local: Cell<u64>,
     pub sends_forwarded: Cell<u64>,
+    /// The last partition reports gathered from every shard for GetStream(s)
+    /// and GetTopic(s), reused briefly (`net::handler::streams`).
+    pub reports_cache: RefCell<Option<ReportsCache>>,
     /// µs from a request's last byte read to its reply written.
     request_latency: RefCell<hdrhistogram::Histogram<u64>>,
     /// GetSnapshotFile builds happen on the control plane's `snapshot`
@@ -110,6 +114,25 @@ pub struct ShardContext {
     /// suppressed since.
     notices: RefCell<BTreeMap<&'static str, (Instant, u64)>>,
 }
+
+/// Every partition's report, as gathered from every shard starting at `at`.
+#[derive(Debug)]
+pub struct ReportsCache {
+    pub at: Instant,
+    pub reports: Rc<PartitionReports>,
+}
+
+/// Partition reports by key, and each topic's totals as first summed from
+/// them (by stream id, topic id and creation time).
+#[derive(Debug, Default)]
+pub struct PartitionReports {
+    pub partitions:
+        BTreeMap<crate::shard::partition::PartitionKey, crate::shard::op::PartitionReport>,
+    pub topic_totals: RefCell<TopicTotals>,
+}
+
+/// `(stream id, topic id, topic created at)` → `(bytes, messages)`.
+pub type TopicTotals = BTreeMap<(u32, u32, u64), (u64, u64)>;
 
 pub struct ContextSettings {
     pub shard: ShardId,
@@ -157,6 +180,7 @@ impl ShardContext {
             accepting: Cell::new(true),
             sends_local: Cell::new(0),
             sends_forwarded: Cell::new(0),
+            reports_cache: RefCell::new(None),
             request_latency: RefCell::new(
                 hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2)
                     .expect("static histogram bounds are valid"),

@@ -786,3 +786,77 @@ fn silent_connections_time_out() {
     assert_eq!(counter(&daemon, "timeouts_total"), 2);
     daemon.assert_clean_log();
 }
+
+// Item 12, metadata reads that reach every pump. Proves 8 clients looping
+// GetStreams over a stream of 1,000 partitions cost the honest pair no more
+// than 8 clients looping pings (the cheapest request there is): the
+// partition reports are gathered from the pumps at most once per
+// `PARTITION_REPORTS_REUSE` per shard for everyone but a session that just
+// changed something, instead of at every request from every pump. Any
+// logged-in client looping requests takes its share of a shard; what must
+// not happen is one cheap request turning into work on every shard. And a
+// client that sends and then asks sees its own messages at once.
+#[test]
+fn a_get_streams_flood_costs_no_more_than_a_ping_flood() {
+    let daemon = TestDaemon::builder().log_level(Some("info")).spawn();
+    let address = daemon.address;
+    let mut admin = Client::login_to(address, "iggy", "iggy").expect("admin login");
+    admin.create_stream("wide").expect("wide stream");
+    admin
+        .create_topic(Identifier::Name("wide"), "many", 1000, &[])
+        .expect("1,000 partitions");
+    let mut honest = Honest::start(address);
+    honest.measure();
+
+    let flood = |request: fn() -> Request| {
+        Attack::new(8, move |index, switch| {
+            let source = attacker(index);
+            let Ok(mut client) = connect_from(source, address).map(Client::from_stream) else {
+                return;
+            };
+            client.login("iggy", "iggy").expect("attacker login");
+            let request = request();
+            while switch.attacking() {
+                if switch.on() {
+                    client.call(&request).expect("flood request");
+                } else {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        })
+    };
+    let pings = flood(Request::ping);
+    let (_, under_pings) = pings.measure_against(&mut honest);
+    pings.stop();
+    let get_streams = flood(Request::get_streams);
+    let (_, under_get_streams) = get_streams.measure_against(&mut honest);
+    get_streams.stop();
+
+    // Fresh for the asking connection: right after its own send, GetTopic
+    // counts every message acknowledged so far (the honest pair's and
+    // this one), whatever another shard's cache held.
+    let messages_of = |body: &[u8]| {
+        // TopicHeader: messages_count at byte 41 (protocol reference §7.2).
+        u64::from_le_bytes(body[41..49].try_into().unwrap())
+    };
+    let get_topic = Request::get_topic(Identifier::Name("honest"), Identifier::Name("events"));
+    let mut producer = Client::login_to(address, "iggy", "iggy").expect("login");
+    let payload: &[u8] = b"counted";
+    producer
+        .call(&Request::send_messages(
+            Identifier::Name("honest"),
+            Identifier::Name("events"),
+            Partitioning::PartitionId(0),
+            1,
+            &batch(&[payload]),
+        ))
+        .expect("send");
+    let after = producer.call(&get_topic).expect("GetTopic").to_vec();
+    assert_eq!(messages_of(&after), honest.next_offset + 1);
+    assert_unaffected(
+        "GetStreams flood (baseline: a ping flood)",
+        under_pings,
+        under_get_streams,
+    );
+    daemon.assert_clean_log();
+}

@@ -240,12 +240,27 @@ pub async fn handle_frame(
     let header = decoded.header;
     match decoded.command() {
         Ok(Command::SendMessages(send)) => {
-            match messages::plan_send(context, session, &header, &send, &frame) {
+            let outcome = match messages::plan_send(context, session, &header, &send, &frame) {
                 Ok(plan) => messages::send_planned(context, session, &header, plan, frame).await,
                 Err(outcome) => outcome,
-            }
+            };
+            session.settled_at = Some(std::time::Instant::now());
+            outcome
         }
-        Ok(command) => handle(context, session, &header, command).await,
+        Ok(command) => {
+            let reads_reports = matches!(
+                command,
+                Command::GetStream { .. }
+                    | Command::GetStreams
+                    | Command::GetTopic { .. }
+                    | Command::GetTopics { .. }
+            );
+            let outcome = handle(context, session, &header, command).await;
+            if !reads_reports {
+                session.settled_at = Some(std::time::Instant::now());
+            }
+            outcome
+        }
         Err(error) => {
             let commit = session.next_commit();
             match encode_error(&header, &error, session.number(), commit) {
@@ -475,11 +490,12 @@ pub(crate) async fn partition_op<T>(
     make: impl FnOnce(Reply<T>) -> PartitionOp,
 ) -> Result<T, PumpError> {
     let (reply, answer) = flume::bounded(1);
+    let op = make(reply);
     context
         .mesh
         .send(
             owner,
-            ShardMessage::Partition(make(reply), std::time::Instant::now()),
+            ShardMessage::Partition(op, std::time::Instant::now()),
         )
         .await
         .map_err(|_| PumpError::Stopping)?;

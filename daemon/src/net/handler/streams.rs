@@ -7,9 +7,11 @@
 //! given out again), and a purge is durable everywhere before the reply.
 
 use super::{Handled, Outcome, Request_, partition_op, prepare_and_apply};
+use crate::limits;
 use crate::metadata::options::as_entries;
 use crate::metadata::permissions::Principal;
 use crate::metadata::{Applied, Ident, MetadataView, PartitionRef, Stream, Topic};
+use crate::net::session::Session;
 use crate::protocol::command::Command;
 use crate::protocol::options::OptionEntry;
 use crate::protocol::primitives::Identifier;
@@ -17,45 +19,66 @@ use crate::protocol::reply::{
     PartitionInfo, StreamInfo, TopicInfo, encode_stream, encode_stream_details,
     encode_topic_details, encode_topics,
 };
-use crate::shard::context::ShardContext;
-use crate::shard::op::{PartitionOp, PartitionReport};
-use crate::shard::partition::{PartitionKey, PartitionSettings};
+use crate::shard::context::{PartitionReports, ReportsCache, ShardContext};
+use crate::shard::op::PartitionOp;
+use crate::shard::partition::PartitionSettings;
 use crate::shard::router;
-use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Instant;
 
-/// Every partition's numbers, from every shard.
+/// Every partition's numbers, from every shard. Asking every pump costs
+/// each shard an op per request, which clients looping GetStreams would
+/// turn into a stall for everyone: what this shard gathered is reused for
+/// [`limits::PARTITION_REPORTS_REUSE`], except by a session that had a
+/// request answered since it was gathered (so a client that sends and then
+/// asks sees its own messages; others' changes show at most that much
+/// later, as they would with any request in flight).
 pub(crate) async fn partition_reports(
     context: &ShardContext,
-) -> Handled<BTreeMap<PartitionKey, PartitionReport>> {
-    let mut reports = BTreeMap::new();
+    session: &Session,
+) -> Handled<Rc<PartitionReports>> {
+    let now = Instant::now();
+    if let Some(cache) = context.reports_cache.borrow().as_ref()
+        && session.settled_at.is_none_or(|settled| settled <= cache.at)
+        && now.saturating_duration_since(cache.at) < limits::PARTITION_REPORTS_REUSE
+    {
+        return Ok(cache.reports.clone());
+    }
+    let mut reports = PartitionReports::default();
     for shard in 0..context.shards {
         for report in partition_op(context, shard, |reply| PartitionOp::Report { reply }).await? {
-            reports.insert(report.key, report);
+            reports.partitions.insert(report.key, report);
         }
     }
+    let reports = Rc::new(reports);
+    *context.reports_cache.borrow_mut() = Some(ReportsCache {
+        at: now,
+        reports: reports.clone(),
+    });
     Ok(reports)
 }
 
-/// `(size_bytes, messages)` of a topic.
-fn topic_totals(
-    stream: &Stream,
-    topic: &Topic,
-    reports: &BTreeMap<PartitionKey, PartitionReport>,
-) -> (u64, u64) {
+/// `(size_bytes, messages)` of a topic, summed once per set of reports.
+fn topic_totals(stream: &Stream, topic: &Topic, reports: &PartitionReports) -> (u64, u64) {
+    let key = (stream.id, topic.id, topic.created_at_us);
+    if let Some(totals) = reports.topic_totals.borrow().get(&key) {
+        return *totals;
+    }
     let mut totals = (0, 0);
     for partition in &topic.partitions {
-        if let Some(report) = reports.get(&router::key(stream, topic, partition)) {
+        if let Some(report) = reports
+            .partitions
+            .get(&router::key(stream, topic, partition))
+        {
             totals.0 += report.stats.bytes;
             totals.1 += report.stats.messages;
         }
     }
+    reports.topic_totals.borrow_mut().insert(key, totals);
     totals
 }
 
-fn stream_info<'a>(
-    stream: &'a Stream,
-    reports: &BTreeMap<PartitionKey, PartitionReport>,
-) -> StreamInfo<'a> {
+fn stream_info<'a>(stream: &'a Stream, reports: &PartitionReports) -> StreamInfo<'a> {
     let (size_bytes, messages_count) = stream
         .topics
         .values()
@@ -76,7 +99,7 @@ fn stream_info<'a>(
 fn topic_info<'a>(
     stream: &Stream,
     topic: &'a Topic,
-    reports: &BTreeMap<PartitionKey, PartitionReport>,
+    reports: &PartitionReports,
     explicit: &'a [OptionEntry<'a>],
     derived: &'a [OptionEntry<'a>],
 ) -> TopicInfo<'a> {
@@ -100,7 +123,7 @@ fn topic_info<'a>(
 fn with_topic_info<R>(
     stream: &Stream,
     topic: &Topic,
-    reports: &BTreeMap<PartitionKey, PartitionReport>,
+    reports: &PartitionReports,
     f: impl FnOnce(&TopicInfo<'_>) -> R,
 ) -> R {
     let (explicit, derived) = topic.options.option_blocks();
@@ -113,7 +136,7 @@ fn with_topic_info<R>(
 /// for the call of `f`).
 fn with_stream_topics<R>(
     stream: &Stream,
-    reports: &BTreeMap<PartitionKey, PartitionReport>,
+    reports: &PartitionReports,
     f: impl FnOnce(&[TopicInfo<'_>]) -> R,
 ) -> R {
     let blocks: Vec<_> = stream
@@ -138,13 +161,15 @@ fn encode_topic_with_partitions(
     out: &mut Vec<u8>,
     stream: &Stream,
     topic: &Topic,
-    reports: &BTreeMap<PartitionKey, PartitionReport>,
+    reports: &PartitionReports,
 ) {
     let partitions: Vec<PartitionInfo> = topic
         .partitions
         .iter()
         .map(|partition| {
-            let report = reports.get(&router::key(stream, topic, partition));
+            let report = reports
+                .partitions
+                .get(&router::key(stream, topic, partition));
             PartitionInfo {
                 id: partition.id,
                 created_at_us: partition.created_at_us,
@@ -160,11 +185,7 @@ fn encode_topic_with_partitions(
     });
 }
 
-fn encode_stream_with_topics(
-    out: &mut Vec<u8>,
-    stream: &Stream,
-    reports: &BTreeMap<PartitionKey, PartitionReport>,
-) {
+fn encode_stream_with_topics(out: &mut Vec<u8>, stream: &Stream, reports: &PartitionReports) {
     with_stream_topics(stream, reports, |topics| {
         encode_stream_details(out, &stream_info(stream, reports), topics);
     });
@@ -180,7 +201,7 @@ pub(crate) async fn get_stream(
         return Ok(request.replier.empty());
     };
     principal.get_stream(stream.id)?;
-    let reports = partition_reports(request.context).await?;
+    let reports = partition_reports(request.context, request.session).await?;
     let mut out = Vec::new();
     encode_stream_with_topics(&mut out, stream, &reports);
     Ok(request.replier.ok(&out))
@@ -191,7 +212,7 @@ pub(crate) async fn get_streams(
     principal: &Principal<'_>,
 ) -> Handled<Outcome> {
     principal.get_streams()?;
-    let reports = partition_reports(request.context).await?;
+    let reports = partition_reports(request.context, request.session).await?;
     let mut out = Vec::new();
     for stream in request.view.streams() {
         encode_stream(&mut out, &stream_info(stream, &reports));
@@ -210,7 +231,7 @@ pub(crate) async fn get_topic(
         return Ok(request.replier.empty());
     };
     principal.get_topic(stream.id, topic.id)?;
-    let reports = partition_reports(request.context).await?;
+    let reports = partition_reports(request.context, request.session).await?;
     let mut out = Vec::new();
     encode_topic_with_partitions(&mut out, stream, topic, &reports);
     Ok(request.replier.ok(&out))
@@ -229,7 +250,7 @@ pub(crate) async fn get_topics(
         return Ok(request.replier.ok(&out));
     };
     principal.get_topics(stream.id)?;
-    let reports = partition_reports(request.context).await?;
+    let reports = partition_reports(request.context, request.session).await?;
     with_stream_topics(stream, &reports, |topics| encode_topics(&mut out, topics));
     Ok(request.replier.ok(&out))
 }
@@ -329,7 +350,7 @@ pub(crate) async fn change(
     match applied {
         Applied::StreamCreated { stream_id } => {
             if let Some(stream) = view.stream_by_id(stream_id) {
-                encode_stream_with_topics(&mut out, stream, &BTreeMap::new());
+                encode_stream_with_topics(&mut out, stream, &PartitionReports::default());
             }
         }
         Applied::TopicCreated {
@@ -341,7 +362,7 @@ pub(crate) async fn change(
             if let Some(stream) = view.stream_by_id(stream_id)
                 && let Some(topic) = stream.topic_by_id(topic_id)
             {
-                encode_topic_with_partitions(&mut out, stream, topic, &BTreeMap::new());
+                encode_topic_with_partitions(&mut out, stream, topic, &PartitionReports::default());
             }
         }
         Applied::TopicUpdated {
