@@ -81,6 +81,13 @@ log "rpm"
 # the nextest step: it times requests, it does not do the daemon's work),
 # must keep its throughput within generous floors of raw baselines measured
 # in the same run. A ratio floor, never a timed threshold.
+# The hostile-client suite again, against that release daemon (as an
+# attacker would meet it): the same tests, IGGYD_BIN pointing the test kit
+# at target/release/iggyd.
+log "bad_clients against the release daemon"
+IGGYD_BIN="$PWD/target/release/iggyd" cargo nextest run -p iggyd --test e2e --locked --profile ci \
+  -E 'test(/^bad_clients::/)'
+
 log "benchmark regression guard"
 target/debug/iggyd-bench --spawn target/release/iggyd --spawn-dir target --guard
 
