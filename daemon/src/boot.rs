@@ -337,5 +337,13 @@ fn open_metadata(config: &Config) -> Result<MetadataStore<StdIo>, BootError> {
         now_us,
     )
     .map_err(|error| BootError::Runtime(format!("creating the root user: {error}")))?;
+    let limits = &config.limits;
+    store.set_admission(crate::metadata::admission::Admission {
+        groups_per_topic: usize::try_from(limits.max_consumer_groups_per_topic)
+            .unwrap_or(usize::MAX),
+        members_per_group: usize::try_from(limits.max_members_per_group).unwrap_or(usize::MAX),
+        record_bytes: usize::try_from(limits.max_metadata_record_size_bytes).unwrap_or(usize::MAX),
+        ..crate::metadata::admission::Admission::default()
+    });
     Ok(store)
 }

@@ -404,6 +404,9 @@ pub const GROUP_MEMBERS_DEFAULT: usize = 4_096;
 /// option set or name list larger than this is refused (InvalidFormat)
 /// before it reaches the journal. At most [`RECORD_PAYLOAD_MAX_BYTES`].
 pub const METADATA_RECORD_BYTES_DEFAULT: u64 = 1024 * 1024;
+/// `limits.max_metadata_record_size` accepts this much at least: room for
+/// the largest permissions block of a few streams.
+pub const METADATA_RECORD_BYTES_MIN: u64 = 4096;
 /// How much one command can grow the encoded state beyond its own record:
 /// the partitions it creates from a count (25 bytes each at most, 1,000 per
 /// request) and the members and assignments a join adds, with room to

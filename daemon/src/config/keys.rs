@@ -52,9 +52,10 @@ pub(super) enum Kind {
         empty: Option<&'static str>,
     },
     /// A size in bytes: `0` meaning `zero` when that is accepted, otherwise
-    /// at least `min`.
+    /// at least `min` (and at most `max` when there is one).
     Size {
         min: u64,
+        max: Option<u64>,
         zero: Option<&'static str>,
     },
     /// `"auto"` (derived at start) or a size of at least `min`.
@@ -164,10 +165,12 @@ const PASSWORD: Kind = Kind::Text {
 };
 const LOG_FILE_SIZE: Kind = Kind::Size {
     min: limits::LOG_FILE_SIZE_MIN_BYTES,
+    max: None,
     zero: Some("no per-file limit"),
 };
 const LOG_TOTAL_SIZE: Kind = Kind::Size {
     min: 0,
+    max: None,
     zero: Some("no total limit"),
 };
 const LOG_RETENTION: Kind = Kind::Duration {
@@ -216,6 +219,7 @@ const CONNECTIONS: Kind = Kind::Count {
 };
 const LOGIN_FRAME: Kind = Kind::Size {
     min: limits::LOGIN_FRAME_BYTES_MIN,
+    max: None,
     zero: None,
 };
 const LOGIN_TIMEOUT: Kind = Kind::Duration {
@@ -255,9 +259,25 @@ const LOGIN_FAILURES: Kind = Kind::Count {
 };
 const APPEND_BYTES: Kind = Kind::Size {
     min: limits::APPEND_BYTES_IN_FLIGHT_MIN,
+    max: None,
     zero: None,
 };
 
+const GROUPS_PER_TOPIC: Kind = Kind::Count {
+    min: 1,
+    max: limits::GROUPS_PER_TOPIC_MAX as u64,
+    auto: None,
+};
+const MEMBERS_PER_GROUP: Kind = Kind::Count {
+    min: 1,
+    max: limits::GROUP_MEMBERS_MAX as u64,
+    auto: None,
+};
+const METADATA_RECORD: Kind = Kind::Size {
+    min: limits::METADATA_RECORD_BYTES_MIN,
+    max: Some(limits::RECORD_PAYLOAD_MAX_BYTES as u64),
+    zero: None,
+};
 const TLS_FILE: Kind = Kind::Optional {
     inner: &Kind::Path,
     empty: "none",
@@ -275,6 +295,9 @@ const IDLE_TIMEOUT_DEFAULT: BuiltIn = BuiltIn::Duration(limits::IDLE_TIMEOUT);
 const LOGIN_BACKOFF_DEFAULT: BuiltIn = BuiltIn::Duration(limits::LOGIN_BACKOFF);
 const LOGIN_BACKOFF_CAP_DEFAULT: BuiltIn = BuiltIn::Duration(limits::LOGIN_BACKOFF_CAP);
 const LOGIN_FRAME_DEFAULT: BuiltIn = BuiltIn::Size(limits::LOGIN_FRAME_BYTES_MAX);
+const GROUPS_PER_TOPIC_DEFAULT: BuiltIn = BuiltIn::Count(limits::GROUPS_PER_TOPIC_DEFAULT as u64);
+const MEMBERS_PER_GROUP_DEFAULT: BuiltIn = BuiltIn::Count(limits::GROUP_MEMBERS_DEFAULT as u64);
+const METADATA_RECORD_DEFAULT: BuiltIn = BuiltIn::Size(limits::METADATA_RECORD_BYTES_DEFAULT);
 const APPEND_BYTES_DEFAULT: BuiltIn = BuiltIn::Size(limits::APPEND_BYTES_IN_FLIGHT);
 const LOGIN_THREADS_DEFAULT: BuiltIn = BuiltIn::Count(limits::LOGIN_THREADS);
 const LOGINS_QUEUED_DEFAULT: BuiltIn = BuiltIn::Count(limits::LOGINS_QUEUED_MAX);
@@ -325,6 +348,9 @@ pub(super) const KEYS: &[Key] = &[
     key("limits.max_login_backoff",        LOGIN_BACKOFF_CAP,   LOGIN_BACKOFF_CAP_DEFAULT, Restart),
     key("limits.login_failures_before_close", LOGIN_FAILURES,   LOGIN_FAILURES_DEFAULT,  Restart),
     key("limits.max_append_bytes_in_flight", APPEND_BYTES,      APPEND_BYTES_DEFAULT,    Restart),
+    key("limits.max_consumer_groups_per_topic", GROUPS_PER_TOPIC, GROUPS_PER_TOPIC_DEFAULT, Restart),
+    key("limits.max_members_per_group",    MEMBERS_PER_GROUP,   MEMBERS_PER_GROUP_DEFAULT, Restart),
+    key("limits.max_metadata_record_size", METADATA_RECORD,     METADATA_RECORD_DEFAULT, Restart),
 ];
 
 /// The key named `name`, if there is one.

@@ -180,3 +180,38 @@ fn rules_between_keys() {
     assert!(!applies_live("tcp.tls.enabled"));
     assert!(!applies_live("limits.max_connections"));
 }
+
+/// The metadata-growth bounds: defaults from `crate::limits`, values in
+/// range taken, out of range refused with the range in the message.
+#[test]
+fn metadata_growth_bounds() {
+    let limits = load("", &[]).unwrap().limits;
+    assert_eq!(limits.max_consumer_groups_per_topic, 1024);
+    assert_eq!(limits.max_members_per_group, 4096);
+    assert_eq!(limits.max_metadata_record_size_bytes, 1 << 20);
+    let limits = load(
+        "[limits]\nmax_consumer_groups_per_topic = 3\nmax_members_per_group = 1\n\
+         max_metadata_record_size = \"16 MiB\"\n",
+        &[],
+    )
+    .unwrap()
+    .limits;
+    assert_eq!(
+        (
+            limits.max_consumer_groups_per_topic,
+            limits.max_members_per_group,
+            limits.max_metadata_record_size_bytes
+        ),
+        (3, 1, 16 << 20)
+    );
+    assert_eq!(
+        load_err("", &[("IGGYD_LIMITS__MAX_METADATA_RECORD_SIZE", "17 MiB")]),
+        "config key `limits.max_metadata_record_size` from environment variable \
+         `IGGYD_LIMITS__MAX_METADATA_RECORD_SIZE`: \"17 MiB\" is not accepted; expected a size \
+         from 4 KiB to 16 MiB, like \"1 MiB\""
+    );
+    assert!(
+        load_err("", &[("IGGYD_LIMITS__MAX_MEMBERS_PER_GROUP", "0")])
+            .contains("a whole number from 1 to 65536")
+    );
+}

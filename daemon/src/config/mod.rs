@@ -98,6 +98,14 @@ pub struct LimitsConfig {
     /// Bytes of appends in flight to one owner shard.
     #[serde(rename = "max_append_bytes_in_flight")]
     pub max_append_bytes_in_flight_bytes: u64,
+    /// Consumer groups one topic may hold (any reader may create them).
+    pub max_consumer_groups_per_topic: u64,
+    /// Members one consumer group may hold.
+    pub max_members_per_group: u64,
+    /// Largest metadata journal record shard 0 admits (a permissions block,
+    /// an option set).
+    #[serde(rename = "max_metadata_record_size")]
+    pub max_metadata_record_size_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

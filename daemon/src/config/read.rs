@@ -109,7 +109,7 @@ impl Reader<'_> {
             Kind::Text {
                 min, max, empty, ..
             } => Value::from(self.text(name, min, max, empty)?),
-            Kind::Size { min, zero } => Value::from(self.bounded_size(key, min, zero)?),
+            Kind::Size { min, max, zero } => Value::from(self.bounded_size(key, min, max, zero)?),
             Kind::Budget { min, example } => match self.budget(name, min, example)? {
                 None => Value::from(Empty::None),
                 Some(bytes) => Value::from(bytes),
@@ -320,19 +320,30 @@ impl Reader<'_> {
             .map_err(|expected| self.fail(key, value, expected))
     }
 
-    fn bounded_size(&self, key: &Key, min: u64, zero: Option<&str>) -> Result<u64, ConfigError> {
+    fn bounded_size(
+        &self,
+        key: &Key,
+        min: u64,
+        max: Option<u64>,
+        zero: Option<&str>,
+    ) -> Result<u64, ConfigError> {
         let (value, bytes) = self.size(key.name)?;
-        let accepted = (bytes == 0 && zero.is_some()) || bytes >= min;
+        let accepted =
+            (bytes == 0 && zero.is_some()) || (bytes >= min && max.is_none_or(|max| bytes <= max));
         if !accepted {
             let zero = zero.map_or(String::new(), |zero| format!("0 ({zero}) or "));
+            let range = match max {
+                Some(max) => format!(
+                    "from {} to {}",
+                    units::format_size(min),
+                    units::format_size(max)
+                ),
+                None => format!("of at least {}", units::format_size(min)),
+            };
             return Err(self.fail(
                 key.name,
                 value,
-                format!(
-                    "{zero}a size of at least {}, like \"{}\"",
-                    units::format_size(min),
-                    example(key)
-                ),
+                format!("{zero}a size {range}, like \"{}\"", example(key)),
             ));
         }
         Ok(bytes)

@@ -182,3 +182,72 @@ fn consumer_group_growth_is_bounded_and_repeated_joins_are_free() {
     reader.ping().unwrap();
     daemon.assert_clean_log();
 }
+
+// Proves the `[limits]` keys for metadata growth are what shard 0 admits:
+// with `max_consumer_groups_per_topic = 3`, `max_members_per_group = 1` and
+// `max_metadata_record_size = 4 KiB`, the fourth group, the second member
+// and a 20 KB permissions block are refused (status 1, 1 and
+// InvalidFormat) while what fits is accepted.
+#[test]
+fn metadata_bounds_follow_the_limits_section() {
+    let daemon = TestDaemon::builder()
+        .env("IGGYD_LIMITS__MAX_CONSUMER_GROUPS_PER_TOPIC", "3")
+        .env("IGGYD_LIMITS__MAX_MEMBERS_PER_GROUP", "1")
+        .env("IGGYD_LIMITS__MAX_METADATA_RECORD_SIZE", "4 KiB")
+        .spawn();
+    let mut root = logged_in(daemon.address, "iggy", "iggy");
+    stream_with_topic(&mut root, "s", "t", 2);
+    let group = |name: &str| {
+        Request::create_consumer_group(Identifier::Name("s"), Identifier::Name("t"), name)
+    };
+    for name in ["a", "b", "c"] {
+        root.call(&group(name)).unwrap();
+    }
+    match root.call(&group("d")) {
+        Err(ClientError::Status { status, .. }) => assert_eq!(status, 1),
+        other => panic!("a fourth group was answered {other:?}"),
+    }
+    let join = Request::join_consumer_group(
+        Identifier::Name("s"),
+        Identifier::Name("t"),
+        Identifier::Name("a"),
+    );
+    root.call(&join).unwrap();
+    let mut second = logged_in(daemon.address, "iggy", "iggy");
+    match second.call(&join) {
+        Err(ClientError::Status { status, .. }) => assert_eq!(status, 1),
+        other => panic!("a second member was answered {other:?}"),
+    }
+    // A small permissions block fits; 2,000 streams' worth does not.
+    let block = |entries: u32| {
+        let mut block = vec![0u8; 10];
+        block.push(1);
+        for stream_id in 0..entries {
+            block.extend_from_slice(&stream_id.to_le_bytes());
+            block.extend_from_slice(&[1, 1, 0, 0, 1, 1]);
+            block.push(0);
+            block.push(u8::from(stream_id + 1 < entries));
+        }
+        block
+    };
+    root.call(&Request::create_user(
+        "small",
+        "secret",
+        1,
+        Some(&block(4)),
+        &[],
+    ))
+    .unwrap();
+    match root.call(&Request::create_user(
+        "big",
+        "secret",
+        1,
+        Some(&block(2_000)),
+        &[],
+    )) {
+        Err(ClientError::Status { status, .. }) => assert_eq!(status, 4),
+        other => panic!("a 24 KB permissions block was answered {other:?}"),
+    }
+    root.ping().unwrap();
+    daemon.assert_clean_log();
+}
