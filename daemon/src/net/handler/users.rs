@@ -181,14 +181,23 @@ fn login_failed(
     if session.failed_logins >= context.net.limits.login_failures_before_close {
         session.close_after_reply = true;
     }
-    if let Some(suppressed) = context.notice("login-failed") {
-        tracing::info!(
+    // One line per shard every few seconds at most; a warning (an event in
+    // iggy-top) once failures repeat within that time, as in a flood.
+    match context.notice("login-failed") {
+        Some(0) => tracing::info!(
+            shard = context.shard,
+            peer = %session.peer,
+            failures_on_connection = session.failed_logins,
+            "a login failed"
+        ),
+        Some(suppressed) => tracing::warn!(
             shard = context.shard,
             peer = %session.peer,
             suppressed,
             failures_on_connection = session.failed_logins,
-            "a login failed"
-        );
+            "logins keep failing (more since the last line: suppressed)"
+        ),
+        None => {}
     }
     replier.evict(reason)
 }
