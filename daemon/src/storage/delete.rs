@@ -136,6 +136,7 @@ impl<I: StorageIo> PartitionLog<I> {
         self.tail.pending_bytes = 0;
         self.epoch.purges += 1;
         self.replace_window(None);
+        self.drop_prefetch(None);
         self.read_cursor.set(None);
         if let Some(parent) = self.dir.parent()
             && let Err(error) = trash.make_durable(parent).await

@@ -42,8 +42,8 @@ pub enum Access {
 /// Buffers are owned (io_uring style): a write takes its buffer and hands it
 /// back, a read returns a new buffer.
 #[allow(async_fn_in_trait)]
-pub trait StorageIo {
-    type File;
+pub trait StorageIo: Clone + 'static {
+    type File: 'static;
 
     /// Opens a file for buffered access.
     async fn open(&self, path: &Path, mode: OpenMode) -> io::Result<Self::File> {

@@ -242,3 +242,64 @@ fn over_budget_buffers_take_only_what_is_needed() {
         });
     }
 }
+
+// A sequential reader of a segment larger than a read window, in both I/O
+// modes: every window after the first is read ahead while the one before
+// is served (a prefetch is in place after each poll that came from the
+// disk), every message comes back once and in order, and when the
+// partition goes idle both windows go back to the pool.
+#[test]
+fn sequential_reads_prefetch_the_next_window() {
+    for access in [Access::Buffered, Access::Direct] {
+        let dir = tempfile::tempdir().unwrap();
+        runtime().block_on(async {
+            let config = PartitionConfig::new(0, 1 << 30).with_access(access);
+            let mut log = PartitionLog::open(
+                MonoioIo,
+                dir.path(),
+                config.clone(),
+                Rc::new(SystemClock),
+                pool(),
+            )
+            .await
+            .unwrap();
+            // 48 batches of 100 x 2,000 B: about 9.6 MB, over two windows.
+            for _ in 0..48 {
+                log.append_and_write(&producer_batch(100, 2000))
+                    .await
+                    .unwrap();
+            }
+            log.close().await.unwrap();
+            drop(log);
+            let pool = pool();
+            let log = PartitionLog::open(
+                MonoioIo,
+                dir.path(),
+                config,
+                Rc::new(SystemClock),
+                pool.clone(),
+            )
+            .await
+            .unwrap();
+            // The write tail's buffer; the windows come on top.
+            let at_open = pool.stats().outstanding_bytes;
+            let mut next = 0u64;
+            let mut prefetched = 0;
+            while next < 4800 {
+                let read = log.read_by_offset(next, 500, 1 << 20).await.unwrap();
+                let got = offsets(&read);
+                assert!(!got.is_empty(), "{access:?}: nothing at {next}");
+                assert_eq!(got, (next..next + got.len() as u64).collect::<Vec<_>>());
+                next += got.len() as u64;
+                if log.prefetch.borrow().is_some() {
+                    prefetched += 1;
+                }
+            }
+            assert!(prefetched > 0, "{access:?}: no window was read ahead");
+            log.release_idle_window();
+            log.release_idle_window();
+            assert!(log.prefetch.borrow().is_none());
+            assert_eq!(pool.stats().outstanding_bytes, at_open, "{access:?}");
+        });
+    }
+}

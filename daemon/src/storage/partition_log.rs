@@ -238,6 +238,9 @@ pub struct PartitionLog<I: StorageIo> {
     pub(super) window_used: std::cell::Cell<bool>,
     /// Where the last read ended (see `read.rs`).
     pub(super) read_cursor: std::cell::Cell<Option<ReadCursor>>,
+    /// The read of the window after the current one, started when that
+    /// one was read from the disk (`read.rs`).
+    pub(super) prefetch: RefCell<Option<super::read::Prefetch>>,
 }
 
 impl<I: StorageIo> std::fmt::Debug for PartitionLog<I> {
@@ -335,6 +338,7 @@ impl<I: StorageIo> PartitionLog<I> {
             read_window: RefCell::new(None),
             window_used: std::cell::Cell::new(false),
             read_cursor: std::cell::Cell::new(None),
+            prefetch: RefCell::new(None),
         };
         log.load_tail(size_bytes).await?;
         Ok(log)

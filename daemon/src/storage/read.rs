@@ -118,6 +118,39 @@ pub(crate) struct ReadWindow {
     pub(crate) verified: bool,
 }
 
+/// A read of the span after the read window, started as soon as that
+/// window came from the disk so a sequential consumer's next poll finds it
+/// done (or in flight) instead of waiting for a whole read: the disk reads
+/// ahead while the shard sends the current window.
+pub(crate) struct Prefetch {
+    segment_start: u64,
+    file_start: u64,
+    file_end: u64,
+    /// The segment's written size when the read started: bytes after it
+    /// are not the segment's.
+    written_end: u64,
+    capacity: usize,
+    state: PrefetchState,
+}
+
+type PendingRead = std::pin::Pin<Box<dyn Future<Output = (std::io::Result<usize>, AlignedBuf)>>>;
+
+enum PrefetchState {
+    /// Submitted (polled once), not seen complete.
+    Reading(PendingRead),
+    Done(std::io::Result<usize>, AlignedBuf),
+}
+
+impl std::fmt::Debug for Prefetch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prefetch")
+            .field("segment_start", &self.segment_start)
+            .field("file_start", &self.file_start)
+            .field("file_end", &self.file_end)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Where the last read ended: the next offset and the index entry that
 /// holds it, so a sequential reader skips the index search.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +218,10 @@ impl<I: StorageIo> PartitionLog<I> {
         }
         let written_end = segment.size_bytes;
         assert!(span.end <= written_end);
+        if self.take_prefetch(segment.start_offset, span.clone()).await {
+            self.start_prefetch(segment_number).await;
+            return Ok(());
+        }
         let file_start = align_down(span.start);
         // A window reads ahead of the span, within the shard's budget.
         let ahead = if self.pool.has_room(READ_WINDOW_BYTES) {
@@ -235,7 +272,129 @@ impl<I: StorageIo> PartitionLog<I> {
             buf: Arc::new(buf),
             verified: false,
         }));
+        self.start_prefetch(segment_number).await;
         Ok(())
+    }
+
+    /// Installs the prefetched window if it holds `span` of the segment
+    /// starting at `segment_start` (awaiting its read if still in flight);
+    /// any other prefetch is dropped. False when the caller must read.
+    async fn take_prefetch(&self, segment_start: u64, span: std::ops::Range<u64>) -> bool {
+        let Some(prefetch) = self.prefetch.take() else {
+            return false;
+        };
+        let covers = prefetch.segment_start == segment_start
+            && prefetch.file_start <= span.start
+            && span.end <= prefetch.file_end;
+        if !covers {
+            self.forget_prefetch(prefetch);
+            return false;
+        }
+        let (result, buf) = match prefetch.state {
+            PrefetchState::Reading(read) => read.await,
+            PrefetchState::Done(result, buf) => (result, buf),
+        };
+        match result {
+            Ok(read) if prefetch.file_start + read as u64 >= span.end => {
+                self.replace_window(None);
+                self.replace_window(Some(ReadWindow {
+                    segment_start,
+                    file_start: prefetch.file_start,
+                    valid_end: (prefetch.file_start + read as u64).min(prefetch.written_end),
+                    buf: Arc::new(buf),
+                    verified: false,
+                }));
+                true
+            }
+            // A short or failed read ahead: the caller's own read says why.
+            _ => {
+                self.pool.give(buf);
+                false
+            }
+        }
+    }
+
+    /// Starts reading the window after the current disk window (same
+    /// segment, written bytes only), when the shard's budget has room for
+    /// a second window.
+    async fn start_prefetch(&self, segment_number: usize) {
+        let Some(segment) = self.segments.get(segment_number) else {
+            return;
+        };
+        let next_start = match self.read_window.borrow().as_ref() {
+            Some(window) if !window.verified && window.segment_start == segment.start_offset => {
+                window.file_start + window.buf.len() as u64
+            }
+            _ => return,
+        };
+        let written_end = segment.size_bytes;
+        // A window that ended short of a block ended at the end of the file.
+        if next_start >= written_end
+            || align_down(next_start) != next_start
+            || !self.pool.has_room(READ_WINDOW_BYTES)
+        {
+            return;
+        }
+        let file_end = align_up((next_start + READ_WINDOW_BYTES as u64).min(written_end));
+        let capacity = (file_end - next_start) as usize;
+        let file = if segment_number + 1 == self.segments.len() {
+            self.active_log.clone()
+        } else {
+            let log_path = segment.log_path(&self.dir);
+            match self
+                .io
+                .open_with(&log_path, OpenMode::Existing, self.config.access)
+                .await
+            {
+                Ok(file) => Rc::new(file),
+                // The read itself will meet (and report) the same error.
+                Err(_) => return,
+            }
+        };
+        let io = self.io.clone();
+        let buf = self.pool.take(capacity);
+        let mut read: PendingRead =
+            Box::pin(async move { io.read_at_most(&file, buf, next_start).await });
+        // One poll submits the read; completion is collected when a poll
+        // needs the window (or the prefetch is dropped).
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let state = match read.as_mut().poll(&mut context) {
+            std::task::Poll::Ready((result, buf)) => PrefetchState::Done(result, buf),
+            std::task::Poll::Pending => PrefetchState::Reading(read),
+        };
+        if let Some(old) = self.prefetch.replace(Some(Prefetch {
+            segment_start: segment.start_offset,
+            file_start: next_start,
+            file_end,
+            written_end,
+            capacity,
+            state,
+        })) {
+            self.forget_prefetch(old);
+        }
+    }
+
+    /// Drops a prefetch: its buffer goes back to the pool, or, while the
+    /// read is in flight, stays with the read until it completes.
+    fn forget_prefetch(&self, prefetch: Prefetch) {
+        match prefetch.state {
+            PrefetchState::Done(_, buf) => self.pool.give(buf),
+            PrefetchState::Reading(read) => {
+                drop(read);
+                self.pool.forget(prefetch.capacity);
+            }
+        }
+    }
+
+    /// Drops the prefetch, if any (or only one of the segment starting at
+    /// `segment_start`).
+    pub(super) fn drop_prefetch(&self, segment_start: Option<u64>) {
+        let matches = self.prefetch.borrow().as_ref().is_some_and(|prefetch| {
+            segment_start.is_none_or(|start| start == prefetch.segment_start)
+        });
+        if matches && let Some(prefetch) = self.prefetch.take() {
+            self.forget_prefetch(prefetch);
+        }
     }
 
     /// Installs `window` (or none), returning the old buffer to the pool
@@ -255,6 +414,7 @@ impl<I: StorageIo> PartitionLog<I> {
     pub fn release_idle_window(&self) {
         if !self.window_used.replace(false) {
             self.replace_window(None);
+            self.drop_prefetch(None);
         }
     }
 
@@ -275,6 +435,7 @@ impl<I: StorageIo> PartitionLog<I> {
         if stale {
             self.replace_window(None);
         }
+        self.drop_prefetch(Some(segment_start));
     }
 
     /// Reads up to `count` messages starting at `offset` (or the first stored
