@@ -19,6 +19,10 @@ use super::partition_log::PartitionLog;
 use super::segment::Segment;
 use crate::batch::{self, BatchHeader};
 use crate::limits::{INDEX_READ_ENTRIES_MAX, READ_WINDOW_BYTES};
+
+/// How near the end of its window a read must end for the next window to
+/// be read ahead.
+const PREFETCH_LEAD: u64 = READ_WINDOW_BYTES as u64 / 4;
 use std::sync::Arc;
 
 /// Index entries a read asks for first (a poll usually needs one or two
@@ -118,10 +122,10 @@ pub(crate) struct ReadWindow {
     pub(crate) verified: bool,
 }
 
-/// A read of the span after the read window, started as soon as that
-/// window came from the disk so a sequential consumer's next poll finds it
-/// done (or in flight) instead of waiting for a whole read: the disk reads
-/// ahead while the shard sends the current window.
+/// A read of the span after the read window, started when a sequential
+/// reader nears the window's end, so its next poll finds it done (or in
+/// flight) instead of waiting for a whole read: the disk reads ahead while
+/// the shard sends the current window.
 pub(crate) struct Prefetch {
     segment_start: u64,
     file_start: u64,
@@ -214,12 +218,13 @@ impl<I: StorageIo> PartitionLog<I> {
                 && !(from_disk && window.verified)
         });
         if held {
+            self.prefetch_after(segment_number, span.end).await;
             return Ok(());
         }
         let written_end = segment.size_bytes;
         assert!(span.end <= written_end);
         if self.take_prefetch(segment.start_offset, span.clone()).await {
-            self.start_prefetch(segment_number).await;
+            self.prefetch_after(segment_number, span.end).await;
             return Ok(());
         }
         let file_start = align_down(span.start);
@@ -272,7 +277,7 @@ impl<I: StorageIo> PartitionLog<I> {
             buf: Arc::new(buf),
             verified: false,
         }));
-        self.start_prefetch(segment_number).await;
+        self.prefetch_after(segment_number, span.end).await;
         Ok(())
     }
 
@@ -283,9 +288,10 @@ impl<I: StorageIo> PartitionLog<I> {
         let Some(prefetch) = self.prefetch.take() else {
             return false;
         };
+        // Only bytes the segment held when the read started are its own.
         let covers = prefetch.segment_start == segment_start
             && prefetch.file_start <= span.start
-            && span.end <= prefetch.file_end;
+            && span.end <= prefetch.file_end.min(prefetch.written_end);
         if !covers {
             self.forget_prefetch(prefetch);
             return false;
@@ -314,23 +320,32 @@ impl<I: StorageIo> PartitionLog<I> {
         }
     }
 
-    /// Starts reading the window after the current disk window (same
-    /// segment, written bytes only), when the shard's budget has room for
-    /// a second window.
-    async fn start_prefetch(&self, segment_number: usize) {
+    /// Once a read of the disk window ends within [`PREFETCH_LEAD`] of the
+    /// window's end, starts reading the next window from where that read
+    /// ended (the next sequential poll starts there), when the shard's
+    /// budget has room for a second window. The bytes between that point
+    /// and the window's end are read twice; the next poll finds the read
+    /// done or in flight instead of starting it.
+    async fn prefetch_after(&self, segment_number: usize, read_end: u64) {
         let Some(segment) = self.segments.get(segment_number) else {
             return;
         };
-        let next_start = match self.read_window.borrow().as_ref() {
+        let window_end = match self.read_window.borrow().as_ref() {
             Some(window) if !window.verified && window.segment_start == segment.start_offset => {
                 window.file_start + window.buf.len() as u64
             }
             _ => return,
         };
+        let next_start = align_down(read_end);
         let written_end = segment.size_bytes;
-        // A window that ended short of a block ended at the end of the file.
-        if next_start >= written_end
-            || align_down(next_start) != next_start
+        let already = self.prefetch.borrow().as_ref().is_some_and(|prefetch| {
+            prefetch.segment_start == segment.start_offset
+                && prefetch.file_start <= read_end
+                && read_end < prefetch.file_end
+        });
+        if already
+            || read_end + PREFETCH_LEAD < window_end
+            || window_end >= written_end
             || !self.pool.has_room(READ_WINDOW_BYTES)
         {
             return;
