@@ -120,6 +120,7 @@ def scenario(cli: Cli) -> None:
     check("stats", "Streams" in out or "streams" in out, out)
 
     consumer_offsets(cli)
+    group_offsets(cli)
     snapshots(cli)
 
     cli.run("topic", "delete", "cli-stream", "cli-topic")
@@ -151,6 +152,22 @@ def consumer_offsets(cli: Cli) -> None:
         "cli-stream", "cli-topic", "1",
     )
     check("poll next resumes after the stored offset", "world" not in out, out)
+
+
+def group_offsets(cli: Cli) -> None:
+    """A lag monitor's view: a consumer group's offsets are read by a client
+    that is not a member (`--kind consumer-group`), as Apache serves them;
+    an answer, not an error, before the group committed anything. (That a
+    member's commit then reads back is the Rust SDK suite's groups test.)"""
+    cli.run("consumer-group", "create", "cli-stream", "cli-topic", "lagmon")
+    out = cli.run(
+        "consumer-offset", "get", "lagmon", "cli-stream", "cli-topic", "1", "-k", "consumer-group"
+    )
+    check(
+        "consumer-offset get --kind consumer-group by a non-member answers (not found yet)",
+        "was not found" in out,
+        out,
+    )
 
 
 def snapshots(cli: Cli) -> None:
