@@ -90,7 +90,7 @@ pub fn encode_reply_in_place(
         return None;
     }
     let header = ReplyHeader::for_request(request, Status::Ok, session, commit, body_len);
-    frame[..HEADER_SIZE].copy_from_slice(&header.encode());
+    *frame.first_chunk_mut::<HEADER_SIZE>()? = header.encode();
     Some(frame)
 }
 
@@ -742,6 +742,12 @@ pub fn encode_option_descriptions(out: &mut Vec<u8>, descriptions: &[OptionDescr
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "test code: a panic is a failed test"
+)]
 mod tests {
     use super::*;
     use crate::protocol::codes::Operation;
