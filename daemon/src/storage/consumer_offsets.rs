@@ -67,9 +67,7 @@ fn encode(key: ConsumerKey, op: u8, offset: u64) -> [u8; RECORD_SIZE] {
 
 /// One decoded record, or `None` when it is not a valid record.
 fn decode(record: &[u8]) -> Option<(ConsumerKey, u8, u64)> {
-    if record.len() != RECORD_SIZE {
-        return None;
-    }
+    let record: &[u8; RECORD_SIZE] = record.try_into().ok()?;
     let checksum = u64::from_le_bytes(record[24..32].try_into().ok()?);
     if xxhash_rust::xxh3::xxh3_64(&record[..24]) != checksum {
         return None;
@@ -363,6 +361,12 @@ impl<I: StorageIo + Clone> ConsumerOffsets<I> {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "test code: a panic is a failed test"
+)]
 mod tests {
     use super::*;
     use crate::storage::sim::{SimIo, block_on};

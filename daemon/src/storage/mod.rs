@@ -127,6 +127,10 @@
 //! `close` at shutdown. Any error with [`StorageError::is_fatal`] means:
 //! stop acknowledging, exit, let systemd restart.
 
+// Bytes from the network and the disk are never a programmer error: no
+// unwrap, expect or unchecked indexing here (tests may allow them).
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 pub mod buf;
 pub mod consumer_offsets;
 mod delete;
@@ -139,16 +143,47 @@ pub mod write;
 pub mod recovery;
 pub mod segment;
 pub mod trash;
+// Test doubles and tests: a panic there is a failed test, not a crash.
 #[cfg(any(test, feature = "sim"))]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "test doubles and tests: a panic is a failed test"
+)]
 pub mod sim;
 
 #[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "test doubles and tests: a panic is a failed test"
+)]
 mod log_tests;
 #[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "test doubles and tests: a panic is a failed test"
+)]
 mod purge_fault_test;
 #[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "test doubles and tests: a panic is a failed test"
+)]
 mod sim_test;
 #[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "test doubles and tests: a panic is a failed test"
+)]
 pub(crate) mod sim_workload;
 
 use std::path::PathBuf;
