@@ -802,12 +802,6 @@ pub fn encode_producer_batch(origin_timestamp: u64, messages: &[MessageSpec]) ->
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
 

@@ -259,12 +259,6 @@ pub fn scan(bytes: &[u8]) -> Result<JournalScan, JournalError> {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
 

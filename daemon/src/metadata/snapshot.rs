@@ -126,12 +126,6 @@ impl Snapshot {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
     use crate::metadata::MetadataCommand;

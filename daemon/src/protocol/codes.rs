@@ -449,12 +449,6 @@ pub const HEADER_COMMAND_REPLY: u8 = 8;
 pub const HEADER_COMMAND_EVICTION: u8 = 13;
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
 

@@ -854,12 +854,6 @@ fn decode_body(code: CommandCode, body: &[u8]) -> Result<Command<'_>, WireError>
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
     use crate::protocol::codes::Status;

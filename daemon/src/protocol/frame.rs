@@ -111,12 +111,6 @@ pub fn verify_request_checksum(header: &RequestHeader, body: &[u8]) -> Result<()
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
     use crate::protocol::codes::Status;

@@ -240,12 +240,6 @@ pub fn encode_option_block_prefixed(entries: &[OptionEntry<'_>], out: &mut Vec<u
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
     use crate::protocol::codes::Status;

@@ -207,12 +207,6 @@ impl Permissions {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
 

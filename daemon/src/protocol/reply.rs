@@ -742,12 +742,6 @@ pub fn encode_option_descriptions(out: &mut Vec<u8>, descriptions: &[OptionDescr
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
     use crate::protocol::codes::Operation;

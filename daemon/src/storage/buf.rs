@@ -382,12 +382,6 @@ impl BufferPool {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
 

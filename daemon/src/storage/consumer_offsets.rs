@@ -361,12 +361,6 @@ impl<I: StorageIo + Clone> ConsumerOffsets<I> {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
     use crate::storage::sim::{SimIo, block_on};

@@ -301,7 +301,6 @@ impl StorageIo for MonoioIo {
 /// A monoio runtime for tests of the real implementation (legacy driver, so
 /// it runs where io_uring is unavailable or memlock is small).
 #[cfg(test)]
-#[expect(clippy::expect_used, reason = "test helper: a failure fails the test")]
 pub(crate) fn test_runtime() -> monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>> {
     monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
         .enable_timer()
@@ -310,12 +309,6 @@ pub(crate) fn test_runtime() -> monoio::Runtime<monoio::time::TimeDriver<monoio:
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
 

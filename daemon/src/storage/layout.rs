@@ -288,12 +288,6 @@ async fn migrate_legacy<I: StorageIo>(
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
     use crate::storage::io::OpenMode;

@@ -143,47 +143,24 @@ pub mod write;
 pub mod recovery;
 pub mod segment;
 pub mod trash;
-// Test doubles and tests: a panic there is a failed test, not a crash.
+// The test double (also built for other crates' tests with `sim`): a panic
+// there fails a test, it never runs in the daemon.
 #[cfg(any(test, feature = "sim"))]
 #[allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::indexing_slicing,
-    reason = "test doubles and tests: a panic is a failed test"
+    reason = "a test double: a panic there fails a test"
 )]
 pub mod sim;
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test doubles and tests: a panic is a failed test"
-)]
 mod log_tests;
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test doubles and tests: a panic is a failed test"
-)]
 mod purge_fault_test;
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test doubles and tests: a panic is a failed test"
-)]
 mod sim_test;
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test doubles and tests: a panic is a failed test"
-)]
 pub(crate) mod sim_workload;
 
 use std::path::PathBuf;

@@ -740,12 +740,6 @@ fn map_create_error(path: &Path, source: std::io::Error) -> StorageError {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use std::rc::Rc;
 

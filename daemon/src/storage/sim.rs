@@ -936,10 +936,4 @@ fn direct_aligned(position: u64, len: usize, address: *const u8) -> bool {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests;

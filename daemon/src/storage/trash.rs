@@ -446,12 +446,6 @@ pub async fn measure<I: StorageIo>(io: &I, root: &Path) -> (u64, u64) {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    reason = "test code: a panic is a failed test"
-)]
 mod tests {
     use super::*;
     use crate::storage::sim::{SimIo, block_on};
