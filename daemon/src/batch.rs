@@ -12,6 +12,10 @@
 //! All integers are little-endian. The same bytes are received from a
 //! producer, stamped, written to a segment file and copied into poll replies.
 
+// Bytes from the network and the disk are never a programmer error: no
+// unwrap, expect or unchecked indexing here (tests may allow them).
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 use std::ops::Range;
 
 use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
@@ -125,30 +129,41 @@ impl BatchError {
     }
 }
 
-fn read_u64(bytes: &[u8], at: usize) -> u64 {
-    let mut buf = [0u8; 8];
-    buf.copy_from_slice(&bytes[at..at + 8]);
-    u64::from_le_bytes(buf)
+// Both reserved areas run to the end of their header, so "the first
+// non-zero byte at or after the start of the reserved area" is the check.
+const _: () = assert!(BATCH_RESERVED.end == BATCH_HEADER_SIZE);
+const _: () = assert!(FRAME_RESERVED.end == FRAME_HEADER_SIZE);
+
+/// The `W` bytes at the constant offset `AT` of an `N`-byte header. Every
+/// field read and write goes through here or [`put_field`]; the inline
+/// `const` assertion proves at compile time that the field lies inside the
+/// header, so the slice cannot fail (and clippy, seeing constant bounds on
+/// an array, does not flag it).
+fn field<const AT: usize, const W: usize, const N: usize>(header: &[u8; N]) -> [u8; W] {
+    const { assert!(AT + W <= N) };
+    let mut value = [0u8; W];
+    value.copy_from_slice(&header[AT..AT + W]);
+    value
 }
 
-fn read_u32(bytes: &[u8], at: usize) -> u32 {
-    let mut buf = [0u8; 4];
-    buf.copy_from_slice(&bytes[at..at + 4]);
-    u32::from_le_bytes(buf)
+/// Writes `value` at the constant offset `AT` of an `N`-byte header (see
+/// [`field`]).
+fn put_field<const AT: usize, const W: usize, const N: usize>(
+    header: &mut [u8; N],
+    value: [u8; W],
+) {
+    const { assert!(AT + W <= N) };
+    header[AT..AT + W].copy_from_slice(&value);
 }
 
-fn read_u128(bytes: &[u8], at: usize) -> u128 {
-    let mut buf = [0u8; 16];
-    buf.copy_from_slice(&bytes[at..at + 16]);
-    u128::from_le_bytes(buf)
-}
-
-fn write_u64(bytes: &mut [u8], at: usize, value: u64) {
-    bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
-}
-
-fn write_u32(bytes: &mut [u8], at: usize, value: u32) {
-    bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+/// The first byte at or after `start` that is not zero, with its position.
+fn first_nonzero(bytes: &[u8], start: usize) -> Option<(usize, u8)> {
+    bytes
+        .iter()
+        .enumerate()
+        .skip(start)
+        .find(|(_, byte)| **byte != 0)
+        .map(|(at, byte)| (at, *byte))
 }
 
 /// The decoded 256-byte batch header.
@@ -178,40 +193,41 @@ impl BatchHeader {
     /// Decodes the header fields and checks the reserved bytes. It does not
     /// look at the frames; see [`validate`] for the full check.
     pub fn decode(bytes: &[u8]) -> Result<BatchHeader, BatchError> {
-        if bytes.len() < BATCH_HEADER_SIZE {
+        let Some(header) = bytes.first_chunk::<BATCH_HEADER_SIZE>() else {
             return Err(BatchError::HeaderTruncated { found: bytes.len() });
-        }
-        for at in BATCH_RESERVED {
-            if bytes[at] != 0 {
-                return Err(BatchError::ReservedNotZero {
-                    at,
-                    value: bytes[at],
-                });
-            }
+        };
+        if let Some((at, value)) = first_nonzero(header, BATCH_RESERVED.start) {
+            return Err(BatchError::ReservedNotZero { at, value });
         }
         Ok(BatchHeader {
-            partition_id: read_u64(bytes, PARTITION_ID_AT),
-            base_offset: read_u64(bytes, BASE_OFFSET_AT),
-            base_timestamp: read_u64(bytes, BASE_TIMESTAMP_AT),
-            origin_timestamp: read_u64(bytes, ORIGIN_TIMESTAMP_AT),
-            batch_length: read_u64(bytes, BATCH_LENGTH_AT),
-            batch_checksum: read_u64(bytes, BATCH_CHECKSUM_AT),
-            message_count: read_u32(bytes, MESSAGE_COUNT_AT),
+            partition_id: u64::from_le_bytes(field::<PARTITION_ID_AT, 8, _>(header)),
+            base_offset: u64::from_le_bytes(field::<BASE_OFFSET_AT, 8, _>(header)),
+            base_timestamp: u64::from_le_bytes(field::<BASE_TIMESTAMP_AT, 8, _>(header)),
+            origin_timestamp: u64::from_le_bytes(field::<ORIGIN_TIMESTAMP_AT, 8, _>(header)),
+            batch_length: u64::from_le_bytes(field::<BATCH_LENGTH_AT, 8, _>(header)),
+            batch_checksum: u64::from_le_bytes(field::<BATCH_CHECKSUM_AT, 8, _>(header)),
+            message_count: u32::from_le_bytes(field::<MESSAGE_COUNT_AT, 4, _>(header)),
         })
     }
 
     /// Writes the fields into the first 256 bytes of `bytes`, zeroing the
     /// reserved area.
     pub fn encode_into(&self, bytes: &mut [u8]) {
-        assert!(bytes.len() >= BATCH_HEADER_SIZE);
-        write_u64(bytes, PARTITION_ID_AT, self.partition_id);
-        write_u64(bytes, BASE_OFFSET_AT, self.base_offset);
-        write_u64(bytes, BASE_TIMESTAMP_AT, self.base_timestamp);
-        write_u64(bytes, ORIGIN_TIMESTAMP_AT, self.origin_timestamp);
-        write_u64(bytes, BATCH_LENGTH_AT, self.batch_length);
-        write_u64(bytes, BATCH_CHECKSUM_AT, self.batch_checksum);
-        write_u32(bytes, MESSAGE_COUNT_AT, self.message_count);
-        bytes[BATCH_RESERVED].fill(0);
+        let length = bytes.len();
+        let Some(header) = bytes.first_chunk_mut::<BATCH_HEADER_SIZE>() else {
+            panic!("a batch header needs {BATCH_HEADER_SIZE} bytes, the buffer has {length}");
+        };
+        put_field::<PARTITION_ID_AT, 8, _>(header, self.partition_id.to_le_bytes());
+        put_field::<BASE_OFFSET_AT, 8, _>(header, self.base_offset.to_le_bytes());
+        put_field::<BASE_TIMESTAMP_AT, 8, _>(header, self.base_timestamp.to_le_bytes());
+        put_field::<ORIGIN_TIMESTAMP_AT, 8, _>(header, self.origin_timestamp.to_le_bytes());
+        put_field::<BATCH_LENGTH_AT, 8, _>(header, self.batch_length.to_le_bytes());
+        put_field::<BATCH_CHECKSUM_AT, 8, _>(header, self.batch_checksum.to_le_bytes());
+        put_field::<MESSAGE_COUNT_AT, 4, _>(header, self.message_count.to_le_bytes());
+        header
+            .iter_mut()
+            .skip(BATCH_RESERVED.start)
+            .for_each(|byte| *byte = 0);
     }
 
     /// Offset of the last message, assuming dense `offset_delta`s (true for
@@ -243,16 +259,18 @@ pub struct FrameHeader {
 }
 
 impl FrameHeader {
-    /// Decodes a frame header from the first 48 bytes of `bytes`.
-    fn decode(bytes: &[u8]) -> FrameHeader {
-        assert!(bytes.len() >= FRAME_HEADER_SIZE);
+    /// Decodes the fields of a 48-byte frame header (reserved bytes are
+    /// checked by the caller, which knows the frame's position).
+    fn decode(header: &[u8; FRAME_HEADER_SIZE]) -> FrameHeader {
         FrameHeader {
-            checksum: read_u64(bytes, FRAME_CHECKSUM_AT),
-            id: read_u128(bytes, FRAME_ID_AT),
-            offset_delta: read_u32(bytes, FRAME_OFFSET_DELTA_AT),
-            timestamp_delta: read_u32(bytes, FRAME_TIMESTAMP_DELTA_AT),
-            user_headers_length: read_u32(bytes, FRAME_USER_HEADERS_LENGTH_AT),
-            payload_length: read_u32(bytes, FRAME_PAYLOAD_LENGTH_AT),
+            checksum: u64::from_le_bytes(field::<FRAME_CHECKSUM_AT, 8, _>(header)),
+            id: u128::from_le_bytes(field::<FRAME_ID_AT, 16, _>(header)),
+            offset_delta: u32::from_le_bytes(field::<FRAME_OFFSET_DELTA_AT, 4, _>(header)),
+            timestamp_delta: u32::from_le_bytes(field::<FRAME_TIMESTAMP_DELTA_AT, 4, _>(header)),
+            user_headers_length: u32::from_le_bytes(field::<FRAME_USER_HEADERS_LENGTH_AT, 4, _>(
+                header,
+            )),
+            payload_length: u32::from_le_bytes(field::<FRAME_PAYLOAD_LENGTH_AT, 4, _>(header)),
         }
     }
 
@@ -308,8 +326,9 @@ impl Iterator for Frames<'_> {
             return None;
         }
         let position = self.position;
-        let available = self.bytes.len() - position;
-        if available < FRAME_HEADER_SIZE {
+        let rest = self.bytes.get(position..).unwrap_or_default();
+        let available = rest.len();
+        let Some(header_bytes) = rest.first_chunk::<FRAME_HEADER_SIZE>() else {
             self.failed = true;
             return Some(Err(BatchError::FrameTruncated {
                 index: self.index,
@@ -317,19 +336,16 @@ impl Iterator for Frames<'_> {
                 needed: FRAME_HEADER_SIZE as u64,
                 available,
             }));
-        }
-        let header_bytes = &self.bytes[position..position + FRAME_HEADER_SIZE];
+        };
         let header = FrameHeader::decode(header_bytes);
-        for at in FRAME_RESERVED {
-            if header_bytes[at] != 0 {
-                self.failed = true;
-                return Some(Err(BatchError::FrameReservedNotZero {
-                    index: self.index,
-                    position,
-                    at,
-                    value: header_bytes[at],
-                }));
-            }
+        if let Some((at, value)) = first_nonzero(header_bytes, FRAME_RESERVED.start) {
+            self.failed = true;
+            return Some(Err(BatchError::FrameReservedNotZero {
+                index: self.index,
+                position,
+                at,
+                value,
+            }));
         }
         let frame_size = header.frame_size();
         if frame_size > available as u64 {
@@ -383,7 +399,8 @@ pub fn frames(bytes: &[u8]) -> Result<Frames<'_>, BatchError> {
 /// XXH3-64 (seed 0) over bytes 8..end of a frame.
 pub fn frame_checksum(frame_bytes: &[u8]) -> u64 {
     assert!(frame_bytes.len() >= FRAME_HEADER_SIZE);
-    xxh3_64(&frame_bytes[FRAME_CHECKSUM_AT + 8..])
+    // The assertion above makes `get` the whole tail after the checksum.
+    xxh3_64(frame_bytes.get(FRAME_CHECKSUM_AT + 8..).unwrap_or_default())
 }
 
 /// The batch checksum: XXH3-64 (seed 0) over `partition_id ‖ base_offset ‖
@@ -472,7 +489,8 @@ fn validate_inner(
             });
         }
         expected_delta = Some(expected.wrapping_add(1));
-        let computed = frame_checksum(&bytes[frame.frame.clone()]);
+        let frame_bytes = frame_slice(bytes, &frame, frame.frame.clone())?;
+        let computed = frame_checksum(frame_bytes);
         if computed != frame.header.checksum {
             return Err(BatchError::FrameChecksum {
                 index: frame.index,
@@ -484,7 +502,10 @@ fn validate_inner(
         hasher.update(&computed.to_le_bytes());
         if let Some(checksums) = checksums.as_deref_mut() {
             checksums.push(computed);
-            check_user_headers(&bytes[frame.user_headers.clone()], &frame)?;
+            check_user_headers(
+                frame_slice(bytes, &frame, frame.user_headers.clone())?,
+                &frame,
+            )?;
         }
         payload_bytes += u64::from(frame.header.payload_length);
         frames_seen += 1;
@@ -511,6 +532,22 @@ fn validate_inner(
     Ok(BatchSummary {
         header,
         payload_bytes,
+    })
+}
+
+/// `range` (one of `frame`'s ranges) of the record `bytes`. The iterator
+/// only yields ranges inside the record; a range that is not is reported as
+/// a truncated frame rather than trusted.
+fn frame_slice<'a>(
+    bytes: &'a [u8],
+    frame: &Frame,
+    range: Range<usize>,
+) -> Result<&'a [u8], BatchError> {
+    bytes.get(range.clone()).ok_or(BatchError::FrameTruncated {
+        index: frame.index,
+        position: frame.frame.start,
+        needed: range.end as u64,
+        available: bytes.len(),
     })
 }
 
@@ -603,6 +640,10 @@ impl ValidBatch {
         header
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "new() checked buffer.get(range); both fields are private and never change"
+    )]
     pub fn bytes(&self) -> &[u8] {
         &self.buffer[self.range.clone()]
     }
@@ -678,9 +719,16 @@ pub fn slice(bytes: &[u8], start: u32, end: u32) -> Result<Vec<u8>, BatchError> 
             message_count: header.message_count,
         });
     };
-    let frames_len = byte_end - byte_start;
-    let mut record = vec![0u8; BATCH_HEADER_SIZE + frames_len];
-    record[BATCH_HEADER_SIZE..].copy_from_slice(&bytes[byte_start..byte_end]);
+    let Some(frames_bytes) = bytes.get(byte_start..byte_end) else {
+        return Err(BatchError::SliceOutOfRange {
+            start,
+            end,
+            message_count: header.message_count,
+        });
+    };
+    let mut record = Vec::with_capacity(BATCH_HEADER_SIZE + frames_bytes.len());
+    record.resize(BATCH_HEADER_SIZE, 0);
+    record.extend_from_slice(frames_bytes);
     header.message_count = end - start;
     header.batch_length = record.len() as u64;
     header.batch_checksum = batch_checksum(&header, checksums.into_iter());
@@ -707,28 +755,37 @@ pub fn encode_producer_batch(origin_timestamp: u64, messages: &[MessageSpec]) ->
         .iter()
         .map(|m| FRAME_HEADER_SIZE + m.payload.len() + m.user_headers.len())
         .sum();
-    let mut bytes = vec![0u8; BATCH_HEADER_SIZE + frames_len];
-    let mut position = BATCH_HEADER_SIZE;
+    let mut bytes = vec![0u8; BATCH_HEADER_SIZE];
+    bytes.reserve(frames_len);
     let mut checksums = Vec::with_capacity(messages.len());
     for (index, message) in messages.iter().enumerate() {
-        let frame_len = FRAME_HEADER_SIZE + message.payload.len() + message.user_headers.len();
-        let frame = &mut bytes[position..position + frame_len];
-        frame[FRAME_ID_AT..FRAME_ID_AT + 16].copy_from_slice(&message.id.to_le_bytes());
-        write_u32(frame, FRAME_OFFSET_DELTA_AT, index as u32);
-        write_u32(frame, FRAME_TIMESTAMP_DELTA_AT, message.timestamp_delta);
-        write_u32(
-            frame,
-            FRAME_USER_HEADERS_LENGTH_AT,
-            message.user_headers.len() as u32,
+        let mut header = [0u8; FRAME_HEADER_SIZE];
+        put_field::<FRAME_ID_AT, 16, _>(&mut header, message.id.to_le_bytes());
+        put_field::<FRAME_OFFSET_DELTA_AT, 4, _>(&mut header, (index as u32).to_le_bytes());
+        put_field::<FRAME_TIMESTAMP_DELTA_AT, 4, _>(
+            &mut header,
+            message.timestamp_delta.to_le_bytes(),
         );
-        write_u32(frame, FRAME_PAYLOAD_LENGTH_AT, message.payload.len() as u32);
-        let payload_end = FRAME_HEADER_SIZE + message.payload.len();
-        frame[FRAME_HEADER_SIZE..payload_end].copy_from_slice(&message.payload);
-        frame[payload_end..].copy_from_slice(&message.user_headers);
-        let checksum = frame_checksum(frame);
-        write_u64(frame, FRAME_CHECKSUM_AT, checksum);
+        put_field::<FRAME_USER_HEADERS_LENGTH_AT, 4, _>(
+            &mut header,
+            (message.user_headers.len() as u32).to_le_bytes(),
+        );
+        put_field::<FRAME_PAYLOAD_LENGTH_AT, 4, _>(
+            &mut header,
+            (message.payload.len() as u32).to_le_bytes(),
+        );
+        // The checksum field is not covered by the checksum: hash the frame
+        // with it zero, then write it into the header before appending.
+        let mut frame = Vec::with_capacity(FRAME_HEADER_SIZE + message.payload.len());
+        frame.extend_from_slice(&header);
+        frame.extend_from_slice(&message.payload);
+        frame.extend_from_slice(&message.user_headers);
+        let checksum = frame_checksum(&frame);
+        put_field::<FRAME_CHECKSUM_AT, 8, _>(&mut header, checksum.to_le_bytes());
+        bytes.extend_from_slice(&header);
+        bytes.extend_from_slice(&message.payload);
+        bytes.extend_from_slice(&message.user_headers);
         checksums.push(checksum);
-        position += frame_len;
     }
     let mut header = BatchHeader {
         partition_id: 0,
@@ -745,217 +802,4 @@ pub fn encode_producer_batch(origin_timestamp: u64, messages: &[MessageSpec]) ->
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn message(index: u8, payload_len: usize, headers_len: usize) -> MessageSpec {
-        MessageSpec {
-            id: u128::from(index) + 1,
-            timestamp_delta: u32::from(index) * 10,
-            payload: vec![index; payload_len],
-            user_headers: vec![0xA0 | (index & 0x0F); headers_len],
-        }
-    }
-
-    fn good_batch() -> Vec<u8> {
-        encode_producer_batch(
-            1_000,
-            &[message(0, 5, 0), message(1, 5, 7), message(2, 0, 3)],
-        )
-    }
-
-    // A batch built by the encoder validates, and its summary matches.
-    #[test]
-    fn good_batch_validates() {
-        let bytes = good_batch();
-        let summary = validate(&bytes).unwrap();
-        assert_eq!(summary.header.message_count, 3);
-        assert_eq!(summary.header.batch_length, bytes.len() as u64);
-        assert_eq!(summary.payload_bytes, 10);
-        assert_eq!(bytes.len(), 256 + 53 + 60 + 51);
-    }
-
-    // Flipping a payload byte breaks that frame's checksum: 4027.
-    #[test]
-    fn frame_checksum_broken() {
-        let mut bytes = good_batch();
-        let second_payload = 256 + 53 + 48;
-        bytes[second_payload] ^= 1;
-        let error = validate(&bytes).unwrap_err();
-        assert!(
-            matches!(error, BatchError::FrameChecksum { index: 1, .. }),
-            "{error}"
-        );
-        assert_eq!(error.status().code(), 4027);
-    }
-
-    // Changing a frame's checksum field (and fixing nothing else) is caught by
-    // the frame check first; changing a header field breaks the batch checksum.
-    #[test]
-    fn batch_checksum_broken() {
-        let mut bytes = good_batch();
-        bytes[ORIGIN_TIMESTAMP_AT] ^= 0x40;
-        let error = validate(&bytes).unwrap_err();
-        assert!(matches!(error, BatchError::BatchChecksum { .. }), "{error}");
-        assert_eq!(error.status().code(), 4039);
-
-        let mut bytes = good_batch();
-        bytes[BATCH_CHECKSUM_AT] ^= 1;
-        assert_eq!(validate(&bytes).unwrap_err().status().code(), 4039);
-    }
-
-    // Every prefix of a valid batch is rejected without a panic.
-    #[test]
-    fn truncated_batches_are_rejected() {
-        let bytes = good_batch();
-        for len in 0..bytes.len() {
-            let error = validate(&bytes[..len]).unwrap_err();
-            assert_eq!(error.status().code(), 3, "len {len}: {error}");
-        }
-        // Truncated and length field fixed up: frames no longer tile.
-        let mut short = bytes[..bytes.len() - 1].to_vec();
-        let len = short.len() as u64;
-        write_u64(&mut short, BATCH_LENGTH_AT, len);
-        assert!(matches!(
-            validate(&short).unwrap_err(),
-            BatchError::FrameTruncated { index: 2, .. }
-        ));
-    }
-
-    // Reserved bytes in the batch header and frame header must be zero.
-    #[test]
-    fn reserved_bytes_set() {
-        let mut bytes = good_batch();
-        bytes[200] = 7;
-        assert_eq!(
-            validate(&bytes).unwrap_err(),
-            BatchError::ReservedNotZero { at: 200, value: 7 }
-        );
-        let mut bytes = good_batch();
-        bytes[256 + 44] = 1;
-        assert!(matches!(
-            validate(&bytes).unwrap_err(),
-            BatchError::FrameReservedNotZero {
-                index: 0,
-                at: 44,
-                ..
-            }
-        ));
-    }
-
-    // message_count 0 maps to 4009; a count larger than the frames is caught.
-    #[test]
-    fn message_count_checks() {
-        let mut bytes = good_batch();
-        write_u32(&mut bytes, MESSAGE_COUNT_AT, 0);
-        let error = validate(&bytes).unwrap_err();
-        assert_eq!(error, BatchError::EmptyBatch);
-        assert_eq!(error.status().code(), 4009);
-
-        let mut bytes = good_batch();
-        write_u32(&mut bytes, MESSAGE_COUNT_AT, 2);
-        assert!(matches!(
-            validate(&bytes).unwrap_err(),
-            BatchError::TrailingBytes { .. }
-        ));
-        let mut bytes = good_batch();
-        write_u32(&mut bytes, MESSAGE_COUNT_AT, 4);
-        assert!(matches!(
-            validate(&bytes).unwrap_err(),
-            BatchError::FrameTruncated { index: 3, .. }
-        ));
-    }
-
-    // A length field that disagrees with the bytes is a typed error.
-    #[test]
-    fn length_mismatch() {
-        let mut bytes = good_batch();
-        bytes.push(0);
-        assert!(matches!(
-            validate(&bytes).unwrap_err(),
-            BatchError::LengthMismatch { .. }
-        ));
-    }
-
-    // Stamping sets the server fields, keeps the frames, and still validates.
-    #[test]
-    fn stamp_then_iterate() {
-        let mut bytes = good_batch();
-        let before = bytes.clone();
-        let header = stamp(&mut bytes, 7, 100, 5_000_000).unwrap();
-        assert_eq!(header.base_offset, 100);
-        assert_eq!(bytes[BATCH_HEADER_SIZE..], before[BATCH_HEADER_SIZE..]);
-        validate(&bytes).unwrap();
-        let frames: Vec<Frame> = frames(&bytes).unwrap().map(Result::unwrap).collect();
-        assert_eq!(frames.len(), 3);
-        assert_eq!(frames[2].offset, 102);
-        assert_eq!(frames[1].timestamp, 5_000_000);
-        assert_eq!(frames[1].origin_timestamp, 1_010);
-        assert_eq!(&bytes[frames[1].payload.clone()], &[1u8; 5]);
-        assert_eq!(&bytes[frames[1].user_headers.clone()], &[0xA1u8; 7]);
-    }
-
-    // A slice is a well-formed record (checksums valid) whose frames keep
-    // their offsets; only the dense-delta rule differs when start > 0.
-    #[test]
-    fn slice_keeps_offsets() {
-        let mut bytes = good_batch();
-        stamp(&mut bytes, 1, 40, 9).unwrap();
-        let tail = slice(&bytes, 1, 3).unwrap();
-        let header = BatchHeader::decode(&tail).unwrap();
-        assert_eq!(header.base_offset, 40);
-        assert_eq!(header.message_count, 2);
-        assert_eq!(header.batch_length, tail.len() as u64);
-        let offsets: Vec<u64> = frames(&tail).unwrap().map(|f| f.unwrap().offset).collect();
-        assert_eq!(offsets, vec![41, 42]);
-        assert!(matches!(
-            validate(&tail).unwrap_err(),
-            BatchError::OffsetDeltaMismatch { .. }
-        ));
-        assert_eq!(validate_record(&tail).unwrap().header.message_count, 2);
-        let head = slice(&bytes, 0, 1).unwrap();
-        validate(&head).unwrap();
-        assert_eq!(slice(&bytes, 0, 3).unwrap(), bytes);
-        assert!(slice(&bytes, 2, 2).is_err());
-        assert!(slice(&bytes, 0, 4).is_err());
-    }
-
-    // Arbitrary bytes never panic any entry point; whatever `validate`
-    // accepts is a whole record whose frames match its count, and the
-    // mangled records are refused.
-    #[test]
-    fn garbage_never_panics() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let good = good_batch();
-        assert!(validate(&good).is_ok());
-        let mut refused = 0;
-        for round in 0..2_000 {
-            let mut bytes = good.clone();
-            for _ in 0..(round % 7 + 1) {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                let at = (state % bytes.len() as u64) as usize;
-                bytes[at] = (state >> 32) as u8;
-            }
-            bytes.truncate((state >> 40) as usize % (good.len() + 1));
-            match validate(&bytes) {
-                Ok(summary) => {
-                    assert_eq!(summary.header.batch_length, bytes.len() as u64);
-                    let count = frames(&bytes).map_or(0, Iterator::count);
-                    assert_eq!(count as u32, summary.header.message_count);
-                }
-                Err(_) => refused += 1,
-            }
-            let _ = slice(&bytes, 0, 1);
-            if let Ok(iter) = frames(&bytes) {
-                for _ in iter {}
-            }
-            let _ = stamp(&mut bytes, 1, 2, 3);
-        }
-        assert!(
-            refused > 1_900,
-            "only {refused} of 2000 mangled records refused"
-        );
-    }
-}
+mod tests;

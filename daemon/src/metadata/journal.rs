@@ -188,7 +188,9 @@ fn could_follow(bytes: &[u8], offset: usize, after_seq: Option<u64>) -> bool {
     let Some(rest) = bytes.get(offset..) else {
         return false;
     };
-    let Some(header) = rest.get(..RECORD_HEADER_BYTES + PAYLOAD_MIN_BYTES) else {
+    // `len u32 | checksum u64 | version u8 | seq u64`: fixed offsets into a
+    // fixed-size array, so every index below is checked when compiling.
+    let Some(header) = rest.first_chunk::<{ RECORD_HEADER_BYTES + PAYLOAD_MIN_BYTES }>() else {
         return false;
     };
     let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;

@@ -36,12 +36,17 @@ pub mod error;
 pub mod grant;
 pub mod groups;
 pub mod io;
+// The decoders of bytes read back from disk: no unwrap, expect or unchecked
+// indexing (their tests may allow them).
+#[deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 pub mod journal;
 pub mod model;
 pub mod options;
 pub mod permissions;
 pub mod prepare;
+#[deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 pub mod snapshot;
+#[deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod snapshot_v1;
 pub mod store;
 pub mod view;

@@ -14,6 +14,10 @@
 //! The daemon never encodes requests: the client side lives in the
 //! workspace's test kit (`iggyd-testkit`), independent of this decoder.
 
+// Bytes from the network and the disk are never a programmer error: no
+// unwrap, expect or unchecked indexing here (tests may allow them).
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 pub mod codes;
 pub mod command;
 pub mod error;

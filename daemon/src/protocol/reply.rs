@@ -90,7 +90,7 @@ pub fn encode_reply_in_place(
         return None;
     }
     let header = ReplyHeader::for_request(request, Status::Ok, session, commit, body_len);
-    frame[..HEADER_SIZE].copy_from_slice(&header.encode());
+    *frame.first_chunk_mut::<HEADER_SIZE>()? = header.encode();
     Some(frame)
 }
 

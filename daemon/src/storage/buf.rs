@@ -84,6 +84,10 @@ impl AlignedBuf {
 
     /// The allocation layout of a buffer of `capacity` (a multiple of
     /// [`IO_ALIGN`]): huge-page aligned from [`HUGE_PAGE_BYTES`] up.
+    #[expect(
+        clippy::expect_used,
+        reason = "callers pass a capacity rounded up to IO_ALIGN; a failure is a bug"
+    )]
     fn layout(capacity: usize) -> Layout {
         let align = if capacity >= HUGE_PAGE_BYTES {
             HUGE_PAGE_BYTES
@@ -229,6 +233,10 @@ impl SharedSlice {
         SharedSlice { buf, range }
     }
 
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "new() asserts the range lies in the buffer; neither changes after"
+    )]
     pub fn as_slice(&self) -> &[u8] {
         &self.buf.as_slice()[self.range.clone()]
     }

@@ -67,9 +67,7 @@ fn encode(key: ConsumerKey, op: u8, offset: u64) -> [u8; RECORD_SIZE] {
 
 /// One decoded record, or `None` when it is not a valid record.
 fn decode(record: &[u8]) -> Option<(ConsumerKey, u8, u64)> {
-    if record.len() != RECORD_SIZE {
-        return None;
-    }
+    let record: &[u8; RECORD_SIZE] = record.try_into().ok()?;
     let checksum = u64::from_le_bytes(record[24..32].try_into().ok()?);
     if xxhash_rust::xxh3::xxh3_64(&record[..24]) != checksum {
         return None;

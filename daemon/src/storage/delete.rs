@@ -51,7 +51,9 @@ impl<I: StorageIo> PartitionLog<I> {
         let mut deleted = DeletedSegments::default();
         let mut failure = None;
         for _ in 0..deletable {
-            let segment = &self.segments[0];
+            let Some(segment) = self.segments.first() else {
+                break;
+            };
             let log = segment.log_path(&self.dir);
             let log_label = format!("{label}-{:020}.log", segment.start_offset);
             if let Err(error) = trash.discard(&log, &log_label, segment.size_bytes).await {

@@ -68,9 +68,23 @@ impl IndexEntry {
     /// end position does not fit in a u64 (so [`Self::next_offset`] and
     /// [`Self::end_position`] never overflow on a decoded entry).
     pub fn decode(bytes: &[u8], segment_start: u64) -> Option<IndexEntry> {
-        let bytes = bytes.get(..INDEX_ENTRY_SIZE)?;
-        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
-        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
+        let bytes = bytes.first_chunk::<INDEX_ENTRY_SIZE>()?;
+        let u32_at = |at: usize| {
+            u32::from_le_bytes(
+                bytes
+                    .get(at..at + 4)
+                    .and_then(|b| b.try_into().ok())
+                    .unwrap_or([0; 4]),
+            )
+        };
+        let u64_at = |at: usize| {
+            u64::from_le_bytes(
+                bytes
+                    .get(at..at + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .unwrap_or([0; 8]),
+            )
+        };
         if xxh32(&bytes[0..28], 0) != u32_at(28) {
             return None;
         }

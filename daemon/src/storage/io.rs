@@ -27,6 +27,18 @@ pub enum OpenMode {
     CreateTruncate,
 }
 
+impl OpenMode {
+    /// Whether a missing file is created (`O_CREAT`).
+    fn creates(self) -> bool {
+        matches!(self, OpenMode::Create | OpenMode::CreateTruncate)
+    }
+
+    /// Whether an existing file is emptied (`O_TRUNC`).
+    fn truncates(self) -> bool {
+        self == OpenMode::CreateTruncate
+    }
+}
+
 /// How a file's data moves: through the page cache, or by DMA between an
 /// aligned user buffer and the device (`O_DIRECT`: positions, lengths and
 /// buffer addresses must be multiples of [`super::buf::IO_ALIGN`]).
@@ -143,16 +155,11 @@ impl StorageIo for MonoioIo {
         let file = match access {
             Access::Buffered => {
                 let mut options = monoio::fs::OpenOptions::new();
-                options.read(true).write(true);
-                match mode {
-                    OpenMode::Existing => {}
-                    OpenMode::Create => {
-                        options.create(true);
-                    }
-                    OpenMode::CreateTruncate => {
-                        options.create(true).truncate(true);
-                    }
-                }
+                options
+                    .read(true)
+                    .write(true)
+                    .create(mode.creates())
+                    .truncate(mode.truncates());
                 options.open(path).await?
             }
             Access::Direct => {
@@ -163,16 +170,9 @@ impl StorageIo for MonoioIo {
                 options
                     .read(true)
                     .write(true)
+                    .create(mode.creates())
+                    .truncate(mode.truncates())
                     .custom_flags(libc::O_DIRECT | libc::O_CLOEXEC);
-                match mode {
-                    OpenMode::Existing => {}
-                    OpenMode::Create => {
-                        options.create(true);
-                    }
-                    OpenMode::CreateTruncate => {
-                        options.create(true).truncate(true);
-                    }
-                }
                 monoio::fs::File::from_std(options.open(path)?)?
             }
         };

@@ -127,6 +127,10 @@
 //! `close` at shutdown. Any error with [`StorageError::is_fatal`] means:
 //! stop acknowledging, exit, let systemd restart.
 
+// Bytes from the network and the disk are never a programmer error: no
+// unwrap, expect or unchecked indexing here (tests may allow them).
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 pub mod buf;
 pub mod consumer_offsets;
 mod delete;
@@ -139,7 +143,15 @@ pub mod write;
 pub mod recovery;
 pub mod segment;
 pub mod trash;
+// The test double (also built for other crates' tests with `sim`): a panic
+// there fails a test, it never runs in the daemon.
 #[cfg(any(test, feature = "sim"))]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    reason = "a test double: a panic there fails a test"
+)]
 pub mod sim;
 
 #[cfg(test)]

@@ -271,6 +271,10 @@ impl<I: StorageIo> PartitionLog<I> {
         let recovered = recover(&io, &dir, config.index_sample_every).await?;
         let report = recovered.report;
         let segments = recovered.segments;
+        #[expect(
+            clippy::expect_used,
+            reason = "recover() creates segment 0 in a directory that has none"
+        )]
         let active = segments
             .last()
             .expect("recovery returns at least one segment");
@@ -475,6 +479,10 @@ impl<I: StorageIo> PartitionLog<I> {
         }
     }
 
+    #[expect(
+        clippy::expect_used,
+        reason = "open() starts with a segment and deletion never removes the last one"
+    )]
     pub(super) fn active(&self) -> &Segment {
         self.segments
             .last()
@@ -551,8 +559,9 @@ impl<I: StorageIo> PartitionLog<I> {
     /// retention may delete.
     pub fn sealed_segments(&self) -> Vec<SegmentInfo> {
         let sealed = self.segments.len().saturating_sub(1);
-        self.segments[..sealed]
+        self.segments
             .iter()
+            .take(sealed)
             .map(|segment| SegmentInfo {
                 start_offset: segment.start_offset,
                 next_offset: segment.next_offset,

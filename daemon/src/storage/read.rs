@@ -54,12 +54,21 @@ impl ReadBatches {
         }
     }
 
+    /// The copied records after the headroom.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "bytes starts with the headroom (with_headroom) and only grows"
+    )]
+    fn copied_records(&self) -> &[u8] {
+        &self.bytes[self.headroom..]
+    }
+
     /// The records, without the headroom (a copy when part is shared).
     pub fn records_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
         match &self.shared {
-            None => std::borrow::Cow::Borrowed(&self.bytes[self.headroom..]),
+            None => std::borrow::Cow::Borrowed(self.copied_records()),
             Some(shared) => {
-                let mut records = self.bytes[self.headroom..].to_vec();
+                let mut records = self.copied_records().to_vec();
                 records.extend_from_slice(shared.as_slice());
                 std::borrow::Cow::Owned(records)
             }
@@ -185,12 +194,25 @@ impl ReadWindow {
 }
 
 impl<I: StorageIo> PartitionLog<I> {
+    /// Segment `segment_number` (0 = oldest).
+    fn segment_at(&self, segment_number: usize) -> Result<&Segment, StorageError> {
+        self.segments
+            .get(segment_number)
+            .ok_or_else(|| StorageError::Layout {
+                path: self.dir.clone(),
+                reason: format!(
+                    "no segment number {segment_number} of {}",
+                    self.segments.len()
+                ),
+            })
+    }
+
     /// The `.index` of segment `segment_number` (the active one is open).
     async fn segment_index(&self, segment_number: usize) -> Result<Rc<I::File>, StorageError> {
         if segment_number + 1 == self.segments.len() {
             return Ok(self.active_index.clone());
         }
-        let segment = &self.segments[segment_number];
+        let segment = self.segment_at(segment_number)?;
         let index_path = segment.index_path(&self.dir);
         let index = self
             .io
@@ -211,7 +233,7 @@ impl<I: StorageIo> PartitionLog<I> {
         span: std::ops::Range<u64>,
         from_disk: bool,
     ) -> Result<(), StorageError> {
-        let segment = &self.segments[segment_number];
+        let segment = self.segment_at(segment_number)?;
         self.window_used.set(true);
         let held = self.read_window.borrow().as_ref().is_some_and(|window| {
             window.range(segment.start_offset, span.clone()).is_some()
@@ -502,8 +524,9 @@ impl<I: StorageIo> PartitionLog<I> {
         let mut segment_number = self
             .segments
             .partition_point(|segment| segment.next_offset <= wanted);
-        while segment_number < self.segments.len() && remaining > 0 {
-            let segment = &self.segments[segment_number];
+        while remaining > 0
+            && let Some(segment) = self.segments.get(segment_number)
+        {
             if segment.is_empty() || wanted >= segment.next_offset {
                 segment_number += 1;
                 continue;
@@ -578,29 +601,53 @@ impl<I: StorageIo> PartitionLog<I> {
                     planned_bytes += u64::from(entry.length);
                     planned += 1;
                 }
-                if planned == 0 {
+                let plan = entries.get(..planned).unwrap_or_default();
+                let (Some(&first), Some(&last)) = (plan.first(), plan.last()) else {
                     return Ok(out);
-                }
-                let plan = &entries[..planned];
-                let span_start = plan[0].position;
-                let span_end = plan[planned - 1].end_position();
+                };
+                let span_start = first.position;
+                let span_end = last.end_position();
                 self.load_window(segment_number, span_start..span_end, full)
                     .await?;
                 let window = self.read_window.borrow();
-                let window = window.as_ref().expect("load_window installs a window");
-                let range = window
-                    .range(segment.start_offset, span_start..span_end)
-                    .expect("the window holds the span it was loaded for");
-                let bytes = &window.buf.as_slice()[range.clone()];
+                #[expect(
+                    clippy::expect_used,
+                    reason = "load_window has just installed a window holding this span"
+                )]
+                let (window, range, bytes) = window
+                    .as_ref()
+                    .and_then(|window| {
+                        let range = window.range(segment.start_offset, span_start..span_end)?;
+                        let bytes = window.buf.as_slice().get(range.clone())?;
+                        Some((window, range, bytes))
+                    })
+                    .expect("load_window installs a window holding the span it was loaded for");
+                // A record's bytes within the span, or a corrupt-index error
+                // when the index placed it outside (entry numbers are this
+                // window's).
+                let record_of = |plan_number: usize, entry: &IndexEntry| {
+                    entry
+                        .position
+                        .checked_sub(span_start)
+                        .and_then(|at| usize::try_from(at).ok())
+                        .and_then(|at| bytes.get(at..at.checked_add(entry.length as usize)?))
+                        .ok_or_else(|| StorageError::CorruptIndex {
+                            path: segment.index_path(&self.dir),
+                            entry: entry_number + plan_number as u64,
+                            reason: format!(
+                                "record at byte {} ({} bytes) lies outside the span {span_start}..{span_end} read for it",
+                                entry.position, entry.length
+                            ),
+                        })
+                };
                 let whole = out.is_empty()
-                    && wanted == plan[0].base_offset
+                    && wanted == first.base_offset
                     && planned_messages <= u64::from(remaining);
                 if whole && headroom > 0 {
                     // The whole answer so far is this span of whole records:
                     // lend it to the reply instead of copying it.
-                    for entry in plan {
-                        let at = (entry.position - span_start) as usize;
-                        let record = &bytes[at..at + entry.length as usize];
+                    for (plan_number, entry) in plan.iter().enumerate() {
+                        let record = record_of(plan_number, entry)?;
                         if !window.verified || full {
                             self.check_record(record, entry, segment, full)?;
                         }
@@ -611,9 +658,8 @@ impl<I: StorageIo> PartitionLog<I> {
                     wanted += planned_messages;
                 } else {
                     out.bytes.reserve((span_end - span_start) as usize);
-                    for entry in plan {
-                        let at = (entry.position - span_start) as usize;
-                        let record = &bytes[at..at + entry.length as usize];
+                    for (plan_number, entry) in plan.iter().enumerate() {
+                        let record = record_of(plan_number, entry)?;
                         if !window.verified || full {
                             self.check_record(record, entry, segment, full)?;
                         }
@@ -638,7 +684,6 @@ impl<I: StorageIo> PartitionLog<I> {
                     }
                 }
                 entry_number += planned as u64;
-                let last = plan[planned - 1];
                 // Where the next sequential read starts, if this one ended on
                 // a batch boundary.
                 self.read_cursor

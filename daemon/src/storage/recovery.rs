@@ -143,7 +143,14 @@ impl ReadAhead {
             self.start = position;
         }
         let at = (position - self.start) as usize;
-        Ok(&self.buf[at..at + len as usize])
+        // Short only when the file ends before `position + len`.
+        self.buf.get(at..at + len as usize).ok_or_else(|| {
+            StorageError::io(
+                "read log",
+                path,
+                std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+            )
+        })
     }
 }
 
@@ -696,7 +703,8 @@ pub async fn recover<I: StorageIo>(
     assert!(!segments.is_empty());
     report.segments = segments.len();
     report.next_offset = segments.last().map_or(0, |segment| segment.next_offset);
-    report.messages = report.next_offset - segments[0].start_offset;
+    report.messages =
+        report.next_offset - segments.first().map_or(0, |segment| segment.start_offset);
     Ok(Recovered { segments, report })
 }
 

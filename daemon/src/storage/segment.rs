@@ -179,9 +179,10 @@ impl Segment {
         let entries = self.read_entries(io, index_file, dir, first, last).await?;
         match entries
             .iter()
-            .position(|entry| entry.timestamp >= timestamp)
+            .enumerate()
+            .find(|(_, entry)| entry.timestamp >= timestamp)
         {
-            Some(number) => Ok((first + number as u64, entries[number])),
+            Some((number, entry)) => Ok((first + number as u64, *entry)),
             None => Err(StorageError::CorruptIndex {
                 path: self.index_path(dir),
                 entry: first,

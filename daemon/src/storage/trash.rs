@@ -289,12 +289,14 @@ impl<I: StorageIo> Trash<I> {
     pub async fn collect(&mut self, now_us: u64, mut budget: u64) -> u64 {
         let mut removed = 0;
         let mut index = 0;
-        while index < self.pending.len() && budget > 0 {
-            if self.pending[index].retry_at_us > now_us {
+        while budget > 0
+            && let Some(entry) = self.pending.get(index)
+        {
+            if entry.retry_at_us > now_us {
                 index += 1;
                 continue;
             }
-            let path = self.pending[index].path.clone();
+            let path = entry.path.clone();
             let before = budget;
             let outcome = remove_tree(&self.io, &path, &mut budget).await;
             removed += before - budget;
@@ -323,7 +325,9 @@ impl<I: StorageIo> Trash<I> {
                 // Out of budget midway: go on next time.
                 Ok(false) => break,
                 Err((failed, error)) => {
-                    let entry = &mut self.pending[index];
+                    let Some(entry) = self.pending.get_mut(index) else {
+                        break;
+                    };
                     entry.attempts += 1;
                     let backoff = RETRY_BACKOFF_FIRST_US
                         .saturating_mul(1 << (entry.attempts - 1).min(16))

@@ -40,12 +40,20 @@ pub(super) struct Tail {
 }
 
 impl Tail {
+    #[expect(
+        clippy::expect_used,
+        reason = "only write_pending takes the buffer, and it puts it back before it returns"
+    )]
     pub(super) fn buf(&self) -> &AlignedBuf {
         self.buf
             .as_ref()
             .expect("the tail buffer is home between writes")
     }
 
+    #[expect(
+        clippy::expect_used,
+        reason = "only write_pending takes the buffer, and it puts it back before it returns"
+    )]
     pub(super) fn buf_mut(&mut self) -> &mut AlignedBuf {
         self.buf
             .as_mut()
@@ -137,7 +145,8 @@ impl<I: StorageIo> PartitionLog<I> {
         let at = self.tail.buf().len();
         let tail = self.tail.buf_mut();
         tail.extend_from_slice(batch.bytes());
-        let stored = &mut tail.as_mut_slice()[at..];
+        // The bytes just appended; stamp_copy asserts they are the batch's length.
+        let stored = tail.as_mut_slice().get_mut(at..).unwrap_or_default();
         let header = batch.stamp_copy(stored, self.config.partition_id, base_offset, timestamp);
         assert!(header.base_offset == base_offset);
         assert!(header.batch_length == batch_len);
@@ -195,6 +204,7 @@ impl<I: StorageIo> PartitionLog<I> {
         self.check_writable()?;
         let written_end = self.active().size_bytes;
         let entry_count = self.active().entry_count;
+        #[expect(clippy::expect_used, reason = "the tail buffer is home between writes")]
         let mut buf = self.tail.buf.take().expect("the tail buffer is home");
         let logical_len = buf.len();
         let from = (written_end - self.tail.start) as usize;
@@ -241,6 +251,10 @@ impl<I: StorageIo> PartitionLog<I> {
                 .await);
         }
         let pending = std::mem::take(&mut self.tail.pending);
+        #[expect(
+            clippy::expect_used,
+            reason = "a partition always has an active segment"
+        )]
         let active = self.segments.last_mut().expect("active segment");
         for entry in &pending {
             active.push_entry(entry);
@@ -270,7 +284,9 @@ impl<I: StorageIo> PartitionLog<I> {
         };
         if self.tail.buf().capacity() > TAIL_IDLE_BYTES {
             let mut small = self.pool.take(TAIL_IDLE_BYTES);
-            small.extend_from_slice(&self.tail.buf().as_slice()[keep_from as usize..]);
+            // keep_from ≤ len: aligning down never passes the end.
+            let kept = self.tail.buf().as_slice().get(keep_from as usize..);
+            small.extend_from_slice(kept.unwrap_or_default());
             if let Some(big) = self.tail.buf.replace(small) {
                 if self.has_reader() {
                     // A consumer is tailing this partition: what was just
