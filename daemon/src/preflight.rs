@@ -155,6 +155,34 @@ pub struct DataDirLock {
     _lock: nix::fcntl::Flock<File>,
 }
 
+/// Why [`lock_exclusive`] did not take its lock.
+#[derive(Debug)]
+pub(crate) enum LockError {
+    /// Another process holds it.
+    Held,
+    Io(std::io::Error),
+}
+
+/// Opens (creating it) `lock_path` and takes an exclusive, non-blocking
+/// `flock` on it, held as long as the returned value lives.
+pub(crate) fn lock_exclusive(lock_path: &Path) -> Result<nix::fcntl::Flock<File>, LockError> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock_path)
+        .map_err(LockError::Io)?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
+        |(_, errno)| {
+            if errno == nix::errno::Errno::EWOULDBLOCK {
+                LockError::Held
+            } else {
+                LockError::Io(std::io::Error::from(errno))
+            }
+        },
+    )
+}
+
 /// Create the data directory if needed, prove it is writable, and lock it.
 pub fn prepare_data_dir(path: &Path) -> Result<DataDirLock, PreflightError> {
     let wrap = |source| PreflightError::DataDir {
@@ -163,24 +191,13 @@ pub fn prepare_data_dir(path: &Path) -> Result<DataDirLock, PreflightError> {
     };
     std::fs::create_dir_all(path).map_err(wrap)?;
     let lock_path = path.join("iggyd.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(wrap)?;
-    let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
-        |(_, errno)| {
-            if errno == nix::errno::Errno::EWOULDBLOCK {
-                PreflightError::DataDirLocked {
-                    path: path.to_path_buf(),
-                    lock: lock_path.clone(),
-                }
-            } else {
-                wrap(std::io::Error::from(errno))
-            }
+    let lock = lock_exclusive(&lock_path).map_err(|error| match error {
+        LockError::Held => PreflightError::DataDirLocked {
+            path: path.to_path_buf(),
+            lock: lock_path.clone(),
         },
-    )?;
+        LockError::Io(source) => wrap(source),
+    })?;
     let probe = path.join(".iggyd-write-probe");
     std::fs::write(&probe, b"probe").map_err(wrap)?;
     std::fs::remove_file(&probe).map_err(wrap)?;

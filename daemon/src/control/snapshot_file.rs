@@ -34,7 +34,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 /// The ZIP compression a client asks for (wire codes 1 to 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -387,34 +387,17 @@ fn write_zip(compression: Compression, files: &[(String, Vec<u8>)]) -> Answer {
 
 /// `time` as a ZIP (MS-DOS) timestamp in UTC; `None` before 1980.
 fn zip_time(time: SystemTime) -> Option<zip::DateTime> {
-    let seconds = time.duration_since(UNIX_EPOCH).ok()?.as_secs();
-    let (year, month, day) = civil_from_days(i64::try_from(seconds / 86_400).ok()?);
-    let of_day = seconds % 86_400;
+    let (year, month, day, hour, minute, second, _) = crate::logging::format::utc(time);
+    let small = |field: u32| u8::try_from(field).ok();
     zip::DateTime::from_date_and_time(
         u16::try_from(year).ok()?,
-        month,
-        day,
-        (of_day / 3600) as u8,
-        (of_day / 60 % 60) as u8,
-        (of_day % 60) as u8,
+        small(month)?,
+        small(day)?,
+        small(hour)?,
+        small(minute)?,
+        small(second)?,
     )
     .ok()
-}
-
-/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian
-/// calendar (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u8, u8) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u8;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 mod contents;

@@ -35,7 +35,7 @@
 //! directory), `writer` (the two threads and the console).
 
 mod files;
-mod format;
+pub(crate) mod format;
 mod journal;
 mod layer;
 pub use layer::{RecentEvent, recent_events};
@@ -279,24 +279,13 @@ fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<File>, LoggingError> {
     };
     std::fs::create_dir_all(dir).map_err(wrap)?;
     let lock_path = dir.join(files::LOCK_NAME);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(wrap)?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
-        |(_, errno)| {
-            if errno == nix::errno::Errno::EWOULDBLOCK {
-                LoggingError::DirInUse {
-                    path: dir.to_path_buf(),
-                    lock: lock_path.clone(),
-                }
-            } else {
-                wrap(std::io::Error::from(errno))
-            }
+    crate::preflight::lock_exclusive(&lock_path).map_err(|error| match error {
+        crate::preflight::LockError::Held => LoggingError::DirInUse {
+            path: dir.to_path_buf(),
+            lock: lock_path.clone(),
         },
-    )
+        crate::preflight::LockError::Io(source) => wrap(source),
+    })
 }
 
 /// Builds the subscriber and starts the threads without installing it

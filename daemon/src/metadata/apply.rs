@@ -431,10 +431,11 @@ impl Metadata {
                 group,
                 member,
             } => {
-                let (stream_id, topic_id, group_id) = self.group_ids(&stream, &topic, &group)?;
-                let topic = topic_mut(self.stream_mut(stream_id)?, topic_id)?;
-                let partitions = topic.partitions.len();
-                let group = group_mut(topic, group_id)?;
+                let GroupAt {
+                    ids: (stream_id, topic_id, group_id),
+                    partitions,
+                    group,
+                } = self.group_and_partitions(&stream, &topic, &group)?;
                 if group.member(member).is_none() && group.members.len() >= GROUP_MEMBERS_MAX {
                     return Err(MetadataError::ConsumerGroupFull {
                         group_id,
@@ -465,10 +466,11 @@ impl Metadata {
                 group,
                 member,
             } => {
-                let (stream_id, topic_id, group_id) = self.group_ids(&stream, &topic, &group)?;
-                let topic = topic_mut(self.stream_mut(stream_id)?, topic_id)?;
-                let partitions = topic.partitions.len();
-                let group = group_mut(topic, group_id)?;
+                let GroupAt {
+                    ids: (stream_id, topic_id, group_id),
+                    partitions,
+                    group,
+                } = self.group_and_partitions(&stream, &topic, &group)?;
                 let slot = group
                     .members
                     .iter()
@@ -491,10 +493,11 @@ impl Metadata {
                 group,
                 partitions,
             } => {
-                let (stream_id, topic_id, group_id) = self.group_ids(&stream, &topic, &group)?;
-                let topic = topic_mut(self.stream_mut(stream_id)?, topic_id)?;
-                let partitions_count = topic.partitions.len();
-                let group = group_mut(topic, group_id)?;
+                let GroupAt {
+                    ids: (stream_id, topic_id, group_id),
+                    partitions: partitions_count,
+                    group,
+                } = self.group_and_partitions(&stream, &topic, &group)?;
                 groups::complete_moves(group, &partitions, partitions_count);
                 Ok(Applied::MovesCompleted {
                     group: GroupRef {
@@ -725,6 +728,24 @@ impl Metadata {
         Ok((stream.id, topic.id))
     }
 
+    /// A consumer group by the request's identifiers, with the ids of its
+    /// stream, topic and itself and its topic's partition count.
+    fn group_and_partitions(
+        &mut self,
+        stream: &Ident,
+        topic: &Ident,
+        group: &Ident,
+    ) -> Result<GroupAt<'_>, MetadataError> {
+        let ids = self.group_ids(stream, topic, group)?;
+        let topic = topic_mut(self.stream_mut(ids.0)?, ids.1)?;
+        let partitions = topic.partitions.len();
+        Ok(GroupAt {
+            ids,
+            partitions,
+            group: group_mut(topic, ids.2)?,
+        })
+    }
+
     fn group_ids(
         &self,
         stream: &Ident,
@@ -748,6 +769,14 @@ impl Metadata {
             .get_mut(&user_id)
             .ok_or(MetadataError::UserNotFound)
     }
+}
+
+/// A consumer group found for a command: the ids of its stream, topic and
+/// itself, and its topic's partition count.
+struct GroupAt<'a> {
+    ids: (u32, u32, u32),
+    partitions: usize,
+    group: &'a mut ConsumerGroup,
 }
 
 fn topic_mut(stream: &mut Stream, topic_id: u32) -> Result<&mut Topic, MetadataError> {

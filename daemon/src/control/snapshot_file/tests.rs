@@ -10,7 +10,7 @@ use crate::metadata::{Ident, Metadata, MetadataCommand, TopicOptions, UserStatus
 use crate::preflight::Driver;
 use crate::shard::mesh::Mesh;
 use std::io::Read;
-use std::time::Instant;
+use std::time::{Instant, UNIX_EPOCH};
 
 const PASSWORD: &str = "hunter22-root";
 const PASSWORD_HASH: &str = "$argon2id$v=19$m=8,t=1,p=1$c2VjcmV0LWhhc2g";
@@ -247,9 +247,6 @@ fn worker_answers_async_callers_and_stops() {
 
 #[test]
 fn zip_times_are_utc_calendar_dates() {
-    assert_eq!(civil_from_days(0), (1970, 1, 1));
-    assert_eq!(civil_from_days(19_723), (2024, 1, 1));
-    assert_eq!(civil_from_days(19_782), (2024, 2, 29));
     let time = UNIX_EPOCH + std::time::Duration::from_secs(1_709_210_096);
     let stamp = zip_time(time).unwrap();
     assert_eq!(
