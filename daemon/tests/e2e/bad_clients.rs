@@ -524,8 +524,11 @@ fn unknown_users_cost_a_full_check_and_a_full_queue_refuses() {
     let (known, unknown) = (summary(known).median, summary(unknown).median);
     let ratio = unknown.as_secs_f64() / known.as_secs_f64();
     eprintln!("login timing: known user {known:?}, unknown user {unknown:?} (ratio {ratio:.2})");
+    // Without the dummy hash an unknown user fails in microseconds against
+    // tens of milliseconds (a ratio near 0.001); the band leaves room for a
+    // loaded machine.
     assert!(
-        (0.5..=2.0).contains(&ratio),
+        (0.25..=4.0).contains(&ratio),
         "a wrong password took {known:?} for a known user and {unknown:?} for an unknown one"
     );
 
