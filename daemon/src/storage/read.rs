@@ -244,7 +244,15 @@ impl<I: StorageIo> PartitionLog<I> {
             return Ok(());
         }
         let written_end = segment.size_bytes;
-        assert!(span.end <= written_end);
+        if span.end > written_end {
+            return Err(StorageError::Layout {
+                path: segment.log_path(&self.dir),
+                reason: format!(
+                    "a read of bytes {}..{} past the log's {written_end}",
+                    span.start, span.end
+                ),
+            });
+        }
         if self.take_prefetch(segment.start_offset, span.clone()).await {
             self.prefetch_after(segment_number, span.end).await;
             return Ok(());
@@ -607,6 +615,18 @@ impl<I: StorageIo> PartitionLog<I> {
                 };
                 let span_start = first.position;
                 let span_end = last.end_position();
+                if span_end > segment.size_bytes || span_start > span_end {
+                    // A sealed segment's index is trusted on open and
+                    // checked as it is read: records past the log's end.
+                    return Err(StorageError::CorruptIndex {
+                        path: segment.index_path(&self.dir),
+                        entry: entry_number + planned as u64 - 1,
+                        reason: format!(
+                            "records {span_start}..{span_end} end past the log's {} bytes",
+                            segment.size_bytes
+                        ),
+                    });
+                }
                 self.load_window(segment_number, span_start..span_end, full)
                     .await?;
                 let window = self.read_window.borrow();
