@@ -3,27 +3,11 @@
 //! paths), the exact error lines for refused values, and the rules that tie
 //! two keys together (TLS needs a certificate and a key; the first login
 //! backoff is at most its cap). Every load passes a config file, so the
-//! machine's `/etc/iggyd/iggyd.toml` is never read.
+//! machine's `/etc/iggyd/iggyd.toml` is never read (the config tests'
+//! `load`).
 
+use super::tests::{load, load_err};
 use super::*;
-use std::io::Write;
-
-fn load(toml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
-    let mut file = tempfile::NamedTempFile::new().unwrap();
-    file.write_all(toml.as_bytes()).unwrap();
-    Config::load(&Sources {
-        file: Some(file.path().to_path_buf()),
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        ..Sources::default()
-    })
-}
-
-fn load_err(toml: &str, env: &[(&str, &str)]) -> String {
-    load(toml, env).unwrap_err().to_string()
-}
 
 /// With nothing set, every limit has the default `crate::limits` names and
 /// TLS is off with no files.

@@ -17,7 +17,7 @@ fn file(text: &str) -> tempfile::NamedTempFile {
 
 /// Loads `toml` as the config file plus `env`. Tests always pass a file so
 /// that `/etc/iggyd/iggyd.toml` on the test machine is never read.
-fn load(toml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+pub(super) fn load(toml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let file = file(toml);
     Config::load(&Sources {
         file: Some(file.path().to_path_buf()),
@@ -29,7 +29,7 @@ fn load(toml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
     })
 }
 
-fn load_err(toml: &str, env: &[(&str, &str)]) -> String {
+pub(super) fn load_err(toml: &str, env: &[(&str, &str)]) -> String {
     load(toml, env).unwrap_err().to_string()
 }
 
