@@ -245,8 +245,8 @@ fn over_budget_buffers_take_only_what_is_needed() {
 
 // A sequential reader of a segment larger than a read window, in both I/O
 // modes: every window after the first is read ahead while the one before
-// is served (a prefetch is in place after each poll that came from the
-// disk), every message comes back once and in order, and when the
+// is served (the first poll of a window already starts the read of the
+// next), every message comes back once and in order, and when the
 // partition goes idle both windows go back to the pool.
 #[test]
 fn sequential_reads_prefetch_the_next_window() {
@@ -290,6 +290,12 @@ fn sequential_reads_prefetch_the_next_window() {
                 let got = offsets(&read);
                 assert!(!got.is_empty(), "{access:?}: nothing at {next}");
                 assert_eq!(got, (next..next + got.len() as u64).collect::<Vec<_>>());
+                if next == 0 {
+                    assert!(
+                        log.prefetch.borrow().is_some(),
+                        "{access:?}: the first poll of a window did not start reading the next"
+                    );
+                }
                 next += got.len() as u64;
                 if log.prefetch.borrow().is_some() {
                     prefetched += 1;

@@ -20,8 +20,9 @@ use super::segment::Segment;
 use crate::batch::{self, BatchHeader};
 use crate::limits::{INDEX_READ_ENTRIES_MAX, READ_WINDOW_BYTES};
 
-/// How near the end of its window a read must end for the next window to
-/// be read ahead.
+/// How far before the end of the current window the read-ahead of the next
+/// one starts: a poll that straddles the end of a window (one up to this
+/// long) is served whole from the next.
 const PREFETCH_LEAD: u64 = READ_WINDOW_BYTES as u64 / 4;
 use std::sync::Arc;
 
@@ -350,12 +351,16 @@ impl<I: StorageIo> PartitionLog<I> {
         }
     }
 
-    /// Once a read of the disk window ends within [`PREFETCH_LEAD`] of the
-    /// window's end, starts reading the next window from where that read
-    /// ended (the next sequential poll starts there), when the shard's
-    /// budget has room for a second window. The bytes between that point
-    /// and the window's end are read twice; the next poll finds the read
-    /// done or in flight instead of starting it.
+    /// After a read served from a disk window, starts reading the next
+    /// window (when the shard's budget has room for a second one), so a
+    /// sequential consumer's poll past this window finds the read done or
+    /// in flight. It starts at the first read from the window, so the disk
+    /// works while the consumer takes the rest of this one (starting only
+    /// near the window's end left the next poll waiting for most of a
+    /// read, the consumers' p99). The next window begins [`PREFETCH_LEAD`]
+    /// before this one's end (or where this read ended, if later), so a
+    /// poll straddling the boundary is served from it whole; those bytes
+    /// are read twice.
     async fn prefetch_after(&self, segment_number: usize, read_end: u64) {
         let Some(segment) = self.segments.get(segment_number) else {
             return;
@@ -366,18 +371,14 @@ impl<I: StorageIo> PartitionLog<I> {
             }
             _ => return,
         };
-        let next_start = align_down(read_end);
+        let next_start = align_down(read_end.max(window_end.saturating_sub(PREFETCH_LEAD)));
         let written_end = segment.size_bytes;
         let already = self.prefetch.borrow().as_ref().is_some_and(|prefetch| {
             prefetch.segment_start == segment.start_offset
-                && prefetch.file_start <= read_end
-                && read_end < prefetch.file_end
+                && prefetch.file_start <= next_start
+                && next_start < prefetch.file_end
         });
-        if already
-            || read_end + PREFETCH_LEAD < window_end
-            || window_end >= written_end
-            || !self.pool.has_room(READ_WINDOW_BYTES)
-        {
+        if already || window_end >= written_end || !self.pool.has_room(READ_WINDOW_BYTES) {
             return;
         }
         let file_end = align_up((next_start + READ_WINDOW_BYTES as u64).min(written_end));
