@@ -60,6 +60,21 @@ pub enum LogName {
     Rotated { sequence: u64 },
 }
 
+/// The sequence numbers of the rotated files among `names` (as `measure`
+/// lists them), oldest first: what the tests compare after rotations.
+#[cfg(test)]
+pub(super) fn rotated_sequences(names: &[(LogName, u64)]) -> Vec<u64> {
+    let mut sequences: Vec<u64> = names
+        .iter()
+        .filter_map(|(name, _)| match name {
+            LogName::Rotated { sequence } => Some(*sequence),
+            LogName::Active => None,
+        })
+        .collect();
+    sequences.sort();
+    sequences
+}
+
 /// `iggyd.log` or `iggyd.YYYYMMDDTHHMMSSZ.<digits>.log`; anything else is not
 /// ours and is never touched or counted.
 pub fn parse_name(name: &str) -> Option<LogName> {
@@ -502,14 +517,7 @@ mod tests {
         let text = String::from_utf8(active).expect("still UTF-8");
         assert!(text.ends_with(TRUNCATED_MARKER), "{text:?}");
         let (_, _, names) = measure(dir.path()).expect("measure");
-        let mut sequences: Vec<u64> = names
-            .iter()
-            .filter_map(|(name, _)| match name {
-                LogName::Rotated { sequence } => Some(*sequence),
-                LogName::Active => None,
-            })
-            .collect();
-        sequences.sort();
+        let sequences = rotated_sequences(&names);
         assert!(sequences[0] > 1, "oldest deleted: {sequences:?}");
         let last = *sequences.last().expect("some rotated");
         drop(files);

@@ -137,36 +137,53 @@ pub fn journal_line(record: &Record) -> String {
 /// the file form, also used on a stderr that is neither a terminal nor the
 /// journal.
 pub fn plain_line(record: &Record) -> String {
-    let mut line = String::with_capacity(record.text.len() + 64);
-    push_timestamp(&mut line, record.time);
-    let _ = write!(
-        line,
-        " {:>5} {} {}: {}",
-        record.level.as_str(),
-        record.thread.as_deref().unwrap_or("-"),
-        record.target,
-        record.text
-    );
-    line.push('\n');
-    line
+    human_line(record, &Paint::NONE)
 }
 
 /// The plain line with the level coloured and the time dimmed, for a
 /// terminal.
 pub fn terminal_line(record: &Record) -> String {
-    let colour = match record.level {
+    let level = match record.level {
         Level::ERROR => "\x1b[31m",
         Level::WARN => "\x1b[33m",
         Level::INFO => "\x1b[32m",
         Level::DEBUG => "\x1b[34m",
         Level::TRACE => "\x1b[35m",
     };
+    human_line(
+        record,
+        &Paint {
+            dim: "\x1b[2m",
+            level,
+            reset: "\x1b[0m",
+        },
+    )
+}
+
+/// The escape sequences a human line is painted with; all empty for the
+/// plain form, so the two forms cannot drift apart.
+struct Paint {
+    dim: &'static str,
+    level: &'static str,
+    reset: &'static str,
+}
+
+impl Paint {
+    const NONE: Paint = Paint {
+        dim: "",
+        level: "",
+        reset: "",
+    };
+}
+
+fn human_line(record: &Record, paint: &Paint) -> String {
+    let Paint { dim, level, reset } = paint;
     let mut line = String::with_capacity(record.text.len() + 80);
-    line.push_str("\x1b[2m");
+    line.push_str(dim);
     push_timestamp(&mut line, record.time);
     let _ = write!(
         line,
-        "\x1b[0m {colour}{:>5}\x1b[0m \x1b[2m{} {}:\x1b[0m {}",
+        "{reset} {level}{:>5}{reset} {dim}{} {}:{reset} {}",
         record.level.as_str(),
         record.thread.as_deref().unwrap_or("-"),
         record.target,
@@ -313,7 +330,7 @@ mod tests {
     }
 
     /// Proves the file form is one plain line and only the terminal form
-    /// colours.
+    /// colours: the same fields, the time and place dimmed, the level red.
     #[test]
     fn only_the_terminal_form_has_colour() {
         let record = record(Level::ERROR, "disk failed shard=3");
@@ -325,6 +342,10 @@ mod tests {
         assert!(!plain.as_bytes().contains(&0x1b));
         assert!(!console_line(&record, ConsoleStyle::Journal).contains('\x1b'));
         assert!(!console_line(&record, ConsoleStyle::Plain).contains('\x1b'));
-        assert!(console_line(&record, ConsoleStyle::Terminal).contains("\x1b[31m"));
+        assert_eq!(
+            console_line(&record, ConsoleStyle::Terminal),
+            "\x1b[2m2023-11-14T22:13:20.000000Z\x1b[0m \x1b[31mERROR\x1b[0m \
+             \x1b[2mshard-3 iggyd::shard:\x1b[0m disk failed shard=3\n"
+        );
     }
 }

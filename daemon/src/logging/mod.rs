@@ -495,7 +495,7 @@ impl Drop for Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use files::{LogName, measure};
+    use files::{measure, rotated_sequences};
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
     const KIB: u64 = 1024;
@@ -545,18 +545,6 @@ mod tests {
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
             std::thread::sleep(Duration::from_millis(10));
         }
-    }
-
-    fn sequences(names: &[(LogName, u64)]) -> Vec<u64> {
-        let mut sequences: Vec<u64> = names
-            .iter()
-            .filter_map(|(name, _)| match name {
-                LogName::Rotated { sequence } => Some(*sequence),
-                LogName::Active => None,
-            })
-            .collect();
-        sequences.sort();
-        sequences
     }
 
     /// Proves the caps hold under load: four threads log at trace level for
@@ -637,7 +625,7 @@ mod tests {
         done.store(true, Ordering::Relaxed);
         let (watched_largest, watched_total, samples) = watcher.join().expect("watcher");
         let (largest, total, names) = measure(dir.path()).expect("measure at end");
-        let rotated = sequences(&names);
+        let rotated = rotated_sequences(&names);
         eprintln!(
             "rotation test: {produced} lines in 2 s; hook: {} checks, largest file {} B, \
              largest total {} B; watcher: {samples} samples, largest file {watched_largest} B, \
