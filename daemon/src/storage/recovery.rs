@@ -39,7 +39,7 @@ use super::index::{IndexEntry, decode_entries};
 use super::io::{OpenMode, StorageIo};
 use super::segment::{Segment, SegmentFileKind, index_path, log_path, parse_segment_file_name};
 use super::{INDEX_ENTRY_SIZE, SCAN_CHUNK_BYTES, StorageError};
-use crate::batch::{BATCH_HEADER_SIZE, BatchHeader, FRAME_HEADER_SIZE, validate};
+use crate::batch::{BATCH_HEADER_SIZE, BatchHeader, BatchSummary, FRAME_HEADER_SIZE, validate};
 use crate::limits::BATCH_BYTES_MAX;
 
 /// What recovery found and did.
@@ -108,37 +108,43 @@ pub struct Recovered {
     pub report: RecoveryReport,
 }
 
-/// Reads a file sequentially through a read-ahead window.
-struct ReadAhead {
+/// Why the bytes at a position are not a whole valid batch: the reason, and
+/// the batch length the header claimed when it was plausible.
+type BadBatch = (String, Option<u64>);
+
+/// Reads one log file sequentially through a read-ahead window: the file,
+/// its path (for errors) and its length travel together.
+struct LogReader<'a, I: StorageIo> {
+    io: &'a I,
+    file: &'a I::File,
+    path: &'a Path,
+    file_len: u64,
     start: u64,
     buf: Vec<u8>,
 }
 
-impl ReadAhead {
-    fn new() -> ReadAhead {
-        ReadAhead {
+impl<'a, I: StorageIo> LogReader<'a, I> {
+    fn new(io: &'a I, file: &'a I::File, path: &'a Path, file_len: u64) -> LogReader<'a, I> {
+        LogReader {
+            io,
+            file,
+            path,
+            file_len,
             start: 0,
             buf: Vec::new(),
         }
     }
 
-    async fn get<'a, I: StorageIo>(
-        &'a mut self,
-        io: &I,
-        file: &I::File,
-        path: &Path,
-        position: u64,
-        len: u64,
-        file_len: u64,
-    ) -> Result<&'a [u8], StorageError> {
-        assert!(position + len <= file_len);
+    async fn get(&mut self, position: u64, len: u64) -> Result<&[u8], StorageError> {
+        assert!(position + len <= self.file_len);
         let cached_end = self.start + self.buf.len() as u64;
         if position < self.start || position + len > cached_end {
-            let read_len = len.max(SCAN_CHUNK_BYTES).min(file_len - position);
-            self.buf = io
-                .read_exact_at(file, position, read_len as usize)
+            let read_len = len.max(SCAN_CHUNK_BYTES).min(self.file_len - position);
+            self.buf = self
+                .io
+                .read_exact_at(self.file, position, read_len as usize)
                 .await
-                .map_err(|source| StorageError::io("read log", path, source))?;
+                .map_err(|source| StorageError::io("read log", self.path, source))?;
             assert!(self.buf.len() as u64 == read_len);
             self.start = position;
         }
@@ -147,10 +153,102 @@ impl ReadAhead {
         self.buf.get(at..at + len as usize).ok_or_else(|| {
             StorageError::io(
                 "read log",
-                path,
+                self.path,
                 std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
             )
         })
+    }
+
+    /// Reads the batch that starts at `position` and validates its layout
+    /// and checksum; `length_min` is the smallest `batch_length` accepted.
+    /// The one reader behind both the scan (which wants the reason) and the
+    /// probes past damage (which only want yes or no).
+    async fn read_batch_at(
+        &mut self,
+        position: u64,
+        length_min: u64,
+    ) -> Result<Result<BatchSummary, BadBatch>, StorageError> {
+        // `position` may come from an index entry: only its end is known to fit.
+        let remaining = self.file_len.saturating_sub(position);
+        if remaining < BATCH_HEADER_SIZE as u64 {
+            return Ok(Err((
+                format!("incomplete batch header: {remaining} bytes left"),
+                None,
+            )));
+        }
+        let header_bytes = self.get(position, BATCH_HEADER_SIZE as u64).await?;
+        let header = match BatchHeader::decode(header_bytes) {
+            Ok(header) => header,
+            Err(error) => return Ok(Err((error.to_string(), None))),
+        };
+        let length = header.batch_length;
+        if !(length_min..=BATCH_BYTES_MAX).contains(&length) {
+            return Ok(Err((format!("implausible batch_length {length}"), None)));
+        }
+        if length > remaining {
+            return Ok(Err((
+                format!("incomplete batch: batch_length {length}, {remaining} bytes left"),
+                Some(length),
+            )));
+        }
+        let bytes = self.get(position, length).await?;
+        Ok(validate(bytes).map_err(|error| (error.to_string(), Some(length))))
+    }
+
+    /// Reads and validates the batch that starts at `position` and is
+    /// expected to hold `offset` first. Returns the batch's index entry.
+    async fn check_batch_at(
+        &mut self,
+        position: u64,
+        offset: u64,
+    ) -> Result<Result<IndexEntry, ScanStop>, StorageError> {
+        let stop = |reason: String, claimed_length: Option<u64>| {
+            Ok(Err(ScanStop {
+                position,
+                offset,
+                reason,
+                claimed_length,
+            }))
+        };
+        let length_min = (BATCH_HEADER_SIZE + FRAME_HEADER_SIZE) as u64;
+        let summary = match self.read_batch_at(position, length_min).await? {
+            Ok(summary) => summary,
+            Err((reason, claimed_length)) => return stop(reason, claimed_length),
+        };
+        let length = summary.header.batch_length;
+        if summary.header.base_offset != offset {
+            return stop(
+                format!(
+                    "batch base_offset {} where offset {offset} was expected",
+                    summary.header.base_offset
+                ),
+                Some(length),
+            );
+        }
+        let message_count = summary.header.message_count;
+        if offset.checked_add(u64::from(message_count)).is_none() {
+            return stop(
+                format!(
+                    "batch of {message_count} messages at offset {offset} runs past the largest offset"
+                ),
+                Some(length),
+            );
+        }
+        Ok(Ok(IndexEntry {
+            base_offset: offset,
+            message_count: summary.header.message_count,
+            position,
+            length: length as u32,
+            timestamp: summary.header.base_timestamp,
+        }))
+    }
+
+    /// The header of the whole valid batch at `position`, or `None`.
+    async fn valid_batch_at(&mut self, position: u64) -> Result<Option<BatchHeader>, StorageError> {
+        let read = self
+            .read_batch_at(position, BATCH_HEADER_SIZE as u64)
+            .await?;
+        Ok(read.ok().map(|summary| summary.header))
     }
 }
 
@@ -164,84 +262,6 @@ struct ScanStop {
     claimed_length: Option<u64>,
 }
 
-/// Reads and validates the batch that starts at `position` and is expected
-/// to hold `offset` first. Returns the batch's index entry.
-async fn check_batch_at<I: StorageIo>(
-    io: &I,
-    file: &I::File,
-    path: &Path,
-    reader: &mut ReadAhead,
-    position: u64,
-    offset: u64,
-    file_len: u64,
-) -> Result<Result<IndexEntry, ScanStop>, StorageError> {
-    let stop = |reason: String, claimed_length: Option<u64>| {
-        Ok(Err(ScanStop {
-            position,
-            offset,
-            reason,
-            claimed_length,
-        }))
-    };
-    let remaining = file_len.saturating_sub(position);
-    if remaining < BATCH_HEADER_SIZE as u64 {
-        return stop(
-            format!("incomplete batch header: {remaining} bytes left"),
-            None,
-        );
-    }
-    let header_bytes = reader
-        .get(io, file, path, position, BATCH_HEADER_SIZE as u64, file_len)
-        .await?;
-    let header = match BatchHeader::decode(header_bytes) {
-        Ok(header) => header,
-        Err(error) => return stop(error.to_string(), None),
-    };
-    let length = header.batch_length;
-    let length_min = (BATCH_HEADER_SIZE + FRAME_HEADER_SIZE) as u64;
-    if !(length_min..=BATCH_BYTES_MAX).contains(&length) {
-        return stop(format!("implausible batch_length {length}"), None);
-    }
-    if length > remaining {
-        return stop(
-            format!("incomplete batch: batch_length {length}, {remaining} bytes left"),
-            Some(length),
-        );
-    }
-    let bytes = reader
-        .get(io, file, path, position, length, file_len)
-        .await?;
-    let summary = match validate(bytes) {
-        Ok(summary) => summary,
-        Err(error) => return stop(error.to_string(), Some(length)),
-    };
-    if summary.header.base_offset != offset {
-        return stop(
-            format!(
-                "batch base_offset {} where offset {offset} was expected",
-                summary.header.base_offset
-            ),
-            Some(length),
-        );
-    }
-    let message_count = summary.header.message_count;
-    if offset.checked_add(u64::from(message_count)).is_none() {
-        return stop(
-            format!(
-                "batch of {message_count} messages at offset {offset} runs past the largest offset"
-            ),
-            Some(length),
-        );
-    }
-    Ok(Ok(IndexEntry {
-        base_offset: offset,
-        message_count: summary.header.message_count,
-        position,
-        length: length as u32,
-        timestamp: summary.header.base_timestamp,
-    }))
-}
-
 /// Scans batches from the segment's current end to `file_len`, pushing an
 /// entry per valid batch into `segment` and `new_entries`.
 async fn scan_log<I: StorageIo>(
@@ -252,18 +272,11 @@ async fn scan_log<I: StorageIo>(
     segment: &mut Segment,
     new_entries: &mut Vec<IndexEntry>,
 ) -> Result<Option<ScanStop>, StorageError> {
-    let mut reader = ReadAhead::new();
+    let mut reader = LogReader::new(io, file, path, file_len);
     while segment.size_bytes < file_len {
-        let checked = check_batch_at(
-            io,
-            file,
-            path,
-            &mut reader,
-            segment.size_bytes,
-            segment.next_offset,
-            file_len,
-        )
-        .await?;
+        let checked = reader
+            .check_batch_at(segment.size_bytes, segment.next_offset)
+            .await?;
         match checked {
             Ok(entry) if entry.timestamp >= segment.last_timestamp => {
                 segment.push_entry(&entry);
@@ -300,14 +313,13 @@ async fn valid_data_after<I: StorageIo>(
     stop: &ScanStop,
     log_len: u64,
 ) -> Result<bool, StorageError> {
-    let mut reader = ReadAhead::new();
+    let mut reader = LogReader::new(io, log, log_path, log_len);
     if let Some(length) = stop.claimed_length {
         let next = stop.position + length;
         if next < log_len {
             // The offset is unknown for sure; accept any structurally valid
             // batch whose offset is beyond the damaged one.
-            if let Some(header) =
-                valid_batch_at(io, log, log_path, &mut reader, next, log_len).await?
+            if let Some(header) = reader.valid_batch_at(next).await?
                 && header.base_offset > stop.offset
             {
                 return Ok(true);
@@ -332,8 +344,7 @@ async fn valid_data_after<I: StorageIo>(
                 continue;
             }
             checked += 1;
-            if let Some(header) =
-                valid_batch_at(io, log, log_path, &mut reader, entry.position, log_len).await?
+            if let Some(header) = reader.valid_batch_at(entry.position).await?
                 && header.base_offset == entry.base_offset
             {
                 return Ok(true);
@@ -345,37 +356,6 @@ async fn valid_data_after<I: StorageIo>(
         position += len;
     }
     Ok(false)
-}
-
-async fn valid_batch_at<I: StorageIo>(
-    io: &I,
-    file: &I::File,
-    path: &Path,
-    reader: &mut ReadAhead,
-    position: u64,
-    file_len: u64,
-) -> Result<Option<BatchHeader>, StorageError> {
-    // `position` may come from an index entry: only its end is known to fit.
-    if position.saturating_add(BATCH_HEADER_SIZE as u64) > file_len {
-        return Ok(None);
-    }
-    let header_bytes = reader
-        .get(io, file, path, position, BATCH_HEADER_SIZE as u64, file_len)
-        .await?;
-    let Ok(header) = BatchHeader::decode(header_bytes) else {
-        return Ok(None);
-    };
-    let length = header.batch_length;
-    if length > BATCH_BYTES_MAX
-        || length < BATCH_HEADER_SIZE as u64
-        || position.saturating_add(length) > file_len
-    {
-        return Ok(None);
-    }
-    let bytes = reader
-        .get(io, file, path, position, length, file_len)
-        .await?;
-    Ok(validate(bytes).ok().map(|summary| summary.header))
 }
 
 /// Loads the clean prefix of an index file into `segment`: entries that
@@ -483,17 +463,10 @@ async fn recover_segment<I: StorageIo>(
 
     // Validate the batch of the last trusted entry; on failure trust nothing.
     if let Some(last) = last_entry {
-        let mut reader = ReadAhead::new();
-        let checked = check_batch_at(
-            io,
-            &log,
-            &log_path,
-            &mut reader,
-            last.position,
-            last.base_offset,
-            log_len,
-        )
-        .await?;
+        let mut reader = LogReader::new(io, &log, &log_path, log_len);
+        let checked = reader
+            .check_batch_at(last.position, last.base_offset)
+            .await?;
         if !matches!(checked, Ok(entry) if entry == last) {
             segment = Segment::empty(start_offset, sample_every);
         }
