@@ -385,204 +385,143 @@ mod tests {
         );
     }
 
+    /// What reading a stream's topics opens (per stream; the global flag
+    /// adds `poll_other_stream`).
+    const TOPICS_READ: [&str; 5] = [
+        "get_topics",
+        "get_topic",
+        "get_other_topic",
+        "groups",
+        "poll",
+    ];
+    /// What managing topics opens beyond reading them.
+    const TOPICS_MANAGE: [&str; 5] = [
+        "create_topic",
+        "manage_topic",
+        "partitions",
+        "send",
+        "send_other_topic",
+    ];
+
+    /// Checks each case: the permissions allow exactly the expected
+    /// operations (plus the "yourself" ones).
+    fn assert_cases(cases: Vec<(Permissions, Vec<&'static str>)>) {
+        for (permissions, expected) in cases {
+            assert_eq!(
+                allowed(Some(&permissions)),
+                with_self(&expected),
+                "{permissions:?}"
+            );
+        }
+    }
+
     // Proves each global flag grants exactly its row of §8.1.
     #[test]
     fn global_flags() {
-        let topics_read = [
-            "get_topics",
-            "get_topic",
-            "get_other_topic",
-            "groups",
-            "poll",
-            "poll_other_stream",
+        let topics_read = [&TOPICS_READ[..], &["poll_other_stream"]].concat();
+        let streams_manage = [
+            "get_streams",
+            "get_stream",
+            "get_other_stream",
+            "create_stream",
+            "manage_stream",
         ];
-        let cases: Vec<(Permissions, Vec<&'static str>)> = vec![
-            (
-                global(|g| g.manage_servers = true),
-                with_self(&["read_server"]),
-            ),
-            (
-                global(|g| g.read_servers = true),
-                with_self(&["read_server"]),
-            ),
+        assert_cases(vec![
+            (global(|g| g.manage_servers = true), vec!["read_server"]),
+            (global(|g| g.read_servers = true), vec!["read_server"]),
             (
                 global(|g| g.manage_users = true),
-                with_self(&[
+                vec![
                     "get_user_other",
                     "get_users",
                     "manage_users",
                     "change_password_other",
-                ]),
+                ],
             ),
             (
                 global(|g| g.read_users = true),
-                with_self(&["get_user_other", "get_users"]),
+                vec!["get_user_other", "get_users"],
             ),
             (
                 global(|g| g.manage_streams = true),
-                with_self(&[
-                    "get_streams",
-                    "get_stream",
-                    "get_other_stream",
-                    "create_stream",
-                    "manage_stream",
-                    "get_topics",
-                    "get_topic",
-                    "get_other_topic",
-                    "create_topic",
-                    "manage_topic",
-                    "partitions",
-                    "groups",
-                    "poll",
-                    "poll_other_stream",
-                    "send",
-                    "send_other_topic",
-                ]),
+                [&streams_manage[..], &topics_read, &TOPICS_MANAGE].concat(),
             ),
             (
                 global(|g| g.read_streams = true),
-                with_self(
-                    &[
-                        &["get_streams", "get_stream", "get_other_stream"][..],
-                        &topics_read[..],
-                    ]
-                    .concat(),
-                ),
+                [
+                    &["get_streams", "get_stream", "get_other_stream"][..],
+                    &topics_read,
+                ]
+                .concat(),
             ),
             (
                 global(|g| g.manage_topics = true),
-                with_self(
-                    &[
-                        &topics_read[..],
-                        &[
-                            "create_topic",
-                            "manage_topic",
-                            "partitions",
-                            "send",
-                            "send_other_topic",
-                        ],
-                    ]
-                    .concat(),
-                ),
+                [&topics_read[..], &TOPICS_MANAGE].concat(),
             ),
-            (global(|g| g.read_topics = true), with_self(&topics_read)),
+            (global(|g| g.read_topics = true), topics_read.clone()),
             (
                 global(|g| g.poll_messages = true),
-                with_self(&["poll", "poll_other_stream"]),
+                vec!["poll", "poll_other_stream"],
             ),
             (
                 global(|g| g.send_messages = true),
-                with_self(&["send", "send_other_topic"]),
+                vec!["send", "send_other_topic"],
             ),
-        ];
-        for (permissions, expected) in cases {
-            assert_eq!(
-                allowed(Some(&permissions)),
-                expected,
-                "{:?}",
-                permissions.global
-            );
-        }
+        ]);
     }
 
     // Proves per-stream flags apply to that stream only, and which
     // operations each one opens.
     #[test]
     fn stream_flags() {
-        let topics_read = [
-            "get_topics",
-            "get_topic",
-            "get_other_topic",
-            "groups",
-            "poll",
-        ];
-        let cases: Vec<(Permissions, Vec<&'static str>)> = vec![
+        assert_cases(vec![
             (
                 per_stream(|s| s.manage_stream = true),
-                with_self(
-                    &[
-                        &["get_stream", "manage_stream"][..],
-                        &topics_read[..],
-                        &[
-                            "create_topic",
-                            "manage_topic",
-                            "partitions",
-                            "send",
-                            "send_other_topic",
-                        ],
-                    ]
-                    .concat(),
-                ),
+                [
+                    &["get_stream", "manage_stream"][..],
+                    &TOPICS_READ,
+                    &TOPICS_MANAGE,
+                ]
+                .concat(),
             ),
             (
                 per_stream(|s| s.read_stream = true),
-                with_self(&[&["get_stream"][..], &topics_read[..]].concat()),
+                [&["get_stream"][..], &TOPICS_READ].concat(),
             ),
             (
                 per_stream(|s| s.manage_topics = true),
-                with_self(
-                    &[
-                        &topics_read[..],
-                        &[
-                            "create_topic",
-                            "manage_topic",
-                            "partitions",
-                            "send",
-                            "send_other_topic",
-                        ],
-                    ]
-                    .concat(),
-                ),
+                [&TOPICS_READ[..], &TOPICS_MANAGE].concat(),
             ),
-            (
-                per_stream(|s| s.read_topics = true),
-                with_self(&topics_read),
-            ),
-            (per_stream(|s| s.poll_messages = true), with_self(&["poll"])),
+            (per_stream(|s| s.read_topics = true), TOPICS_READ.to_vec()),
+            (per_stream(|s| s.poll_messages = true), vec!["poll"]),
             (
                 per_stream(|s| s.send_messages = true),
-                with_self(&["send", "send_other_topic"]),
+                vec!["send", "send_other_topic"],
             ),
-        ];
-        for (permissions, expected) in cases {
-            assert_eq!(
-                allowed(Some(&permissions)),
-                expected,
-                "{:?}",
-                permissions.streams
-            );
-        }
+        ]);
     }
 
     // Proves per-topic flags apply to that topic only.
     #[test]
     fn topic_flags() {
-        let cases: Vec<(Permissions, Vec<&'static str>)> = vec![
+        assert_cases(vec![
             (
                 per_topic(|t| t.manage_topic = true),
-                with_self(&[
+                vec![
                     "get_topic",
                     "manage_topic",
                     "partitions",
                     "groups",
                     "poll",
                     "send",
-                ]),
+                ],
             ),
             (
                 per_topic(|t| t.read_topic = true),
-                with_self(&["get_topic", "groups", "poll"]),
+                vec!["get_topic", "groups", "poll"],
             ),
-            (per_topic(|t| t.poll_messages = true), with_self(&["poll"])),
-            (per_topic(|t| t.send_messages = true), with_self(&["send"])),
-        ];
-        for (permissions, expected) in cases {
-            assert_eq!(
-                allowed(Some(&permissions)),
-                expected,
-                "{:?}",
-                permissions.streams
-            );
-        }
+            (per_topic(|t| t.poll_messages = true), vec!["poll"]),
+            (per_topic(|t| t.send_messages = true), vec!["send"]),
+        ]);
     }
 }
