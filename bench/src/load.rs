@@ -529,6 +529,40 @@ fn medians(runs: &[LoadRun], pick: impl Fn(&LoadRun) -> Option<f64>) -> (f64, Ve
     (median(&samples), samples)
 }
 
+/// What a row set against the raw lockstep baseline measures.
+#[derive(Clone, Copy)]
+enum Compared {
+    /// MB/s, higher is better.
+    Throughput,
+    /// The 99th percentile latency in ms, lower is better.
+    P99,
+}
+
+/// A row whose baseline is the raw lockstep run of the same direction (no
+/// baseline when the raw run measured nothing).
+fn compared_row(
+    name: String,
+    (value, samples): (f64, Vec<f64>),
+    raw: f64,
+    compared: Compared,
+    target: Target,
+) -> Row {
+    let (baseline_name, unit, higher_is_better) = match compared {
+        Compared::Throughput => ("raw lockstep", "MB/s", true),
+        Compared::P99 => ("raw lockstep p99", "ms", false),
+    };
+    Row {
+        name,
+        value,
+        baseline_name: baseline_name.into(),
+        baseline: (raw > 0.0).then_some(raw),
+        unit: unit.into(),
+        higher_is_better,
+        target,
+        samples,
+    }
+}
+
 /// The table rows for a scenario.
 pub fn rows(config: &LoadConfig, runs: &[LoadRun]) -> Vec<Row> {
     let label = format!(
@@ -556,16 +590,13 @@ pub fn rows(config: &LoadConfig, runs: &[LoadRun]) -> Vec<Row> {
             Durability::Replicated => Target::RatioAtLeast(0.5),
             Durability::Persisted => Target::None,
         };
-        let base = Row {
-            name: format!("{label} produce"),
-            value,
-            baseline_name: "raw lockstep".into(),
-            baseline: (upload > 0.0).then_some(upload),
-            unit: "MB/s".into(),
-            higher_is_better: true,
-            target: ratio_target,
-            samples,
-        };
+        let base = compared_row(
+            format!("{label} produce"),
+            (value, samples),
+            upload,
+            Compared::Throughput,
+            ratio_target,
+        );
         rows.push(base.clone());
         rows.push(Row {
             name: format!("{label} produce vs TCP→file"),
@@ -601,52 +632,40 @@ pub fn rows(config: &LoadConfig, runs: &[LoadRun]) -> Vec<Row> {
             target: Target::None,
             samples: Vec::new(),
         });
-        let (p99, samples) = medians(runs, |run| p99_ms(&run.produce));
         let (raw_p99, _) = medians(runs, |run| p99_ms(&run.raw_upload));
         let p99_target = match config.durability {
             Durability::Replicated => 2.0,
             Durability::Persisted => 5.0,
         };
-        rows.push(Row {
-            name: format!("{label} produce p99"),
-            value: p99,
-            baseline_name: "raw lockstep p99".into(),
-            baseline: (raw_p99 > 0.0).then_some(raw_p99),
-            unit: "ms".into(),
-            higher_is_better: false,
-            target: Target::ValueAtMost(p99_target),
-            samples,
-        });
+        rows.push(compared_row(
+            format!("{label} produce p99"),
+            medians(runs, |run| p99_ms(&run.produce)),
+            raw_p99,
+            Compared::P99,
+            Target::ValueAtMost(p99_target),
+        ));
     }
     if has(|run| run.consume.is_some()) {
-        let (value, samples) = medians(runs, |run| mb(&run.consume));
         let (download, _) = medians(runs, |run| mb(&run.raw_download));
-        rows.push(Row {
-            name: format!("{label} consume"),
-            value,
-            baseline_name: "raw lockstep".into(),
-            baseline: (download > 0.0).then_some(download),
-            unit: "MB/s".into(),
-            higher_is_better: true,
-            target: if config.sequential {
+        rows.push(compared_row(
+            format!("{label} consume"),
+            medians(runs, |run| mb(&run.consume)),
+            download,
+            Compared::Throughput,
+            if config.sequential {
                 Target::RatioAtLeast(0.6)
             } else {
                 Target::None
             },
-            samples,
-        });
-        let (p99, samples) = medians(runs, |run| p99_ms(&run.consume));
+        ));
         let (raw_p99, _) = medians(runs, |run| p99_ms(&run.raw_download));
-        rows.push(Row {
-            name: format!("{label} consume p99"),
-            value: p99,
-            baseline_name: "raw lockstep p99".into(),
-            baseline: (raw_p99 > 0.0).then_some(raw_p99),
-            unit: "ms".into(),
-            higher_is_better: false,
-            target: Target::None,
-            samples,
-        });
+        rows.push(compared_row(
+            format!("{label} consume p99"),
+            medians(runs, |run| p99_ms(&run.consume)),
+            raw_p99,
+            Compared::P99,
+            Target::None,
+        ));
     }
     rows
 }

@@ -608,44 +608,23 @@ fn run_in(config: &StorageConfig, root: &Path) -> Result<(Vec<Row>, Value), Stri
         size_required_to_save_bytes: u64::MAX,
         ..settings(Durability::Replicated)
     };
-    let scenarios: [(&str, u32, u32, PartitionSettings); 6] = [
-        (
-            "append 1 partition replicated",
-            1,
-            1,
-            settings(Durability::Replicated),
-        ),
-        (
-            "append 1 partition replicated, thresholds off",
-            1,
-            1,
-            no_thresholds,
-        ),
-        (
-            "append 1 partition persisted",
-            1,
-            1,
-            settings(Durability::Persisted),
-        ),
-        (
-            "append 8 partitions replicated",
-            8,
-            2,
-            settings(Durability::Replicated),
-        ),
-        (
-            "append 8 partitions replicated, thresholds off",
-            8,
-            2,
-            no_thresholds,
-        ),
-        (
-            "append 8 partitions persisted",
-            8,
-            2,
-            settings(Durability::Persisted),
-        ),
+    let durabilities = [
+        ("replicated", settings(Durability::Replicated)),
+        ("replicated, thresholds off", no_thresholds),
+        ("persisted", settings(Durability::Persisted)),
     ];
+    // Every durability on 1 partition (1 shard), then on 8 (2 shards); the
+    // first scenario is also read back.
+    let scenarios: Vec<(String, u32, u32, PartitionSettings)> =
+        [(1, 1, "partition"), (8, 2, "partitions")]
+            .into_iter()
+            .flat_map(|(partitions, shards, noun)| {
+                durabilities.map(|(durability, settings)| {
+                    let name = format!("append {partitions} {noun} {durability}");
+                    (name, partitions, shards, settings)
+                })
+            })
+            .collect();
     let mut samples = Vec::new();
     for repetition in 0..config.repeat.max(1) {
         let mut sample = Sample::default();
@@ -662,21 +641,21 @@ fn run_in(config: &StorageConfig, root: &Path) -> Result<(Vec<Row>, Value), Stri
         sample.raw_fsync_uring = config.append_bytes as f64
             / MB
             / raw_write_uring(&raw_path, &chunk, config.append_bytes, true)?;
-        for (number, (name, partitions, shards, settings)) in scenarios.into_iter().enumerate() {
+        for (number, (name, partitions, shards, settings)) in scenarios.iter().enumerate() {
             let data_dir = root.join(format!("append-{repetition}-{number}"));
             settle();
             let (bytes, seconds) = append_scenario(
                 &data_dir,
-                partitions,
-                shards,
-                settings,
+                *partitions,
+                *shards,
+                *settings,
                 &batch,
                 config.append_bytes,
                 config.access,
             )?;
             sample
                 .append
-                .push((name.to_owned(), bytes as f64 / MB / seconds));
+                .push((name.clone(), bytes as f64 / MB / seconds));
             if number == 0 {
                 // Read it back: raw sequential read of the segment, then
                 // the pump's polls (both from page cache).
