@@ -130,15 +130,10 @@ pub fn lockstep(
 ) -> Result<Aggregate, String> {
     let address = peer(connections, Some(Arc::new(frame_of_len(reply_len))), sink)
         .map_err(|error| format!("loopback peer: {error}"))?;
-    let mut works = Vec::new();
-    for _ in 0..connections {
-        let mut stream = TcpStream::connect(address).map_err(|error| error.to_string())?;
-        stream
-            .set_nodelay(true)
-            .map_err(|error| error.to_string())?;
+    let works = client_works(address, connections, |mut stream| {
         let request = request.to_vec();
         let mut buffer = Vec::with_capacity(reply_len);
-        let work: Work = Box::new(move || {
+        Box::new(move || {
             stream
                 .write_all(&request)
                 .map_err(|error| error.to_string())?;
@@ -146,9 +141,8 @@ pub fn lockstep(
                 return Err("loopback peer closed".into());
             }
             Ok(Some((payload_bytes, messages)))
-        });
-        works.push(work);
-    }
+        })
+    })?;
     drive(works, stop, None, true)
 }
 
@@ -163,22 +157,34 @@ pub fn one_way(
 ) -> Result<Aggregate, String> {
     let address =
         peer(connections, None, None).map_err(|error| format!("loopback peer: {error}"))?;
-    let mut works = Vec::new();
-    for _ in 0..connections {
-        let mut stream = TcpStream::connect(address).map_err(|error| error.to_string())?;
-        stream
-            .set_nodelay(true)
-            .map_err(|error| error.to_string())?;
+    let works = client_works(address, connections, |mut stream| {
         let frame = frame.to_vec();
-        let work: Work = Box::new(move || {
+        Box::new(move || {
             stream
                 .write_all(&frame)
                 .map_err(|error| error.to_string())?;
             Ok(Some((payload_bytes, messages)))
-        });
-        works.push(work);
-    }
+        })
+    })?;
     drive(works, stop, None, false)
+}
+
+/// Opens `connections` client connections to the peer at `address` (Nagle
+/// off, as the daemon's clients) and makes each one's work with `work_of`.
+fn client_works(
+    address: SocketAddr,
+    connections: usize,
+    mut work_of: impl FnMut(TcpStream) -> Work,
+) -> Result<Vec<Work>, String> {
+    (0..connections)
+        .map(|_| {
+            let stream = TcpStream::connect(address).map_err(|error| error.to_string())?;
+            stream
+                .set_nodelay(true)
+                .map_err(|error| error.to_string())?;
+            Ok(work_of(stream))
+        })
+        .collect()
 }
 
 #[cfg(test)]
