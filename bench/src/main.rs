@@ -29,8 +29,8 @@ use iggyd_bench::report::{Row, Target, table};
 use iggyd_testkit::TestDaemon;
 
 #[derive(Debug, Parser)]
+// The command's name is the package's, `iggyd-bench`.
 #[command(
-    name = "iggyd-bench",
     version,
     about = "Load generator for iggyd / Apache Iggy (TCP protocol 0.11.0)"
 )]

@@ -24,11 +24,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "iggyd",
-    version,
-    about = "Apache Iggy-compatible message-streaming daemon"
-)]
+// The command's name is the package's, `iggyd`.
+#[command(version, about = "Apache Iggy-compatible message-streaming daemon")]
 struct Cli {
     /// Configuration file (default: /etc/iggyd/iggyd.toml when it exists).
     #[arg(long, global = true, value_name = "PATH")]
