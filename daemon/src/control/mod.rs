@@ -27,6 +27,8 @@ pub mod metrics_server;
 pub mod server;
 pub mod snapshot_file;
 pub mod sysinfo;
+#[cfg(test)]
+pub(crate) mod test_fixture;
 
 pub use api::{Action, Hello, Snapshot};
 pub use server::{ControlError, ControlServer};

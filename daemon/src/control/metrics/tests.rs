@@ -5,18 +5,16 @@
 //! that the packaged Grafana dashboard asks only for series the page has.
 
 use super::*;
-use crate::control::daemon_source::{DaemonSource, DaemonSourceParts};
-use crate::metadata::{Ident, Metadata, MetadataCommand, TopicOptions};
+use crate::control::daemon_source::DaemonSource;
+use crate::control::test_fixture;
 use crate::preflight::Driver;
 use crate::shard::heartbeat::{Heartbeats, Latency, ShardReport};
-use crate::shard::mesh::Mesh;
 use crate::shard::op::PartitionReport;
 use crate::shard::partition::PartitionKey;
 use crate::storage::PartitionStats;
 use crate::storage::consumer_offsets::{ConsumerKey, ConsumerKind};
 use crate::topology::PlannedShard;
 use std::collections::BTreeSet;
-use std::time::Instant;
 
 /// A daemon source with one shard whose published state covers every
 /// family: the stream's name needs escaping in a label.
@@ -39,50 +37,23 @@ fn populated() -> (DaemonSource, tempfile::TempDir) {
         .connections_refused
         .store(9, std::sync::atomic::Ordering::Relaxed);
     let heartbeats = Heartbeats::new(1);
-    let (mesh, _inboxes) = Mesh::new(1);
-    let source = DaemonSource::new(DaemonSourceParts {
-        shards: vec![PlannedShard {
-            shard: 0,
-            pu: 3,
-            core: 1,
-            package: Some(0),
-            numa_node: Some(0),
-            skipped_siblings: Vec::new(),
-        }],
-        drivers: vec![Driver::IoUring],
-        numa_nodes: 1,
-        heartbeats: heartbeats.clone(),
-        mesh,
-        started: Instant::now(),
-        data_dir: dir.path().to_path_buf(),
-        log_dir: dir.path().join("logs"),
-        durability_default: crate::metadata::Durability::Persisted,
-        log: None,
-        security: Some(admission),
-    });
-    let mut metadata = Metadata::new();
-    for command in [
-        MetadataCommand::CreateStream {
-            name: "orders \"eu\"".into(),
-            created_at_us: 1,
-        },
-        MetadataCommand::CreateTopic {
-            stream: Ident::Id(0),
-            name: "created".into(),
-            partitions_count: 2,
-            options: TopicOptions::defaults(crate::metadata::Durability::Persisted),
-            created_at_us: 1,
-            shard_count: 1,
-        },
-        MetadataCommand::CreateConsumerGroup {
-            stream: Ident::Id(0),
-            topic: Ident::Id(0),
-            name: "billing".into(),
-        },
-    ] {
-        metadata.apply(command).unwrap();
-    }
-    heartbeats.publish_view(metadata.publish());
+    let planned = PlannedShard {
+        shard: 0,
+        pu: 3,
+        core: 1,
+        package: Some(0),
+        numa_node: Some(0),
+        skipped_siblings: Vec::new(),
+    };
+    let source = test_fixture::source(
+        vec![planned],
+        Driver::IoUring,
+        &heartbeats,
+        dir.path().to_path_buf(),
+        dir.path().join("logs"),
+        Some(admission),
+    );
+    test_fixture::publish_view(&heartbeats, "orders \"eu\"", 2, []);
     heartbeats.publish(
         0,
         &ShardCounters {

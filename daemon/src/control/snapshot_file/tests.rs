@@ -5,12 +5,11 @@
 
 use super::*;
 use crate::config::Sources;
-use crate::control::daemon_source::{DaemonSource, DaemonSourceParts};
-use crate::metadata::{Ident, Metadata, MetadataCommand, TopicOptions, UserStatus};
+use crate::control::test_fixture;
+use crate::metadata::{MetadataCommand, UserStatus};
 use crate::preflight::Driver;
-use crate::shard::mesh::Mesh;
 use std::io::Read;
-use std::time::{Instant, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 const PASSWORD: &str = "hunter22-root";
 const PASSWORD_HASH: &str = "$argon2id$v=19$m=8,t=1,p=1$c2VjcmV0LWhhc2g";
@@ -38,55 +37,27 @@ fn sources(dir: &std::path::Path) -> SnapshotSources {
     })
     .unwrap();
     let heartbeats = Heartbeats::new(1);
-    let mut metadata = Metadata::new();
-    for command in [
-        MetadataCommand::CreateStream {
-            name: "orders".into(),
-            created_at_us: 1,
-        },
-        MetadataCommand::CreateTopic {
-            stream: Ident::Id(0),
-            name: "created".into(),
-            partitions_count: 3,
-            options: TopicOptions::defaults(crate::metadata::Durability::Persisted),
-            created_at_us: 1,
-            shard_count: 1,
-        },
-        MetadataCommand::CreateConsumerGroup {
-            stream: Ident::Id(0),
-            topic: Ident::Id(0),
-            name: "billing".into(),
-        },
-        MetadataCommand::CreateUser {
-            username: "reader".into(),
-            password_hash: PASSWORD_HASH.into(),
-            status: UserStatus::Active,
-            permissions: None,
-            created_at_us: 1,
-        },
-    ] {
-        metadata.apply(command).unwrap();
-    }
-    heartbeats.publish_view(metadata.publish());
+    let reader = MetadataCommand::CreateUser {
+        username: "reader".into(),
+        password_hash: PASSWORD_HASH.into(),
+        status: UserStatus::Active,
+        permissions: None,
+        created_at_us: 1,
+    };
+    test_fixture::publish_view(&heartbeats, "orders", 3, [reader]);
     let plan = crate::topology::plan(
         &crate::config::CpuAllocation::Count(1),
         &crate::topology::PlanEnv::default(),
     )
     .unwrap();
-    let (mesh, _inboxes) = Mesh::new(1);
-    let admin = Arc::new(DaemonSource::new(DaemonSourceParts {
-        shards: plan.shards.clone(),
-        drivers: vec![Driver::Epoll],
-        numa_nodes: 1,
-        heartbeats: heartbeats.clone(),
-        mesh,
-        started: Instant::now(),
-        data_dir: dir.to_path_buf(),
-        log_dir: logs,
-        durability_default: crate::metadata::Durability::Persisted,
-        log: None,
-        security: None,
-    }));
+    let admin = Arc::new(test_fixture::source(
+        plan.shards.clone(),
+        Driver::Epoll,
+        &heartbeats,
+        dir.to_path_buf(),
+        logs,
+        None,
+    ));
     SnapshotSources {
         admin,
         heartbeats,
