@@ -413,30 +413,25 @@ fn run_phases(
             // managed (so the same bytes), reply sized like a send ack.
             let per_connection = (produce.requests / config.producers as u64).max(1);
             let stop = Stop::Requests(per_connection);
-            run.raw_upload = Some(loopback::lockstep(
-                config.producers,
-                &send_frame_bytes,
-                256 + 4 + 20,
-                payload_per_batch,
-                messages_per_batch,
-                stop,
-                None,
-            )?);
-            let sink = config
-                .raw_file_dir
-                .join(format!("iggyd-bench-raw-{}", std::process::id()));
-            std::fs::create_dir_all(&sink)
-                .map_err(|error| format!("{}: {error}", sink.display()))?;
-            let to_file = |sync: bool| {
-                let result = loopback::lockstep(
+            let lockstep = |sink: Option<loopback::Sink<'_>>| {
+                loopback::lockstep(
                     config.producers,
                     &send_frame_bytes,
                     256 + 4 + 20,
                     payload_per_batch,
                     messages_per_batch,
                     stop,
-                    Some(loopback::Sink { dir: &sink, sync }),
-                );
+                    sink,
+                )
+            };
+            run.raw_upload = Some(lockstep(None)?);
+            let sink = config
+                .raw_file_dir
+                .join(format!("iggyd-bench-raw-{}", std::process::id()));
+            std::fs::create_dir_all(&sink)
+                .map_err(|error| format!("{}: {error}", sink.display()))?;
+            let to_file = |sync: bool| {
+                let result = lockstep(Some(loopback::Sink { dir: &sink, sync }));
                 let _ = std::fs::remove_dir_all(&sink);
                 let _ = std::fs::create_dir_all(&sink);
                 result

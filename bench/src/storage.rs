@@ -106,6 +106,33 @@ fn valid(batch: &[u8]) -> Result<ValidBatch, String> {
         .map_err(|error| format!("a generated batch does not validate: {error}"))
 }
 
+/// Creates the partition log in `dir`, appends `batch` `count` times and
+/// fsyncs it: how the recovery and idle scenarios lay down their data.
+async fn write_log(
+    dir: &Path,
+    config: PartitionConfig,
+    pool_bytes: u64,
+    batch: &[u8],
+    count: u64,
+) -> Result<(), String> {
+    let mut log = PartitionLog::open(
+        MonoioIo,
+        dir,
+        config,
+        Rc::new(SystemClock),
+        BufferPool::new(pool_bytes),
+    )
+    .await
+    .map_err(|error| format!("create: {error}"))?;
+    let batch = valid(batch)?;
+    for _ in 0..count {
+        log.append_and_write(&batch)
+            .await
+            .map_err(|error| format!("append: {error}"))?;
+    }
+    log.sync().await.map_err(|error| format!("sync: {error}"))
+}
+
 /// Runs `make()` to completion on a monoio runtime (io_uring when the
 /// kernel and memlock allow it, epoll otherwise).
 fn block_on<F, Fut>(make: F) -> Fut::Output
@@ -398,23 +425,7 @@ fn recovery_scenario(
     let dir_owned = dir.to_path_buf();
     block_on(|| async move {
         let config = PartitionConfig::new(0, segment_bytes);
-        let mut log = PartitionLog::open(
-            MonoioIo,
-            &dir_owned,
-            config.clone(),
-            Rc::new(SystemClock),
-            BufferPool::new(32 * 1024 * 1024),
-        )
-        .await
-        .map_err(|error| format!("create: {error}"))?;
-        let batch = valid(&batch)?;
-        for _ in 0..batches {
-            log.append_and_write(&batch)
-                .await
-                .map_err(|error| format!("append: {error}"))?;
-        }
-        log.sync().await.map_err(|error| format!("sync: {error}"))?;
-        Ok::<_, String>(())
+        write_log(&dir_owned, config, 32 * 1024 * 1024, &batch, batches).await
     })?;
     let stored: u64 = files_ending(dir, ".log")?
         .iter()
@@ -475,22 +486,8 @@ fn idle_scenario(
     block_on(|| async move {
         for partition in 0..partitions {
             let path = key(partition).dir(&data_dir);
-            let mut log = PartitionLog::open(
-                MonoioIo,
-                &path,
-                PartitionConfig::new(u64::from(partition), segment_bytes),
-                Rc::new(SystemClock),
-                BufferPool::new(1024 * 1024),
-            )
-            .await
-            .map_err(|error| format!("create: {error}"))?;
-            let batch = valid(&batch)?;
-            for _ in 0..segments {
-                log.append_and_write(&batch)
-                    .await
-                    .map_err(|error| format!("append: {error}"))?;
-            }
-            log.sync().await.map_err(|error| format!("sync: {error}"))?;
+            let config = PartitionConfig::new(u64::from(partition), segment_bytes);
+            write_log(&path, config, 1024 * 1024, &batch, u64::from(segments)).await?;
         }
         Ok::<_, String>(())
     })?;
