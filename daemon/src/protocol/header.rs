@@ -5,40 +5,81 @@
 //! array. Deciding whether the header is acceptable (size, command byte,
 //! operation) is `frame.rs`'s job, and deciding what the body means is
 //! `command.rs`'s. Reserved bytes are written as zero and ignored on read.
+//!
+//! Each header states its layout once, in a `walk` that names every field
+//! with its offset (the table on the type, in code); decoding and encoding
+//! both go through it, so the two directions cannot drift apart.
 
 use super::codes::{
     EvictionReason, HEADER_COMMAND_EVICTION, HEADER_COMMAND_REPLY, HEADER_COMMAND_REQUEST, Status,
 };
 use super::limits::{HEADER_SIZE, PROTOCOL_VERSION, PROTOCOL_VERSION_MIN};
 
-/// Reads `N` bytes at a constant offset of a header. The offsets used in
-/// this file are all below 256 - N, so the fallback never happens; it exists
-/// so that a typo becomes a zero field in a test, not a panic in production.
-fn field<const N: usize>(header: &[u8; HEADER_SIZE], at: usize) -> [u8; N] {
-    let mut out = [0u8; N];
-    if let Some(bytes) = at.checked_add(N).and_then(|end| header.get(at..end)) {
-        out.copy_from_slice(bytes);
-    }
-    out
+/// A little-endian integer at a constant offset of a header. Every offset
+/// used in this file is below 256 - size, so the bounds checks never fail;
+/// they exist so that a typo becomes a zero field in a test, not a panic in
+/// production.
+trait Field: Copy {
+    fn read(header: &[u8; HEADER_SIZE], at: usize) -> Self;
+    fn write(self, header: &mut [u8; HEADER_SIZE], at: usize);
 }
 
-fn put<const N: usize>(header: &mut [u8; HEADER_SIZE], at: usize, bytes: [u8; N]) {
-    if let Some(slot) = at.checked_add(N).and_then(|end| header.get_mut(at..end)) {
-        slot.copy_from_slice(&bytes);
+macro_rules! little_endian_field {
+    ($($int:ty),*) => {$(
+        impl Field for $int {
+            fn read(header: &[u8; HEADER_SIZE], at: usize) -> Self {
+                let mut bytes = [0u8; size_of::<$int>()];
+                if let Some(found) = at.checked_add(bytes.len()).and_then(|end| header.get(at..end)) {
+                    bytes.copy_from_slice(found);
+                }
+                Self::from_le_bytes(bytes)
+            }
+
+            fn write(self, header: &mut [u8; HEADER_SIZE], at: usize) {
+                let bytes = self.to_le_bytes();
+                if let Some(slot) = at.checked_add(bytes.len()).and_then(|end| header.get_mut(at..end)) {
+                    slot.copy_from_slice(&bytes);
+                }
+            }
+        }
+    )*};
+}
+
+little_endian_field!(u8, u32, u64, u128);
+
+/// One direction of a pass over a header's fields.
+enum Walk<'a> {
+    /// Fields take their values from these bytes.
+    Decode(&'a [u8; HEADER_SIZE]),
+    /// Fields write their values into these bytes.
+    Encode(&'a mut [u8; HEADER_SIZE]),
+}
+
+impl Walk<'_> {
+    fn field<T: Field>(&mut self, at: usize, value: &mut T) {
+        match self {
+            Walk::Decode(header) => *value = T::read(header, at),
+            Walk::Encode(header) => value.write(header, at),
+        }
     }
 }
 
-/// Offsets shared by all header shapes (§2.2).
-mod common {
-    pub const CHECKSUM: usize = 0;
-    pub const CHECKSUM_BODY: usize = 16;
-    pub const CLUSTER: usize = 32;
-    pub const SIZE: usize = 48;
-    pub const VIEW: usize = 52;
-    pub const RELEASE: usize = 56;
-    pub const COMMAND: usize = 60;
-    pub const REPLICA: usize = 61;
+/// A header decoded by its `walk`.
+fn decode_fields<H: Default>(header: &[u8; HEADER_SIZE], walk: fn(&mut H, &mut Walk<'_>)) -> H {
+    let mut decoded = H::default();
+    walk(&mut decoded, &mut Walk::Decode(header));
+    decoded
 }
+
+/// A header encoded by its `walk`; bytes it does not name stay zero.
+fn encode_fields<H>(mut fields: H, walk: fn(&mut H, &mut Walk<'_>)) -> [u8; HEADER_SIZE] {
+    let mut header = [0u8; HEADER_SIZE];
+    walk(&mut fields, &mut Walk::Encode(&mut header));
+    header
+}
+
+/// The command byte of the common prefix (§2.2).
+const COMMAND_AT: usize = 60;
 
 /// Request header (client → server).
 ///
@@ -84,68 +125,33 @@ pub struct RequestHeader {
 }
 
 impl RequestHeader {
-    const CLIENT: usize = 128;
-    const REQUEST_CHECKSUM: usize = 144;
-    const TIMESTAMP: usize = 160;
-    const REQUEST: usize = 168;
-    const OPERATION: usize = 176;
-    const SESSION: usize = 184;
-    const USER_ID: usize = 192;
-    const COMMAND_CODE: usize = 196;
+    /// The table above, in code.
+    fn walk(&mut self, walk: &mut Walk<'_>) {
+        walk.field(0, &mut self.checksum);
+        walk.field(16, &mut self.checksum_body);
+        walk.field(32, &mut self.cluster);
+        walk.field(48, &mut self.size);
+        walk.field(52, &mut self.view);
+        walk.field(56, &mut self.release);
+        walk.field(COMMAND_AT, &mut self.command);
+        walk.field(61, &mut self.replica);
+        walk.field(128, &mut self.client);
+        walk.field(144, &mut self.request_checksum);
+        walk.field(160, &mut self.timestamp);
+        walk.field(168, &mut self.request);
+        walk.field(176, &mut self.operation);
+        walk.field(184, &mut self.session);
+        walk.field(192, &mut self.user_id);
+        walk.field(196, &mut self.command_code);
+    }
 
     pub fn decode(header: &[u8; HEADER_SIZE]) -> Self {
-        Self {
-            checksum: u128::from_le_bytes(field(header, common::CHECKSUM)),
-            checksum_body: u128::from_le_bytes(field(header, common::CHECKSUM_BODY)),
-            cluster: u128::from_le_bytes(field(header, common::CLUSTER)),
-            size: u32::from_le_bytes(field(header, common::SIZE)),
-            view: u32::from_le_bytes(field(header, common::VIEW)),
-            release: u32::from_le_bytes(field(header, common::RELEASE)),
-            command: u8::from_le_bytes(field(header, common::COMMAND)),
-            replica: u8::from_le_bytes(field(header, common::REPLICA)),
-            client: u128::from_le_bytes(field(header, Self::CLIENT)),
-            request_checksum: u128::from_le_bytes(field(header, Self::REQUEST_CHECKSUM)),
-            timestamp: u64::from_le_bytes(field(header, Self::TIMESTAMP)),
-            request: u64::from_le_bytes(field(header, Self::REQUEST)),
-            operation: u8::from_le_bytes(field(header, Self::OPERATION)),
-            session: u64::from_le_bytes(field(header, Self::SESSION)),
-            user_id: u32::from_le_bytes(field(header, Self::USER_ID)),
-            command_code: u32::from_le_bytes(field(header, Self::COMMAND_CODE)),
-        }
+        decode_fields(header, Self::walk)
     }
 
     /// Encodes the header. Used by tests and tools that play the client.
     pub fn encode(&self) -> [u8; HEADER_SIZE] {
-        let mut header = [0u8; HEADER_SIZE];
-        put(&mut header, common::CHECKSUM, self.checksum.to_le_bytes());
-        put(
-            &mut header,
-            common::CHECKSUM_BODY,
-            self.checksum_body.to_le_bytes(),
-        );
-        put(&mut header, common::CLUSTER, self.cluster.to_le_bytes());
-        put(&mut header, common::SIZE, self.size.to_le_bytes());
-        put(&mut header, common::VIEW, self.view.to_le_bytes());
-        put(&mut header, common::RELEASE, self.release.to_le_bytes());
-        put(&mut header, common::COMMAND, [self.command]);
-        put(&mut header, common::REPLICA, [self.replica]);
-        put(&mut header, Self::CLIENT, self.client.to_le_bytes());
-        put(
-            &mut header,
-            Self::REQUEST_CHECKSUM,
-            self.request_checksum.to_le_bytes(),
-        );
-        put(&mut header, Self::TIMESTAMP, self.timestamp.to_le_bytes());
-        put(&mut header, Self::REQUEST, self.request.to_le_bytes());
-        put(&mut header, Self::OPERATION, [self.operation]);
-        put(&mut header, Self::SESSION, self.session.to_le_bytes());
-        put(&mut header, Self::USER_ID, self.user_id.to_le_bytes());
-        put(
-            &mut header,
-            Self::COMMAND_CODE,
-            self.command_code.to_le_bytes(),
-        );
-        header
+        encode_fields(*self, Self::walk)
     }
 
     /// A request header as a 0.11.0 client builds it, for tests and tools:
@@ -201,15 +207,23 @@ pub struct ReplyHeader {
 }
 
 impl ReplyHeader {
-    const REQUEST_CHECKSUM: usize = 128;
-    const CONTEXT: usize = 144;
-    const CLIENT: usize = 160;
-    const OP: usize = 176;
-    const COMMIT: usize = 184;
-    const TIMESTAMP: usize = 192;
-    const REQUEST: usize = 200;
-    const OPERATION: usize = 208;
-    const STATUS: usize = 216;
+    /// The table above, in code, but for the command byte, which is the
+    /// constant 8 and not a field.
+    fn walk(&mut self, walk: &mut Walk<'_>) {
+        walk.field(32, &mut self.cluster);
+        walk.field(48, &mut self.size);
+        walk.field(52, &mut self.view);
+        walk.field(56, &mut self.release);
+        walk.field(128, &mut self.request_checksum);
+        walk.field(144, &mut self.context);
+        walk.field(160, &mut self.client);
+        walk.field(176, &mut self.op);
+        walk.field(184, &mut self.commit);
+        walk.field(192, &mut self.timestamp);
+        walk.field(200, &mut self.request);
+        walk.field(208, &mut self.operation);
+        walk.field(216, &mut self.status);
+    }
 
     /// The reply to `request` following the echo rules of §2.5. `size` is
     /// `256 + body_len`; callers keep replies under the frame cap (see
@@ -240,45 +254,14 @@ impl ReplyHeader {
     }
 
     pub fn encode(&self) -> [u8; HEADER_SIZE] {
-        let mut header = [0u8; HEADER_SIZE];
-        put(&mut header, common::CLUSTER, self.cluster.to_le_bytes());
-        put(&mut header, common::SIZE, self.size.to_le_bytes());
-        put(&mut header, common::VIEW, self.view.to_le_bytes());
-        put(&mut header, common::RELEASE, self.release.to_le_bytes());
-        put(&mut header, common::COMMAND, [HEADER_COMMAND_REPLY]);
-        put(
-            &mut header,
-            Self::REQUEST_CHECKSUM,
-            self.request_checksum.to_le_bytes(),
-        );
-        put(&mut header, Self::CONTEXT, self.context.to_le_bytes());
-        put(&mut header, Self::CLIENT, self.client.to_le_bytes());
-        put(&mut header, Self::OP, self.op.to_le_bytes());
-        put(&mut header, Self::COMMIT, self.commit.to_le_bytes());
-        put(&mut header, Self::TIMESTAMP, self.timestamp.to_le_bytes());
-        put(&mut header, Self::REQUEST, self.request.to_le_bytes());
-        put(&mut header, Self::OPERATION, [self.operation]);
-        put(&mut header, Self::STATUS, self.status.to_le_bytes());
+        let mut header = encode_fields(*self, Self::walk);
+        HEADER_COMMAND_REPLY.write(&mut header, COMMAND_AT);
         header
     }
 
     /// Reads a reply header back (tests and tools playing the client).
     pub fn decode(header: &[u8; HEADER_SIZE]) -> Self {
-        Self {
-            cluster: u128::from_le_bytes(field(header, common::CLUSTER)),
-            size: u32::from_le_bytes(field(header, common::SIZE)),
-            view: u32::from_le_bytes(field(header, common::VIEW)),
-            release: u32::from_le_bytes(field(header, common::RELEASE)),
-            request_checksum: u128::from_le_bytes(field(header, Self::REQUEST_CHECKSUM)),
-            context: u128::from_le_bytes(field(header, Self::CONTEXT)),
-            client: u128::from_le_bytes(field(header, Self::CLIENT)),
-            op: u64::from_le_bytes(field(header, Self::OP)),
-            commit: u64::from_le_bytes(field(header, Self::COMMIT)),
-            timestamp: u64::from_le_bytes(field(header, Self::TIMESTAMP)),
-            request: u64::from_le_bytes(field(header, Self::REQUEST)),
-            operation: u8::from_le_bytes(field(header, Self::OPERATION)),
-            status: u32::from_le_bytes(field(header, Self::STATUS)),
-        }
+        decode_fields(header, Self::walk)
     }
 }
 
@@ -304,11 +287,6 @@ pub struct EvictionHeader {
 }
 
 impl EvictionHeader {
-    const CLIENT: usize = 128;
-    const VERSION_MAX: usize = 144;
-    const VERSION_MIN: usize = 148;
-    const REASON: usize = 255;
-
     /// An eviction for the client of `request`. The protocol versions are
     /// filled in only for `IncompatibleProtocol`, as the SDK expects. A
     /// request with client id 0 (which no 0.11.0 SDK sends) gets client 1,
@@ -328,27 +306,16 @@ impl EvictionHeader {
         }
     }
 
+    /// The table above, in code (the server never reads an eviction).
     pub fn encode(&self) -> [u8; HEADER_SIZE] {
         let mut header = [0u8; HEADER_SIZE];
-        put(&mut header, common::CLUSTER, self.cluster.to_le_bytes());
-        put(
-            &mut header,
-            common::SIZE,
-            (HEADER_SIZE as u32).to_le_bytes(),
-        );
-        put(&mut header, common::COMMAND, [HEADER_COMMAND_EVICTION]);
-        put(&mut header, Self::CLIENT, self.client.to_le_bytes());
-        put(
-            &mut header,
-            Self::VERSION_MAX,
-            self.server_protocol_version.to_le_bytes(),
-        );
-        put(
-            &mut header,
-            Self::VERSION_MIN,
-            self.server_protocol_version_min.to_le_bytes(),
-        );
-        put(&mut header, Self::REASON, [self.reason as u8]);
+        self.cluster.write(&mut header, 32);
+        (HEADER_SIZE as u32).write(&mut header, 48);
+        HEADER_COMMAND_EVICTION.write(&mut header, COMMAND_AT);
+        self.client.write(&mut header, 128);
+        self.server_protocol_version.write(&mut header, 144);
+        self.server_protocol_version_min.write(&mut header, 148);
+        (self.reason as u8).write(&mut header, 255);
         header
     }
 }
