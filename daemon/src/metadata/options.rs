@@ -602,14 +602,6 @@ pub fn parse_size_text(text: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn string<'a>(key: &'a str, value: &'a str) -> OptionEntry<'a> {
-        OptionEntry {
-            key,
-            kind: ValueKind::String as u8,
-            value: value.as_bytes(),
-        }
-    }
-
     /// Proves the journal encoding of `Durability` did not move when the
     /// type moved to the admin-API crate: postcard writes the variant
     /// index, persisted 0 and replicated 1, as records already on disk say.
@@ -657,23 +649,23 @@ mod tests {
         let segment = (16u64 << 20).to_le_bytes();
         let messages = 10u32.to_le_bytes();
         let options = create(&[
-            string("compression_algorithm", "gzip"),
-            string("message_expiry", "7 days"),
-            string("max_topic_size", "1 GiB"),
+            OptionEntry::string("compression_algorithm", "gzip"),
+            OptionEntry::string("message_expiry", "7 days"),
+            OptionEntry::string("max_topic_size", "1 GiB"),
             OptionEntry {
                 key: "segment_size",
                 kind: ValueKind::Uint64 as u8,
                 value: &segment,
             },
-            string("durability", "replicated"),
-            string("consumer_offset_durability", "persisted"),
+            OptionEntry::string("durability", "replicated"),
+            OptionEntry::string("consumer_offset_durability", "persisted"),
             OptionEntry {
                 key: "messages_required_to_save",
                 kind: ValueKind::Uint32 as u8,
                 value: &messages,
             },
-            string("size_of_messages_required_to_save", "2 MiB"),
-            string("preallocate_segments", "true"),
+            OptionEntry::string("size_of_messages_required_to_save", "2 MiB"),
+            OptionEntry::string("preallocate_segments", "true"),
         ])
         .unwrap();
         assert_eq!(options.compression, Compression::Gzip);
@@ -698,8 +690,8 @@ mod tests {
         .unwrap();
         assert_eq!(compression_code.compression, Compression::Gzip);
         let never = create(&[
-            string("message_expiry", "none"),
-            string("max_topic_size", "unlimited"),
+            OptionEntry::string("message_expiry", "none"),
+            OptionEntry::string("max_topic_size", "unlimited"),
             OptionEntry {
                 key: "preallocate_segments",
                 kind: ValueKind::Bool as u8,
@@ -724,7 +716,7 @@ mod tests {
     #[test]
     fn enforce_fsync_is_accepted() {
         let forced = parse_create_options(
-            &block(&[string("enforce_fsync", "true")]),
+            &block(&[OptionEntry::string("enforce_fsync", "true")]),
             Durability::Replicated,
         )
         .unwrap();
@@ -741,7 +733,7 @@ mod tests {
         .unwrap();
         assert_eq!(as_bool.durability, Durability::Persisted);
         let off = parse_create_options(
-            &block(&[string("enforce_fsync", "false")]),
+            &block(&[OptionEntry::string("enforce_fsync", "false")]),
             Durability::Replicated,
         )
         .unwrap();
@@ -749,19 +741,25 @@ mod tests {
         assert!(off.explicit.is_empty());
         assert_eq!(
             code(create(&[
-                string("enforce_fsync", "true"),
-                string("durability", "replicated")
+                OptionEntry::string("enforce_fsync", "true"),
+                OptionEntry::string("durability", "replicated")
             ])),
             4042
         );
-        assert_eq!(code(create(&[string("enforce_fsync", "yes")])), 4042);
+        assert_eq!(
+            code(create(&[OptionEntry::string("enforce_fsync", "yes")])),
+            4042
+        );
     }
 
     // Proves unknown keys are 4041, bad values 4042 and a size cap below the
     // segment size 1019.
     #[test]
     fn option_error_codes() {
-        assert_eq!(code(create(&[string("replication_factor", "3")])), 4041);
+        assert_eq!(
+            code(create(&[OptionEntry::string("replication_factor", "3")])),
+            4041
+        );
         for (key, value) in [
             ("compression_algorithm", "zstd"),
             ("message_expiry", "soon"),
@@ -775,7 +773,11 @@ mod tests {
             ("size_of_messages_required_to_save", "2 GiB"),
             ("preallocate_segments", "maybe"),
         ] {
-            assert_eq!(code(create(&[string(key, value)])), 4042, "{key}={value}");
+            assert_eq!(
+                code(create(&[OptionEntry::string(key, value)])),
+                4042,
+                "{key}={value}"
+            );
         }
         assert_eq!(
             code(create(&[OptionEntry {
@@ -795,13 +797,16 @@ mod tests {
         );
         assert_eq!(
             code(create(&[
-                string("segment_size", "16 MiB"),
-                string("max_topic_size", "8 MiB")
+                OptionEntry::string("segment_size", "16 MiB"),
+                OptionEntry::string("max_topic_size", "8 MiB")
             ])),
             1019
         );
         // Default segment (1 GiB) against a 1 MiB cap.
-        assert_eq!(code(create(&[string("max_topic_size", "1 MiB")])), 1019);
+        assert_eq!(
+            code(create(&[OptionEntry::string("max_topic_size", "1 MiB")])),
+            1019
+        );
     }
 
     // Proves UpdateTopic takes only the three updatable keys and re-checks
@@ -809,9 +814,9 @@ mod tests {
     #[test]
     fn update_keys() {
         let update = parse_update_options(&block(&[
-            string("compression_algorithm", "gzip"),
-            string("message_expiry", "1h"),
-            string("max_topic_size", "unlimited"),
+            OptionEntry::string("compression_algorithm", "gzip"),
+            OptionEntry::string("message_expiry", "1h"),
+            OptionEntry::string("max_topic_size", "unlimited"),
         ]))
         .unwrap();
         assert_eq!(update.compression, Some(Compression::Gzip));
@@ -821,17 +826,19 @@ mod tests {
         let after = before.updated(&update).unwrap();
         assert_eq!(after.explicit.len(), 3);
         assert_eq!(
-            parse_update_options(&block(&[string("segment_size", "16 MiB")]))
+            parse_update_options(&block(&[OptionEntry::string("segment_size", "16 MiB")]))
                 .unwrap_err()
                 .status()
                 .code(),
             4041
         );
-        let shrink = parse_update_options(&block(&[string("max_topic_size", "1 MiB")])).unwrap();
+        let shrink =
+            parse_update_options(&block(&[OptionEntry::string("max_topic_size", "1 MiB")]))
+                .unwrap();
         assert_eq!(before.updated(&shrink).unwrap_err().status().code(), 1019);
         assert!(check_no_options(&block(&[])).is_ok());
         assert_eq!(
-            check_no_options(&block(&[string("x", "y")]))
+            check_no_options(&block(&[OptionEntry::string("x", "y")]))
                 .unwrap_err()
                 .status()
                 .code(),

@@ -122,6 +122,18 @@ pub struct OptionEntry<'a> {
     pub value: &'a [u8],
 }
 
+#[cfg(test)]
+impl<'a> OptionEntry<'a> {
+    /// A String-valued entry, the kind most tests write.
+    pub(crate) fn string(key: &'a str, value: &'a str) -> Self {
+        OptionEntry {
+            key,
+            kind: ValueKind::String as u8,
+            value: value.as_bytes(),
+        }
+    }
+}
+
 impl OptionEntry<'_> {
     /// Layout: key TLV `[2][len u32][key]` then value TLV `[kind][len u32][value]`.
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -252,20 +264,12 @@ mod tests {
             .map(Status::code)
     }
 
-    fn string_entry<'a>(key: &'a str, value: &'a str) -> OptionEntry<'a> {
-        OptionEntry {
-            key,
-            kind: ValueKind::String as u8,
-            value: value.as_bytes(),
-        }
-    }
-
     // Proves option blocks round-trip in both request and reply forms.
     #[test]
     fn option_block_round_trip() {
         let block = OptionBlock {
             entries: vec![
-                string_entry("durability", "replicated"),
+                OptionEntry::string("durability", "replicated"),
                 OptionEntry {
                     key: "segment_size",
                     kind: ValueKind::Uint64 as u8,
@@ -302,9 +306,9 @@ mod tests {
         assert_eq!(code(&raw_key), Some(4041));
 
         let mut duplicate = Vec::new();
-        string_entry("a", "1").encode(&mut duplicate);
-        string_entry("b", "1").encode(&mut duplicate);
-        string_entry("a", "2").encode(&mut duplicate);
+        OptionEntry::string("a", "1").encode(&mut duplicate);
+        OptionEntry::string("b", "1").encode(&mut duplicate);
+        OptionEntry::string("a", "2").encode(&mut duplicate);
         assert_eq!(code(&duplicate), Some(4042));
 
         let keys: Vec<String> = (0..=OPTIONS_ENTRIES_MAX)
@@ -312,7 +316,7 @@ mod tests {
             .collect();
         let mut many = Vec::new();
         for key in &keys {
-            string_entry(key, "v").encode(&mut many);
+            OptionEntry::string(key, "v").encode(&mut many);
         }
         assert_eq!(code(&many), Some(4043));
         let big = vec![0u8; OPTIONS_BYTES_MAX + 1];

@@ -610,6 +610,23 @@ pub struct ClusterNode<'a> {
     pub status: NodeStatus,
 }
 
+impl<'a> ClusterNode<'a> {
+    /// A healthy leader that serves TCP only (the other ports are 0): what
+    /// a single iggyd node reports about itself.
+    pub fn tcp_leader(name: &'a str, ip: &'a str, tcp_port: u16) -> Self {
+        ClusterNode {
+            name,
+            ip,
+            tcp_port,
+            quic_port: 0,
+            http_port: 0,
+            websocket_port: 0,
+            role: NodeRole::Leader,
+            status: NodeStatus::Healthy,
+        }
+    }
+}
+
 /// GetClusterMetadata reply (code 12): `[name_len u32][name][nodes_count u32]`
 /// then the nodes. A single node must report exactly one node, role Leader,
 /// status Healthy, or auto-commit polls fail (§5.4).
@@ -1158,16 +1175,7 @@ mod tests {
     // Proves the cluster metadata layout is built from the roster slice.
     #[test]
     fn cluster_metadata_layout() {
-        let node = ClusterNode {
-            name: "iggy-node",
-            ip: "127.0.0.1",
-            tcp_port: 8090,
-            quic_port: 0,
-            http_port: 0,
-            websocket_port: 0,
-            role: NodeRole::Leader,
-            status: NodeStatus::Healthy,
-        };
+        let node = ClusterNode::tcp_leader("iggy-node", "127.0.0.1", 8090);
         let mut out = Vec::new();
         encode_cluster_metadata(&mut out, "single-node", &[node]);
         let mut expected = Vec::new();

@@ -11,9 +11,8 @@ use crate::metadata::permissions::Principal;
 use crate::protocol::codes::Status;
 use crate::protocol::command::OptionScope;
 use crate::protocol::reply::{
-    ClientGroup, ClientInfo, ClusterNode, NodeRole, NodeStatus, OptionDescription, Stats,
-    Transport, encode_client, encode_client_details, encode_cluster_metadata,
-    encode_option_descriptions, encode_stats,
+    ClientGroup, ClientInfo, ClusterNode, OptionDescription, Stats, Transport, encode_client,
+    encode_client_details, encode_cluster_metadata, encode_option_descriptions, encode_stats,
 };
 use crate::shard::context::{self, ShardContext};
 use crate::shard::mesh::{Request, Response};
@@ -147,16 +146,11 @@ pub(crate) async fn clients(
 /// bytes, so a cluster can list more nodes later.
 pub(crate) fn cluster_metadata(request: &mut Request_<'_>) -> Handled<Outcome> {
     let ip = request.context.address.ip().to_string();
-    let roster = [ClusterNode {
-        name: "iggyd",
-        ip: &ip,
-        tcp_port: request.context.address.port(),
-        quic_port: 0,
-        http_port: 0,
-        websocket_port: 0,
-        role: NodeRole::Leader,
-        status: NodeStatus::Healthy,
-    }];
+    let roster = [ClusterNode::tcp_leader(
+        "iggyd",
+        &ip,
+        request.context.address.port(),
+    )];
     let mut out = Vec::new();
     encode_cluster_metadata(&mut out, "single-node", &roster);
     Ok(request.replier.ok(&out))
