@@ -6,10 +6,10 @@
 use super::{Handled, HandlerError, Outcome, Replier, Request_, member_key, partition_op};
 use crate::batch::ValidBatch;
 use crate::metadata::permissions::Principal;
-use crate::metadata::{Ident, Stream, Topic};
+use crate::metadata::{Ident, MetadataError, Stream, Topic};
 use crate::net::session::Session;
 use crate::protocol::codes::Status;
-use crate::protocol::command::{OffsetTarget, PollMessages, SendMessages};
+use crate::protocol::command::{Command, OffsetTarget, PollMessages, SendMessages};
 use crate::protocol::header::RequestHeader;
 use crate::protocol::primitives::{
     Consumer, ConsumerKind, Identifier, Partitioning, partition_for_key,
@@ -19,7 +19,7 @@ use crate::protocol::reply::{
     encode_send_confirmations,
 };
 use crate::shard::context::ShardContext;
-use crate::shard::op::{POLL_HEADROOM, PartitionOp, PollRequest};
+use crate::shard::op::{POLL_HEADROOM, PartitionOp, PollRequest, Reply};
 use crate::shard::partition::PartitionKey;
 use crate::shard::router;
 use crate::storage::consumer_offsets::{self, ConsumerKey};
@@ -333,24 +333,56 @@ pub async fn send_planned(
     result.unwrap_or_else(|error| replier.error(&error))
 }
 
-pub(crate) async fn flush(
-    request: &mut Request_<'_>,
-    principal: &Principal<'_>,
-    stream: Identifier<'_>,
-    topic: Identifier<'_>,
-    partition_id: u32,
-    fsync: bool,
+/// A permission check on a topic, as `Principal` spells it.
+type Allowed<'p> = fn(&Principal<'p>, u32, u32) -> Result<(), MetadataError>;
+
+/// FlushUnsavedBuffer and DeleteSegments: the two commands that name one
+/// partition by stream, topic and partition id and answer with an empty
+/// body. The caller needs `send_messages` to flush and `manage_partitions`
+/// to delete segments; the owner shard runs the op.
+pub(crate) async fn partition_command<'p>(
+    request: &Request_<'_>,
+    principal: &Principal<'p>,
+    command: Command<'_>,
 ) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let (stream, topic) = resolve(&view, &stream, &topic)?;
-    principal.send_messages(stream.id, topic.id)?;
+    let (stream, topic, partition_id, allowed): (_, _, _, Allowed<'p>) = match &command {
+        Command::FlushUnsavedBuffer {
+            stream,
+            topic,
+            partition_id,
+            ..
+        } => (stream, topic, *partition_id, Principal::send_messages),
+        Command::DeleteSegments {
+            stream,
+            topic,
+            partition_id,
+            ..
+        } => (stream, topic, *partition_id, Principal::manage_partitions),
+        _ => return Err(HandlerError::Status(Status::InvalidCommand)),
+    };
+    let (stream, topic) = resolve(&request.view, stream, topic)?;
+    allowed(principal, stream.id, topic.id)?;
     let (key, owner) = partition_key(request.context, stream, topic, partition_id)?;
-    partition_op(request.context, owner, |reply| PartitionOp::Flush {
-        key,
-        fsync,
-        reply,
-    })
-    .await?;
+    let context = request.context;
+    match command {
+        Command::FlushUnsavedBuffer { fsync, .. } => {
+            partition_op(context, owner, |reply| PartitionOp::Flush {
+                key,
+                fsync,
+                reply,
+            })
+            .await?;
+        }
+        Command::DeleteSegments { segments_count, .. } => {
+            partition_op(context, owner, |reply| PartitionOp::DeleteSegments {
+                key,
+                count: segments_count,
+                reply,
+            })
+            .await?;
+        }
+        _ => {}
+    }
     Ok(request.replier.empty())
 }
 
@@ -426,23 +458,37 @@ pub(crate) async fn get_offset(
     Ok(request.replier.ok(&out))
 }
 
-pub(crate) async fn store_offset(
-    request: &mut Request_<'_>,
+/// Store or delete the caller's offset on the owner of a partition it
+/// owns (§6.5); the partition it went to.
+async fn write_offset(
+    request: &Request_<'_>,
     principal: &Principal<'_>,
     target: &OffsetTarget<'_>,
-    offset: u64,
-) -> Handled<Outcome> {
+    make: impl FnOnce(PartitionKey, ConsumerKey, Reply<()>) -> PartitionOp,
+) -> Handled<u32> {
     let OffsetRoute {
         consumer,
         partition_id,
         key,
         owner,
     } = owned_route(offset_route(request, principal, target, Use::Write)?)?;
-    partition_op(request.context, owner, |reply| PartitionOp::StoreOffset {
-        key,
-        consumer,
-        offset,
-        reply,
+    partition_op(request.context, owner, |reply| make(key, consumer, reply)).await?;
+    Ok(partition_id)
+}
+
+pub(crate) async fn store_offset(
+    request: &mut Request_<'_>,
+    principal: &Principal<'_>,
+    target: &OffsetTarget<'_>,
+    offset: u64,
+) -> Handled<Outcome> {
+    let partition_id = write_offset(request, principal, target, |key, consumer, reply| {
+        PartitionOp::StoreOffset {
+            key,
+            consumer,
+            offset,
+            reply,
+        }
     })
     .await?;
     let view = request.view.clone();
@@ -454,20 +500,16 @@ pub(crate) async fn store_offset(
 }
 
 pub(crate) async fn delete_offset(
-    request: &mut Request_<'_>,
+    request: &Request_<'_>,
     principal: &Principal<'_>,
     target: &OffsetTarget<'_>,
 ) -> Handled<Outcome> {
-    let OffsetRoute {
-        consumer,
-        key,
-        owner,
-        ..
-    } = owned_route(offset_route(request, principal, target, Use::Write)?)?;
-    partition_op(request.context, owner, |reply| PartitionOp::DeleteOffset {
-        key,
-        consumer,
-        reply,
+    write_offset(request, principal, target, |key, consumer, reply| {
+        PartitionOp::DeleteOffset {
+            key,
+            consumer,
+            reply,
+        }
     })
     .await?;
     Ok(request.replier.empty())

@@ -360,12 +360,9 @@ async fn dispatch(
         // `handle_frame` routes them to `plan_send` / `send_planned`; they
         // never reach this match.
         C::SendMessages(_) => Err(HandlerError::Status(Status::InvalidCommand)),
-        C::FlushUnsavedBuffer {
-            stream,
-            topic,
-            partition_id,
-            fsync,
-        } => messages::flush(request, principal, stream, topic, partition_id, fsync).await,
+        command @ (C::FlushUnsavedBuffer { .. } | C::DeleteSegments { .. }) => {
+            messages::partition_command(request, principal, command).await
+        }
         C::GetConsumerOffset(target) => messages::get_offset(request, principal, &target).await,
         C::StoreConsumerOffset { target, offset, .. } => {
             messages::store_offset(request, principal, &target, offset).await
@@ -382,22 +379,6 @@ async fn dispatch(
         C::PurgeStream { stream } => streams::purge_stream(request, principal, stream).await,
         C::PurgeTopic { stream, topic } => {
             streams::purge_topic(request, principal, stream, topic).await
-        }
-        C::DeleteSegments {
-            stream,
-            topic,
-            partition_id,
-            segments_count,
-        } => {
-            streams::delete_segments(
-                request,
-                principal,
-                stream,
-                topic,
-                partition_id,
-                segments_count,
-            )
-            .await
         }
         command @ (C::CreateStream { .. }
         | C::UpdateStream { .. }

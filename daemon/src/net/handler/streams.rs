@@ -431,29 +431,3 @@ pub(crate) async fn purge_topic(
     purge_partitions(request.context, stream, &[topic]).await?;
     Ok(request.replier.empty())
 }
-
-pub(crate) async fn delete_segments(
-    request: &mut Request_<'_>,
-    principal: &Principal<'_>,
-    stream: Identifier<'_>,
-    topic: Identifier<'_>,
-    partition_id: u32,
-    segments_count: u32,
-) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let (stream, topic) = view.topic(&Ident::from(&stream), &Ident::from(&topic))?;
-    principal.manage_partitions(stream.id, topic.id)?;
-    let Some(router::Route { key, owner }) =
-        router::partition_route(stream, topic, partition_id, request.context.shards)
-    else {
-        return Ok(request
-            .replier
-            .status(crate::protocol::codes::Status::PartitionNotFound));
-    };
-    let count = segments_count;
-    partition_op(request.context, owner, |reply| {
-        PartitionOp::DeleteSegments { key, count, reply }
-    })
-    .await?;
-    Ok(request.replier.empty())
-}
