@@ -2,7 +2,7 @@
 //! leave through shard 0. Membership is keyed by the session, and the
 //! session remembers what it joined so a logout or disconnect leaves.
 
-use super::{Handled, Outcome, Request_, apply, member_key, prepare_and_apply};
+use super::{Handled, Outcome, Request_, apply, member_key, named_topic, prepare_and_apply};
 use crate::metadata::permissions::Principal;
 use crate::metadata::{
     Applied, ConsumerGroup, Ident, MetadataCommand, MetadataView, Topic, groups,
@@ -38,12 +38,11 @@ fn encode_details(out: &mut Vec<u8>, topic: &Topic, group: &ConsumerGroup) {
 }
 
 pub(crate) fn get_group(
-    request: &mut Request_<'_>,
+    request: &Request_<'_>,
     principal: &Principal<'_>,
     group: &GroupRef<'_>,
 ) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let (stream, topic) = view.topic(&Ident::from(&group.stream), &Ident::from(&group.topic))?;
+    let (stream, topic) = named_topic(&request.view, &group.stream, &group.topic)?;
     principal.consumer_groups(stream.id, topic.id)?;
     let mut out = Vec::new();
     if let Some(found) = topic.group(&Ident::from(&group.group)) {
@@ -53,13 +52,12 @@ pub(crate) fn get_group(
 }
 
 pub(crate) fn get_groups(
-    request: &mut Request_<'_>,
+    request: &Request_<'_>,
     principal: &Principal<'_>,
     stream: Identifier<'_>,
     topic: Identifier<'_>,
 ) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let (stream, topic) = view.topic(&Ident::from(&stream), &Ident::from(&topic))?;
+    let (stream, topic) = named_topic(&request.view, &stream, &topic)?;
     principal.consumer_groups(stream.id, topic.id)?;
     let mut out = Vec::new();
     for group in topic.groups.values() {
@@ -293,13 +291,13 @@ pub(crate) async fn sync(
     group: &GroupRef<'_>,
 ) -> Handled<Outcome> {
     let view = request.view.clone();
-    let (stream, topic) = view.topic(&Ident::from(&group.stream), &Ident::from(&group.topic))?;
+    let (stream, topic) = named_topic(&view, &group.stream, &group.topic)?;
     principal.consumer_groups(stream.id, topic.id)?;
     if let Some(found) = topic.group(&Ident::from(&group.group)) {
         complete_due_handoffs(request, (stream.id, topic.id), found).await;
     }
     let view = request.view.clone();
-    let (_, topic) = view.topic(&Ident::from(&group.stream), &Ident::from(&group.topic))?;
+    let (_, topic) = named_topic(&view, &group.stream, &group.topic)?;
     let mut out = Vec::new();
     if let Some(found) = topic.group(&Ident::from(&group.group))
         && let Some(partitions) = found.assignment(member_key(request.session))
@@ -326,7 +324,7 @@ pub(crate) async fn change(
                 .status(crate::protocol::codes::Status::InvalidCommand));
         }
     };
-    let (stream, topic) = view.topic(&Ident::from(stream), &Ident::from(topic))?;
+    let (stream, topic) = named_topic(&view, stream, topic)?;
     principal.consumer_groups(stream.id, topic.id)?;
     // A join by a session that is already a member changes nothing: it is
     // answered from the view, without shard 0, a journal write or a new

@@ -3,7 +3,9 @@
 //! validates batches (so checksum work spreads over the accepting shards),
 //! and hands the operation to the owner's pump over the mesh.
 
-use super::{Handled, HandlerError, Outcome, Replier, Request_, member_key, partition_op};
+use super::{
+    Handled, HandlerError, Outcome, Replier, Request_, member_key, named_topic, partition_op,
+};
 use crate::batch::ValidBatch;
 use crate::metadata::permissions::Principal;
 use crate::metadata::{Ident, MetadataError, Stream, Topic};
@@ -11,9 +13,7 @@ use crate::net::session::Session;
 use crate::protocol::codes::Status;
 use crate::protocol::command::{Command, OffsetTarget, PollMessages, SendMessages};
 use crate::protocol::header::RequestHeader;
-use crate::protocol::primitives::{
-    Consumer, ConsumerKind, Identifier, Partitioning, partition_for_key,
-};
+use crate::protocol::primitives::{Consumer, ConsumerKind, Partitioning, partition_for_key};
 use crate::protocol::reply::{
     ConsumerOffsetInfo, SendConfirmation, encode_consumer_offset, encode_poll_prefix,
     encode_send_confirmations,
@@ -28,14 +28,6 @@ use std::rc::Rc;
 /// The empty poll that tells a group member its assignment is stale
 /// (§5.3, §8 item 4).
 const NOT_YOUR_PARTITION: u32 = u32::MAX;
-
-fn resolve<'v>(
-    view: &'v crate::metadata::MetadataView,
-    stream: &Identifier<'_>,
-    topic: &Identifier<'_>,
-) -> Handled<(&'v Stream, &'v Topic)> {
-    Ok(view.topic(&Ident::from(stream), &Ident::from(topic))?)
-}
 
 fn partition_key(
     context: &crate::shard::context::ShardContext,
@@ -144,7 +136,7 @@ pub(crate) async fn poll(
     poll: &PollMessages<'_>,
 ) -> Handled<Outcome> {
     let view = request.view.clone();
-    let (stream, topic) = resolve(&view, &poll.stream, &poll.topic)?;
+    let (stream, topic) = named_topic(&view, &poll.stream, &poll.topic)?;
     principal.poll_messages(stream.id, topic.id)?;
     // A member's poll first settles cooperative hand-offs (a newer view
     // may follow).
@@ -153,7 +145,7 @@ pub(crate) async fn poll(
         super::groups::before_poll(request, ids).await;
     }
     let view = request.view.clone();
-    let (stream, topic) = resolve(&view, &poll.stream, &poll.topic)?;
+    let (stream, topic) = named_topic(&view, &poll.stream, &poll.topic)?;
     let not_yours = |request: &Request_<'_>| {
         let mut out = Vec::with_capacity(16);
         encode_poll_prefix(&mut out, NOT_YOUR_PARTITION, 0, 0);
@@ -240,7 +232,7 @@ pub fn plan_send(
     let plan = (|| -> Handled<SendPlan> {
         let user = super::principal_user(&view, session)
             .ok_or(HandlerError::Status(Status::Unauthenticated))?;
-        let (stream, topic) = resolve(&view, &send.stream, &send.topic)?;
+        let (stream, topic) = named_topic(&view, &send.stream, &send.topic)?;
         Principal::of(user).send_messages(stream.id, topic.id)?;
         let partitions = topic.partitions_count();
         if partitions == 0 {
@@ -360,7 +352,7 @@ pub(crate) async fn partition_command<'p>(
         } => (stream, topic, *partition_id, Principal::manage_partitions),
         _ => return Err(HandlerError::Status(Status::InvalidCommand)),
     };
-    let (stream, topic) = resolve(&request.view, stream, topic)?;
+    let (stream, topic) = named_topic(&request.view, stream, topic)?;
     allowed(principal, stream.id, topic.id)?;
     let (key, owner) = partition_key(request.context, stream, topic, partition_id)?;
     let context = request.context;
@@ -402,7 +394,7 @@ fn offset_route(
     target: &OffsetTarget<'_>,
     usage: Use,
 ) -> Handled<Option<OffsetRoute>> {
-    let (stream, topic) = resolve(&request.view, &target.stream, &target.topic)?;
+    let (stream, topic) = named_topic(&request.view, &target.stream, &target.topic)?;
     principal.poll_messages(stream.id, topic.id)?;
     let Some((consumer, partition_id)) =
         consumer_target(request, topic, &target.consumer, target.partition_id, usage)?
@@ -492,7 +484,7 @@ pub(crate) async fn store_offset(
     })
     .await?;
     let view = request.view.clone();
-    let (stream, topic) = resolve(&view, &target.stream, &target.topic)?;
+    let (stream, topic) = named_topic(&view, &target.stream, &target.topic)?;
     if let Some(ids) = super::groups::group_of(stream.id, topic, &target.consumer) {
         super::groups::after_commit(request, ids, partition_id, offset).await;
     }

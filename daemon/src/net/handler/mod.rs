@@ -25,11 +25,14 @@ use crate::metadata::grant::Revoked;
 use crate::metadata::model::User;
 use crate::metadata::permissions::Principal;
 use crate::metadata::prepare::{PrepareContext, PrepareError, Prepared, prepare};
-use crate::metadata::{Applied, MemberKey, MetadataCommand, MetadataError, MetadataView};
+use crate::metadata::{
+    Applied, Ident, MemberKey, MetadataCommand, MetadataError, MetadataView, Stream, Topic,
+};
 use crate::net::reply_frame::ReplyFrame;
 use crate::protocol::codes::{EvictionReason, Operation, Status};
 use crate::protocol::command::Command;
 use crate::protocol::header::RequestHeader;
+use crate::protocol::primitives::Identifier;
 use crate::protocol::reply::{
     encode_eviction, encode_reply, encode_reply_in_place, encode_status_reply,
 };
@@ -376,9 +379,8 @@ async fn dispatch(
             streams::get_topic(request, principal, stream, topic).await
         }
         C::GetTopics { stream } => streams::get_topics(request, principal, stream).await,
-        C::PurgeStream { stream } => streams::purge_stream(request, principal, stream).await,
-        C::PurgeTopic { stream, topic } => {
-            streams::purge_topic(request, principal, stream, topic).await
+        command @ (C::PurgeStream { .. } | C::PurgeTopic { .. }) => {
+            streams::purge(request, principal, command).await
         }
         command @ (C::CreateStream { .. }
         | C::UpdateStream { .. }
@@ -398,6 +400,15 @@ async fn dispatch(
         | C::JoinConsumerGroup(_)
         | C::LeaveConsumerGroup(_)) => groups::change(request, principal, command).await,
     }
+}
+
+/// The stream and topic a request names, looked up in `view`.
+pub(crate) fn named_topic<'v>(
+    view: &'v MetadataView,
+    stream: &Identifier<'_>,
+    topic: &Identifier<'_>,
+) -> Handled<(&'v Stream, &'v Topic)> {
+    Ok(view.topic(&Ident::from(stream), &Ident::from(topic))?)
 }
 
 /// The session as a consumer-group member: keyed by its session number, so

@@ -6,12 +6,15 @@
 //! durable once shard 0 journaled it: their storage ids are never listed or
 //! given out again), and a purge is durable everywhere before the reply.
 
-use super::{Handled, Outcome, Request_, partition_op, prepare_and_apply};
+use super::{
+    Handled, HandlerError, Outcome, Request_, named_topic, partition_op, prepare_and_apply,
+};
 use crate::limits;
 use crate::metadata::options::as_entries;
 use crate::metadata::permissions::Principal;
 use crate::metadata::{Applied, Ident, MetadataView, PartitionRef, Stream, Topic};
 use crate::net::session::Session;
+use crate::protocol::codes::Status;
 use crate::protocol::command::Command;
 use crate::protocol::options::OptionEntry;
 use crate::protocol::primitives::Identifier;
@@ -192,12 +195,11 @@ fn encode_stream_with_topics(out: &mut Vec<u8>, stream: &Stream, reports: &Parti
 }
 
 pub(crate) async fn get_stream(
-    request: &mut Request_<'_>,
+    request: &Request_<'_>,
     principal: &Principal<'_>,
     stream: Identifier<'_>,
 ) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let Ok(stream) = view.stream(&Ident::from(&stream)) else {
+    let Ok(stream) = request.view.stream(&Ident::from(&stream)) else {
         return Ok(request.replier.empty());
     };
     principal.get_stream(stream.id)?;
@@ -221,13 +223,12 @@ pub(crate) async fn get_streams(
 }
 
 pub(crate) async fn get_topic(
-    request: &mut Request_<'_>,
+    request: &Request_<'_>,
     principal: &Principal<'_>,
     stream: Identifier<'_>,
     topic: Identifier<'_>,
 ) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let Ok((stream, topic)) = view.topic(&Ident::from(&stream), &Ident::from(&topic)) else {
+    let Ok((stream, topic)) = named_topic(&request.view, &stream, &topic) else {
         return Ok(request.replier.empty());
     };
     principal.get_topic(stream.id, topic.id)?;
@@ -238,13 +239,12 @@ pub(crate) async fn get_topic(
 }
 
 pub(crate) async fn get_topics(
-    request: &mut Request_<'_>,
+    request: &Request_<'_>,
     principal: &Principal<'_>,
     stream: Identifier<'_>,
 ) -> Handled<Outcome> {
-    let view = request.view.clone();
     let mut out = Vec::new();
-    let Ok(stream) = view.stream(&Ident::from(&stream)) else {
+    let Ok(stream) = request.view.stream(&Ident::from(&stream)) else {
         // The only list with a count prefix: a missing stream is count 0.
         encode_topics(&mut out, &[]);
         return Ok(request.replier.ok(&out));
@@ -270,14 +270,29 @@ async fn open_partitions(
             continue;
         };
         let settings = PartitionSettings::from_topic(topic);
-        let router::Route { key, owner } = router::ref_route(partition, context.shards);
-        partition_op(context, owner, |reply| PartitionOp::Open {
-            key,
+        open_on_owner(
+            context,
+            router::ref_route(partition, context.shards),
             settings,
-            reply,
-        })
+        )
         .await?;
     }
+    Ok(())
+}
+
+/// Open one partition on its owner with `settings`, or hand an open one
+/// its new settings.
+async fn open_on_owner(
+    context: &ShardContext,
+    router::Route { key, owner }: router::Route,
+    settings: PartitionSettings,
+) -> Handled<()> {
+    partition_op(context, owner, |reply| PartitionOp::Open {
+        key,
+        settings,
+        reply,
+    })
+    .await?;
     Ok(())
 }
 
@@ -305,13 +320,8 @@ async fn refresh_settings(
         return Ok(());
     };
     let settings = PartitionSettings::from_topic(topic);
-    for router::Route { key, owner } in router::topic_routes(stream, topic, context.shards) {
-        partition_op(context, owner, |reply| PartitionOp::Open {
-            key,
-            settings,
-            reply,
-        })
-        .await?;
+    for route in router::topic_routes(stream, topic, context.shards) {
+        open_on_owner(context, route, settings).await?;
     }
     Ok(())
 }
@@ -322,24 +332,23 @@ pub(crate) async fn change(
     principal: &Principal<'_>,
     command: Command<'_>,
 ) -> Handled<Outcome> {
-    let view = request.view.clone();
     match &command {
         Command::CreateStream { .. } => principal.create_stream()?,
         Command::UpdateStream { stream, .. } | Command::DeleteStream { stream } => {
-            let stream = view.stream(&Ident::from(stream))?;
+            let stream = request.view.stream(&Ident::from(stream))?;
             principal.manage_stream(stream.id)?;
         }
         Command::CreateTopic { stream, .. } => {
-            let stream = view.stream(&Ident::from(stream))?;
+            let stream = request.view.stream(&Ident::from(stream))?;
             principal.create_topic(stream.id)?;
         }
         Command::UpdateTopic { stream, topic, .. } | Command::DeleteTopic { stream, topic } => {
-            let (stream, topic) = view.topic(&Ident::from(stream), &Ident::from(topic))?;
+            let (stream, topic) = named_topic(&request.view, stream, topic)?;
             principal.manage_topic(stream.id, topic.id)?;
         }
         Command::CreatePartitions { stream, topic, .. }
         | Command::DeletePartitions { stream, topic, .. } => {
-            let (stream, topic) = view.topic(&Ident::from(stream), &Ident::from(topic))?;
+            let (stream, topic) = named_topic(&request.view, stream, topic)?;
             principal.manage_partitions(stream.id, topic.id)?;
         }
         _ => {}
@@ -393,41 +402,32 @@ pub(crate) async fn change(
     Ok(request.replier.ok(&out))
 }
 
-async fn purge_partitions(
-    context: &ShardContext,
-    stream: &Stream,
-    topics: &[&Topic],
-) -> Handled<()> {
+/// PurgeStream and PurgeTopic: every partition of the named stream's
+/// topics, or of the one named topic, is emptied on its owner (durable
+/// before the reply). Both need the right to manage what they name.
+pub(crate) async fn purge(
+    request: &Request_<'_>,
+    principal: &Principal<'_>,
+    command: Command<'_>,
+) -> Handled<Outcome> {
+    let (stream, topics): (&Stream, Vec<&Topic>) = match command {
+        Command::PurgeStream { stream } => {
+            let stream = request.view.stream(&Ident::from(&stream))?;
+            principal.manage_stream(stream.id)?;
+            (stream, stream.topics.values().collect())
+        }
+        Command::PurgeTopic { stream, topic } => {
+            let (stream, topic) = named_topic(&request.view, &stream, &topic)?;
+            principal.manage_topic(stream.id, topic.id)?;
+            (stream, vec![topic])
+        }
+        _ => return Err(HandlerError::Status(Status::InvalidCommand)),
+    };
+    let context = request.context;
     for topic in topics {
         for router::Route { key, owner } in router::topic_routes(stream, topic, context.shards) {
             partition_op(context, owner, |reply| PartitionOp::Purge { key, reply }).await?;
         }
     }
-    Ok(())
-}
-
-pub(crate) async fn purge_stream(
-    request: &mut Request_<'_>,
-    principal: &Principal<'_>,
-    stream: Identifier<'_>,
-) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let stream = view.stream(&Ident::from(&stream))?;
-    principal.manage_stream(stream.id)?;
-    let topics: Vec<&Topic> = stream.topics.values().collect();
-    purge_partitions(request.context, stream, &topics).await?;
-    Ok(request.replier.empty())
-}
-
-pub(crate) async fn purge_topic(
-    request: &mut Request_<'_>,
-    principal: &Principal<'_>,
-    stream: Identifier<'_>,
-    topic: Identifier<'_>,
-) -> Handled<Outcome> {
-    let view = request.view.clone();
-    let (stream, topic) = view.topic(&Ident::from(&stream), &Ident::from(&topic))?;
-    principal.manage_topic(stream.id, topic.id)?;
-    purge_partitions(request.context, stream, &[topic]).await?;
     Ok(request.replier.empty())
 }
