@@ -431,34 +431,22 @@ impl Metadata {
                 group,
                 member,
             } => {
-                let GroupAt {
-                    ids: (stream_id, topic_id, group_id),
-                    partitions,
-                    group,
-                } = self.group_and_partitions(&stream, &topic, &group)?;
-                if group.member(member).is_none() && group.members.len() >= GROUP_MEMBERS_MAX {
-                    return Err(MetadataError::ConsumerGroupFull {
-                        group_id,
-                        max: GROUP_MEMBERS_MAX,
-                    });
-                }
-                let changed = groups::join(
-                    group,
-                    Member {
-                        key: member,
-                        partitions: Vec::new(),
-                    },
-                    partitions,
-                );
-                Ok(Applied::GroupJoined {
-                    group: GroupRef {
-                        stream_id,
-                        topic_id,
-                        group_id,
-                        generation: group.generation,
-                    },
-                    changed,
-                })
+                let (group, changed) =
+                    self.change_group(&stream, &topic, &group, |group, partitions| {
+                        let full = group.members.len() >= GROUP_MEMBERS_MAX;
+                        if group.member(member).is_none() && full {
+                            return Err(MetadataError::ConsumerGroupFull {
+                                group_id: group.id,
+                                max: GROUP_MEMBERS_MAX,
+                            });
+                        }
+                        let joining = Member {
+                            key: member,
+                            partitions: Vec::new(),
+                        };
+                        Ok(groups::join(group, joining, partitions))
+                    })?;
+                Ok(Applied::GroupJoined { group, changed })
             }
             C::LeaveConsumerGroup {
                 stream,
@@ -466,47 +454,33 @@ impl Metadata {
                 group,
                 member,
             } => {
-                let GroupAt {
-                    ids: (stream_id, topic_id, group_id),
-                    partitions,
-                    group,
-                } = self.group_and_partitions(&stream, &topic, &group)?;
-                let slot = group
-                    .members
-                    .iter()
-                    .position(|candidate| candidate.key == member)
-                    .ok_or(MetadataError::ConsumerGroupMemberNotFound { group_id })?;
-                group.members.remove(slot);
-                groups::rebalance(group, partitions);
-                Ok(Applied::GroupLeft {
-                    group: GroupRef {
-                        stream_id,
-                        topic_id,
-                        group_id,
-                        generation: group.generation,
-                    },
-                })
+                let (group, ()) =
+                    self.change_group(&stream, &topic, &group, |group, partitions| {
+                        let slot = group
+                            .members
+                            .iter()
+                            .position(|candidate| candidate.key == member)
+                            .ok_or(MetadataError::ConsumerGroupMemberNotFound {
+                                group_id: group.id,
+                            })?;
+                        group.members.remove(slot);
+                        groups::rebalance(group, partitions);
+                        Ok(())
+                    })?;
+                Ok(Applied::GroupLeft { group })
             }
             C::CompleteMoves {
                 stream,
                 topic,
                 group,
-                partitions,
+                partitions: moved,
             } => {
-                let GroupAt {
-                    ids: (stream_id, topic_id, group_id),
-                    partitions: partitions_count,
-                    group,
-                } = self.group_and_partitions(&stream, &topic, &group)?;
-                groups::complete_moves(group, &partitions, partitions_count);
-                Ok(Applied::MovesCompleted {
-                    group: GroupRef {
-                        stream_id,
-                        topic_id,
-                        group_id,
-                        generation: group.generation,
-                    },
-                })
+                let (group, ()) =
+                    self.change_group(&stream, &topic, &group, |group, partitions| {
+                        groups::complete_moves(group, &moved, partitions);
+                        Ok(())
+                    })?;
+                Ok(Applied::MovesCompleted { group })
             }
             C::MemberGone { member } => Ok(Applied::MembersRemoved {
                 groups: self.remove_members(|key| key == member),
@@ -728,22 +702,28 @@ impl Metadata {
         Ok((stream.id, topic.id))
     }
 
-    /// A consumer group by the request's identifiers, with the ids of its
-    /// stream, topic and itself and its topic's partition count.
-    fn group_and_partitions(
+    /// Runs `change` on the consumer group the request names, given its
+    /// topic's partition count; the group as it is afterwards, and what
+    /// `change` returned.
+    fn change_group<T>(
         &mut self,
         stream: &Ident,
         topic: &Ident,
         group: &Ident,
-    ) -> Result<GroupAt<'_>, MetadataError> {
-        let ids = self.group_ids(stream, topic, group)?;
-        let topic = topic_mut(self.stream_mut(ids.0)?, ids.1)?;
+        change: impl FnOnce(&mut ConsumerGroup, usize) -> Result<T, MetadataError>,
+    ) -> Result<(GroupRef, T), MetadataError> {
+        let (stream_id, topic_id, group_id) = self.group_ids(stream, topic, group)?;
+        let topic = topic_mut(self.stream_mut(stream_id)?, topic_id)?;
         let partitions = topic.partitions.len();
-        Ok(GroupAt {
-            ids,
-            partitions,
-            group: group_mut(topic, ids.2)?,
-        })
+        let group = group_mut(topic, group_id)?;
+        let outcome = change(group, partitions)?;
+        let changed = GroupRef {
+            stream_id,
+            topic_id,
+            group_id,
+            generation: group.generation,
+        };
+        Ok((changed, outcome))
     }
 
     fn group_ids(
@@ -769,14 +749,6 @@ impl Metadata {
             .get_mut(&user_id)
             .ok_or(MetadataError::UserNotFound)
     }
-}
-
-/// A consumer group found for a command: the ids of its stream, topic and
-/// itself, and its topic's partition count.
-struct GroupAt<'a> {
-    ids: (u32, u32, u32),
-    partitions: usize,
-    group: &'a mut ConsumerGroup,
 }
 
 fn topic_mut(stream: &mut Stream, topic_id: u32) -> Result<&mut Topic, MetadataError> {
