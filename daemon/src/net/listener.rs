@@ -90,6 +90,18 @@ pub fn serve(
         // that completed a handshake is ever reset.
         match drop_new_handshakes(fd) {
             Ok(()) => monoio::time::sleep(crate::limits::HANDSHAKE_SETTLE).await,
+            // Some kernels refuse socket filters to processes without
+            // privileges (the shipped unit runs with none): the queued
+            // connections are still served below, only a handshake that
+            // completes between the sweep and the shutdown is reset, and
+            // the client retries. Nothing for an operator to fix.
+            Err(error) if error.kind() == std::io::ErrorKind::PermissionDenied => {
+                tracing::info!(
+                    shard,
+                    %error,
+                    "the kernel refused the stop-time socket filter to this unprivileged process; queued connections are served, new handshakes are not held back"
+                )
+            }
             Err(error) => {
                 tracing::warn!(shard, %error, "cannot filter new handshakes while stopping")
             }
