@@ -86,15 +86,17 @@ pub trait StorageIo: Clone + 'static {
         buf: B,
         position: u64,
     ) -> (io::Result<()>, B);
-    /// Reads up to `buf.capacity()` bytes at `position` into `buf` (its
-    /// contents are replaced), stopping early only at the end of the file;
-    /// returns how many. On a direct file `position` must be aligned (the
-    /// buffer always is; the end of the file need not be).
+    /// Reads up to `len` bytes at `position` into `buf`, after the bytes it
+    /// already holds (`len` ≤ `buf.remaining()`), stopping early only at
+    /// the end of the file; returns how many. On a direct file `position`
+    /// and the bytes already held must be aligned (the buffer always is;
+    /// the end of the file need not be).
     async fn read_at_most(
         &self,
         file: &Self::File,
         buf: AlignedBuf,
         position: u64,
+        len: usize,
     ) -> (io::Result<usize>, AlignedBuf);
     /// Reads exactly `len` bytes at `position`; `UnexpectedEof` when the file
     /// is shorter.
@@ -205,30 +207,33 @@ impl StorageIo for MonoioIo {
         file: &MonoioFile,
         buf: AlignedBuf,
         position: u64,
+        len: usize,
     ) -> (io::Result<usize>, AlignedBuf) {
         // One read returns less than asked only at the end of the file or
         // when interrupted; repeat until full or at the end. The slices
         // keep the buffer's own alignment for direct files (every partial
         // read of a direct file ends on a block boundary or at the end).
         let mut buf = buf;
-        buf.clear();
-        let total = buf.capacity();
+        let held = buf.len();
+        let total = held + len.min(buf.remaining());
         let mut done = 0usize;
-        while done < total {
+        while held + done < total {
             let (result, slice) = file
                 .file
-                .read_at(buf.slice_mut(done..total), position + done as u64)
+                .read_at(buf.slice_mut(held + done..total), position + done as u64)
                 .await;
+            // The slice marks what the read filled as initialised.
             buf = slice.into_inner();
             match result {
                 Ok(0) => break,
                 Ok(read) => done += read,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                Err(error) => return (Err(error), buf),
+                Err(error) => {
+                    buf.truncate(held);
+                    return (Err(error), buf);
+                }
             }
         }
-        // SAFETY: `done` bytes from the start were initialised by the reads.
-        unsafe { buf.set_init(done) };
         (Ok(done), buf)
     }
 

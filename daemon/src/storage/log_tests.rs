@@ -309,3 +309,49 @@ fn sequential_reads_prefetch_the_next_window() {
         });
     }
 }
+
+// A sequential consumer's windows overlap (a poll straddling a window's end
+// is served whole from the next), but the overlap is copied from the window
+// in memory: the disk reads each byte of the log once.
+#[test]
+fn sequential_reads_read_each_byte_from_the_disk_once() {
+    use super::sim::{SimClock, SimIo, block_on};
+    let io = SimIo::new(7);
+    let dir = PathBuf::from("/sim/partition");
+    block_on(async {
+        let config = PartitionConfig::new(0, 1 << 30).with_access(Access::Direct);
+        let clock = Rc::new(SimClock::new(1_700_000_000_000_000));
+        let mut log = PartitionLog::open(io.clone(), &dir, config.clone(), clock.clone(), pool())
+            .await
+            .unwrap();
+        // 80 batches of 100 x 2,000 B: about 16 MB, four windows and more.
+        for _ in 0..80 {
+            log.append_and_write(&producer_batch(100, 2000))
+                .await
+                .unwrap();
+        }
+        log.close().await.unwrap();
+        drop(log);
+        let log = PartitionLog::open(io.clone(), &dir, config, clock, pool())
+            .await
+            .unwrap();
+        let log_bytes = log
+            .segments
+            .iter()
+            .map(|segment| segment.size_bytes)
+            .sum::<u64>();
+        let before = io.stats().read_bytes;
+        let mut next = 0u64;
+        while next < 8000 {
+            let read = log.read_by_offset(next, 500, 1 << 20).await.unwrap();
+            let got = offsets(&read);
+            assert_eq!(got, (next..next + got.len() as u64).collect::<Vec<_>>());
+            next += got.len() as u64;
+        }
+        let read = io.stats().read_bytes - before;
+        assert!(
+            read <= align_up(log_bytes) + 16 * IO_ALIGN as u64,
+            "{read} bytes read from the disk for a log of {log_bytes}"
+        );
+    });
+}

@@ -12,7 +12,7 @@
 use std::rc::Rc;
 
 use super::StorageError;
-use super::buf::{AlignedBuf, SharedSlice, align_down, align_up};
+use super::buf::{AlignedBuf, IO_ALIGN, SharedSlice, align_down, align_up};
 use super::index::IndexEntry;
 use super::io::{OpenMode, StorageIo};
 use super::partition_log::PartitionLog;
@@ -282,7 +282,7 @@ impl<I: StorageIo> PartitionLog<I> {
         // The old window's memory is free for this one.
         self.replace_window(None);
         let buf = self.pool.take(capacity);
-        let (result, buf) = self.io.read_at_most(&file, buf, file_start).await;
+        let (result, buf) = self.io.read_at_most(&file, buf, file_start, capacity).await;
         let read = match result {
             Ok(read) => read,
             Err(source) => {
@@ -331,13 +331,16 @@ impl<I: StorageIo> PartitionLog<I> {
             PrefetchState::Reading(read) => read.await,
             PrefetchState::Done(result, buf) => (result, buf),
         };
+        // The buffer holds the bytes copied from the previous window and
+        // those the disk read after them.
+        let filled = prefetch.file_start + buf.len() as u64;
         match result {
-            Ok(read) if prefetch.file_start + read as u64 >= span.end => {
+            Ok(_) if filled >= span.end => {
                 self.replace_window(None);
                 self.replace_window(Some(ReadWindow {
                     segment_start,
                     file_start: prefetch.file_start,
-                    valid_end: (prefetch.file_start + read as u64).min(prefetch.written_end),
+                    valid_end: filled.min(prefetch.written_end),
                     buf: Arc::new(buf),
                     verified: false,
                 }));
@@ -359,29 +362,36 @@ impl<I: StorageIo> PartitionLog<I> {
     /// near the window's end left the next poll waiting for most of a
     /// read, the consumers' p99). The next window begins [`PREFETCH_LEAD`]
     /// before this one's end (or where this read ended, if later), so a
-    /// poll straddling the boundary is served from it whole; those bytes
-    /// are read twice.
+    /// poll straddling the boundary is served from it whole. Those bytes
+    /// are copied from this window; the disk reads only what follows it
+    /// (reading them again cost a third more disk reads than the consumer
+    /// takes, on a path the disk bounds).
     async fn prefetch_after(&self, segment_number: usize, read_end: u64) {
         let Some(segment) = self.segments.get(segment_number) else {
             return;
         };
-        let window_end = match self.read_window.borrow().as_ref() {
+        let written_end = segment.size_bytes;
+        let (next_start, held_end) = match self.read_window.borrow().as_ref() {
             Some(window) if !window.verified && window.segment_start == segment.start_offset => {
-                window.file_start + window.buf.len() as u64
+                // The window's bytes are the segment's up to `valid_end`;
+                // the disk read continues from the block boundary below it.
+                let held_end = align_down(window.valid_end).max(window.file_start);
+                let lead_start = held_end.saturating_sub(PREFETCH_LEAD);
+                let next_start = align_down(read_end.max(lead_start)).min(held_end);
+                (next_start.max(window.file_start), held_end)
             }
             _ => return,
         };
-        let next_start = align_down(read_end.max(window_end.saturating_sub(PREFETCH_LEAD)));
-        let written_end = segment.size_bytes;
         let already = self.prefetch.borrow().as_ref().is_some_and(|prefetch| {
             prefetch.segment_start == segment.start_offset
                 && prefetch.file_start <= next_start
                 && next_start < prefetch.file_end
         });
-        if already || window_end >= written_end || !self.pool.has_room(READ_WINDOW_BYTES) {
+        if already || held_end >= written_end || !self.pool.has_room(READ_WINDOW_BYTES) {
             return;
         }
-        let file_end = align_up((next_start + READ_WINDOW_BYTES as u64).min(written_end));
+        let file_end = align_up((next_start + READ_WINDOW_BYTES as u64).min(written_end))
+            .max(held_end + IO_ALIGN as u64);
         let capacity = (file_end - next_start) as usize;
         let file = if segment_number + 1 == self.segments.len() {
             self.active_log.clone()
@@ -397,10 +407,30 @@ impl<I: StorageIo> PartitionLog<I> {
                 Err(_) => return,
             }
         };
+        let mut buf = self.pool.take(capacity);
+        let copied = self.read_window.borrow().as_ref().is_some_and(|window| {
+            let held = window.segment_start == segment.start_offset
+                && !window.verified
+                && held_end <= window.valid_end;
+            let from = next_start.checked_sub(window.file_start);
+            let to = held_end.checked_sub(window.file_start);
+            let head = match (from, to) {
+                (Some(from), Some(to)) if held => {
+                    window.buf.as_slice().get(from as usize..to as usize)
+                }
+                _ => None,
+            };
+            head.inspect(|head| buf.extend_from_slice(head)).is_some()
+        });
+        if !copied {
+            // The window changed while the log was opened: no read ahead.
+            self.pool.give(buf);
+            return;
+        }
         let io = self.io.clone();
-        let buf = self.pool.take(capacity);
+        let disk_len = (file_end - held_end) as usize;
         let mut read: PendingRead =
-            Box::pin(async move { io.read_at_most(&file, buf, next_start).await });
+            Box::pin(async move { io.read_at_most(&file, buf, held_end, disk_len).await });
         // One poll submits the read; completion is collected when a poll
         // needs the window (or the prefetch is dropped).
         let mut context = std::task::Context::from_waker(std::task::Waker::noop());

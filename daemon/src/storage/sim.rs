@@ -194,6 +194,8 @@ struct SimDisk {
 pub struct SimStats {
     pub writes: u64,
     pub reads: u64,
+    /// Bytes the reads returned.
+    pub read_bytes: u64,
     pub fsyncs: u64,
     pub crashes: u64,
     pub torn_files: u64,
@@ -649,10 +651,12 @@ impl StorageIo for SimIo {
         file: &SimFileHandle,
         mut buf: AlignedBuf,
         position: u64,
+        len: usize,
     ) -> (io::Result<usize>, AlignedBuf) {
-        buf.clear();
-        let len = buf.capacity();
-        let target = buf.write_ptr();
+        let held = buf.len();
+        let len = len.min(buf.remaining());
+        // SAFETY: `held` ≤ capacity, so the pointer stays inside the buffer.
+        let target = unsafe { buf.write_ptr().add(held) };
         if file.access == Access::Direct && !direct_aligned(position, len, target) {
             return (Err(os_error(libc::EINVAL)), buf);
         }
@@ -661,15 +665,16 @@ impl StorageIo for SimIo {
             let current = &disk.files[&inode].current;
             let start = (position as usize).min(current.len());
             let end = (start + len).min(current.len());
+            disk.stats.read_bytes += (end - start) as u64;
             Ok(current[start..end].to_vec())
         });
         match read {
             Ok(bytes) => {
-                // SAFETY: `write_ptr` has room for `bytes_total` bytes and
-                // `bytes` holds at most that many.
+                // SAFETY: `target` has room for `len` bytes after the held
+                // ones, and `bytes` holds at most that many.
                 unsafe {
                     std::ptr::copy_nonoverlapping(bytes.as_ptr(), target, bytes.len());
-                    buf.set_init(bytes.len());
+                    buf.set_init(held + bytes.len());
                 }
                 (Ok(bytes.len()), buf)
             }
@@ -693,6 +698,7 @@ impl StorageIo for SimIo {
             let end = position.checked_add(len as u64);
             match end {
                 Some(end) if end <= current.len() as u64 => {
+                    disk.stats.read_bytes += len as u64;
                     Ok(current[position as usize..end as usize].to_vec())
                 }
                 _ => Err(io::Error::new(
