@@ -382,6 +382,8 @@ fn read_scenario(data_dir: &Path, poll_count: u32, access: Access) -> Result<(u6
                 reply,
             })
             .await;
+            // A poll whose read is in flight is parked: answered once done.
+            pump.finish_parked().await;
             pump.commit().await;
             let result = answer
                 .try_recv()

@@ -304,7 +304,9 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
             let mut receive = std::pin::pin!(inbox.recv_async());
             let pump = &mut shard.pump;
             std::future::poll_fn(|cx| {
-                if pump.poll_background(cx).is_ready() {
+                let synced = pump.poll_background(cx).is_ready();
+                let read = pump.poll_parked(cx).is_ready();
+                if synced || read {
                     return std::task::Poll::Ready(None);
                 }
                 receive.as_mut().poll(cx).map(Some)
@@ -313,6 +315,10 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         };
         let first = match next {
             None => {
+                // A parked poll's read is done: answer it (a `persisted`
+                // offset store waits for the commit's sync).
+                shard.pump.resume_parked(false).await;
+                shard.pump.commit().await;
                 shard.publish();
                 if let Some(fatal) = shard.pump.fatal() {
                     return Err(format!("stopping after a fatal storage error: {fatal}"));

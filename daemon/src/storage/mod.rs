@@ -243,6 +243,10 @@ pub enum StorageError {
     },
     #[error("partition directory {path}: {reason}")]
     Layout { path: PathBuf, reason: String },
+    /// Not a failure: the read needs bytes a disk read now in flight will
+    /// bring (only while reads park; see `PartitionLog::set_park_reads`).
+    #[error("a read of the log is in flight")]
+    ReadInFlight,
 }
 
 impl StorageError {

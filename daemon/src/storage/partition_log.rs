@@ -241,6 +241,10 @@ pub struct PartitionLog<I: StorageIo> {
     /// The read of the window after the current one, started when that
     /// one was read from the disk (`read.rs`).
     pub(super) prefetch: RefCell<Option<super::read::Prefetch>>,
+    /// While set, a read that would wait for the disk starts the read and
+    /// fails with [`StorageError::ReadInFlight`] instead (the pump parks
+    /// the poll; see [`PartitionLog::set_park_reads`]).
+    pub(super) park_reads: std::cell::Cell<bool>,
 }
 
 impl<I: StorageIo> std::fmt::Debug for PartitionLog<I> {
@@ -343,6 +347,7 @@ impl<I: StorageIo> PartitionLog<I> {
             window_used: std::cell::Cell::new(false),
             read_cursor: std::cell::Cell::new(None),
             prefetch: RefCell::new(None),
+            park_reads: std::cell::Cell::new(false),
         };
         log.load_tail(size_bytes).await?;
         Ok(log)

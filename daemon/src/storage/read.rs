@@ -155,6 +155,33 @@ enum PrefetchState {
     Done(std::io::Result<usize>, AlignedBuf),
 }
 
+/// Where a read ahead goes: `file_start..file_end` of a segment's log, of
+/// which the disk reads from `disk_start` on (the bytes before it are
+/// copied from the current window).
+struct ReadAhead<I: StorageIo> {
+    segment_start: u64,
+    file: Rc<I::File>,
+    file_start: u64,
+    disk_start: u64,
+    file_end: u64,
+    written_end: u64,
+}
+
+impl Prefetch {
+    /// Polls the read if it is in flight, keeping its result when done.
+    fn poll_state(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if let PrefetchState::Reading(read) = &mut self.state {
+            match read.as_mut().poll(cx) {
+                std::task::Poll::Ready((result, buf)) => {
+                    self.state = PrefetchState::Done(result, buf);
+                }
+                std::task::Poll::Pending => return std::task::Poll::Pending,
+            }
+        }
+        std::task::Poll::Ready(())
+    }
+}
+
 impl std::fmt::Debug for Prefetch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Prefetch")
@@ -254,6 +281,9 @@ impl<I: StorageIo> PartitionLog<I> {
                 ),
             });
         }
+        if self.park_reads.get() && self.read_pending_for(segment.start_offset, &span) {
+            return Err(StorageError::ReadInFlight);
+        }
         if self.take_prefetch(segment.start_offset, span.clone()).await {
             self.prefetch_after(segment_number, span.end).await;
             return Ok(());
@@ -279,6 +309,28 @@ impl<I: StorageIo> PartitionLog<I> {
                     .map_err(|source| StorageError::io("open log", &log_path, source))?,
             )
         };
+        if self.park_reads.get() {
+            // The read goes on while the pump serves others; the poll comes
+            // back when it is done. A read done at once is installed now.
+            let buf = self.pool.take(capacity);
+            let read = ReadAhead {
+                segment_start: segment.start_offset,
+                file: file.clone(),
+                file_start,
+                disk_start: file_start,
+                file_end,
+                written_end,
+            };
+            self.start_read(read, buf);
+            if self.read_pending_for(segment.start_offset, &span) {
+                return Err(StorageError::ReadInFlight);
+            }
+            if self.take_prefetch(segment.start_offset, span.clone()).await {
+                self.prefetch_after(segment_number, span.end).await;
+                return Ok(());
+            }
+            // Short or failed: the read below says why.
+        }
         // The old window's memory is free for this one.
         self.replace_window(None);
         let buf = self.pool.take(capacity);
@@ -427,26 +479,75 @@ impl<I: StorageIo> PartitionLog<I> {
             self.pool.give(buf);
             return;
         }
-        let io = self.io.clone();
-        let disk_len = (file_end - held_end) as usize;
-        let mut read: PendingRead =
-            Box::pin(async move { io.read_at_most(&file, buf, held_end, disk_len).await });
-        // One poll submits the read; completion is collected when a poll
-        // needs the window (or the prefetch is dropped).
-        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-        let state = match read.as_mut().poll(&mut context) {
-            std::task::Poll::Ready((result, buf)) => PrefetchState::Done(result, buf),
-            std::task::Poll::Pending => PrefetchState::Reading(read),
-        };
-        if let Some(old) = self.prefetch.replace(Some(Prefetch {
+        let read = ReadAhead {
             segment_start: segment.start_offset,
+            file,
             file_start: next_start,
+            disk_start: held_end,
             file_end,
             written_end,
+        };
+        self.start_read(read, buf);
+    }
+
+    /// Starts `read` into `buf` (which holds the window's bytes before
+    /// `disk_start` already) as the partition's read ahead, replacing any
+    /// other. One poll submits it; completion is collected when a read
+    /// needs the window, when the pump polls it for a parked poll
+    /// ([`Self::poll_read`]), or the read ahead is dropped.
+    fn start_read(&self, read: ReadAhead<I>, buf: AlignedBuf) {
+        let io = self.io.clone();
+        let capacity = buf.capacity();
+        let disk_len = (read.file_end - read.disk_start) as usize;
+        let (file, disk_start) = (read.file, read.disk_start);
+        let mut pending: PendingRead =
+            Box::pin(async move { io.read_at_most(&file, buf, disk_start, disk_len).await });
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let state = match pending.as_mut().poll(&mut context) {
+            std::task::Poll::Ready((result, buf)) => PrefetchState::Done(result, buf),
+            std::task::Poll::Pending => PrefetchState::Reading(pending),
+        };
+        if let Some(old) = self.prefetch.replace(Some(Prefetch {
+            segment_start: read.segment_start,
+            file_start: read.file_start,
+            file_end: read.file_end,
+            written_end: read.written_end,
             capacity,
             state,
         })) {
             self.forget_prefetch(old);
+        }
+    }
+
+    /// Whether the read ahead holds `span` of the segment starting at
+    /// `segment_start` and is still in flight (checked without waiting).
+    fn read_pending_for(&self, segment_start: u64, span: &std::ops::Range<u64>) -> bool {
+        let mut slot = self.prefetch.borrow_mut();
+        let Some(prefetch) = slot.as_mut() else {
+            return false;
+        };
+        let covers = prefetch.segment_start == segment_start
+            && prefetch.file_start <= span.start
+            && span.end <= prefetch.file_end.min(prefetch.written_end);
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        covers && prefetch.poll_state(&mut context).is_pending()
+    }
+
+    /// While `park` is set, a read that would wait for the disk starts the
+    /// read (as the partition's read ahead) and fails with
+    /// [`StorageError::ReadInFlight`]; [`Self::poll_read`] says when to
+    /// try again. The pump sets it around polls, so a poll waiting for the
+    /// disk does not hold up the other partitions of its shard.
+    pub fn set_park_reads(&self, park: bool) {
+        self.park_reads.set(park);
+    }
+
+    /// Ready when the read ahead is done (or there is none): a parked poll
+    /// can try again. Pending registers `cx` to be woken on completion.
+    pub fn poll_read(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match self.prefetch.borrow_mut().as_mut() {
+            Some(prefetch) => prefetch.poll_state(cx),
+            None => std::task::Poll::Ready(()),
         }
     }
 

@@ -42,6 +42,8 @@
 //! * [`SimIo::hold_syncs`] keeps fsyncs pending (their futures return
 //!   `Pending`) until released, so a test can crash with a sync in flight:
 //!   a held sync makes durable what the file held when it was first polled.
+//! * [`SimIo::hold_reads`] keeps the reads of read windows
+//!   (`read_at_most`) pending until released: a disk read in flight.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -182,6 +184,7 @@ struct SimDisk {
     torn_writes: bool,
     direct_supported: bool,
     syncs_held: bool,
+    reads_held: bool,
     /// Paths made immutable (`chattr +i`).
     immutable: BTreeSet<PathBuf>,
     /// Removals fail with EIO with probability `numerator / denominator`.
@@ -298,6 +301,7 @@ impl SimIo {
                 torn_writes: false,
                 direct_supported: true,
                 syncs_held: false,
+                reads_held: false,
                 immutable: BTreeSet::new(),
                 unlink_failures: None,
                 stats: SimStats::default(),
@@ -318,6 +322,11 @@ impl SimIo {
     /// While held, file fsyncs stay pending (see the module doc).
     pub fn hold_syncs(&self, held: bool) {
         self.disk.borrow_mut().syncs_held = held;
+    }
+
+    /// While held, window reads stay pending (see the module doc).
+    pub fn hold_reads(&self, held: bool) {
+        self.disk.borrow_mut().reads_held = held;
     }
 
     /// `chattr +i` (`true`) or `chattr -i` (`false`) on a file or directory.
@@ -653,6 +662,14 @@ impl StorageIo for SimIo {
         position: u64,
         len: usize,
     ) -> (io::Result<usize>, AlignedBuf) {
+        std::future::poll_fn(|_| {
+            if self.disk.borrow().reads_held {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await;
         let held = buf.len();
         let len = len.min(buf.remaining());
         // SAFETY: `held` ≤ capacity, so the pointer stays inside the buffer.

@@ -433,6 +433,9 @@ impl<I: StorageIo> PartitionLog<I> {
     /// Shutdown: write what is pending, cut the padding and fsync, so the
     /// next start finds exact files. A quarantined log is left as found.
     pub async fn close(&mut self) -> Result<(), StorageError> {
+        // A read ahead still in flight owns memory the kernel writes into:
+        // it must complete while the runtime that submitted it still runs.
+        std::future::poll_fn(|cx| self.poll_read(cx)).await;
         match self.state() {
             PartitionState::Open => {
                 self.write_pending().await?;

@@ -279,6 +279,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
     /// Shutdown: make everything written durable, let background syncs
     /// finish, and leave exact files (direct-I/O padding cut).
     pub async fn drain(&mut self) {
+        self.resume_parked(true).await;
         self.sync_all().await;
         let mut failures = Vec::new();
         for partition in self.partitions.values_mut() {

@@ -124,6 +124,15 @@ pub struct PumpCounters {
     /// Coalesced log writes (each covers every batch appended to a
     /// partition since its previous write).
     pub writes: u64,
+    /// Polls parked while their disk read was in flight.
+    pub polls_parked: u64,
+}
+
+/// A poll whose read waits for the disk: answered when the read is done.
+struct ParkedPoll {
+    key: PartitionKey,
+    request: PollRequest,
+    reply: Reply<PollResult>,
 }
 
 /// A fatal storage failure: stop acknowledging, exit, let systemd restart.
@@ -163,6 +172,9 @@ pub struct Pump<I: StorageIo + Clone + 'static> {
     offsets_sync: BTreeSet<PartitionKey>,
     waiters: Vec<Waiter>,
     background: Vec<BackgroundSync<I::File>>,
+    /// Polls waiting for a disk read of their partition (see
+    /// [`Pump::poll_parked`]); the pump serves other ops meanwhile.
+    parked: Vec<ParkedPoll>,
     pub counters: PumpCounters,
     /// An append or poll ran since the last idle check.
     busy: bool,
@@ -212,6 +224,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             offsets_sync: BTreeSet::new(),
             waiters: Vec::new(),
             background: Vec::new(),
+            parked: Vec::new(),
             counters: PumpCounters::default(),
             busy: false,
             fatal: None,
@@ -413,17 +426,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 key,
                 request,
                 reply,
-            } => match self.poll(key, request).await {
-                Ok((result, Some(Durability::Persisted))) => {
-                    self.offsets_sync.insert(key);
-                    self.park(key, Need::OffsetsSynced, Answer::Poll { result, reply });
-                }
-                Ok((result, _)) => send(reply, Ok(result)),
-                Err(error) => {
-                    self.note_fatal(key, &error);
-                    send(reply, Err(error));
-                }
-            },
+            } => self.run_poll(key, request, reply, true).await,
             PartitionOp::GetOffset {
                 key,
                 consumer,
@@ -581,6 +584,96 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
     /// On a `persisted` topic a poll sees only durable messages: a consumer
     /// never reads a message that a crash could still take back (and that
     /// its producer has not been acknowledged for).
+    /// Runs a poll and answers it. With `park`, a poll whose read must wait
+    /// for the disk is parked instead (its read goes on; the shard loop
+    /// resumes it when [`Pump::poll_parked`] is ready), so one consumer
+    /// reading old data does not hold up every other partition of the
+    /// shard. A resumed poll runs with `park` off: it waits for what is
+    /// still missing, so no poll is parked twice.
+    async fn run_poll(
+        &mut self,
+        key: PartitionKey,
+        request: PollRequest,
+        reply: Reply<PollResult>,
+        park: bool,
+    ) {
+        self.set_park_reads(key, park);
+        let outcome = self.poll(key, request).await;
+        self.set_park_reads(key, false);
+        match outcome {
+            Err(PumpError::Storage(StorageError::ReadInFlight)) => {
+                self.counters.polls_parked += 1;
+                self.parked.push(ParkedPoll {
+                    key,
+                    request,
+                    reply,
+                });
+            }
+            Ok((result, Some(Durability::Persisted))) => {
+                self.offsets_sync.insert(key);
+                self.park(key, Need::OffsetsSynced, Answer::Poll { result, reply });
+            }
+            Ok((result, _)) => send(reply, Ok(result)),
+            Err(error) => {
+                self.note_fatal(key, &error);
+                send(reply, Err(error));
+            }
+        }
+    }
+
+    fn set_park_reads(&self, key: PartitionKey, park: bool) {
+        if let Some(partition) = self.partitions.get(&key) {
+            partition.log.set_park_reads(park);
+        }
+    }
+
+    /// Ready when a parked poll can go on: its partition's read is done (or
+    /// gone). Polls every parked read, so `cx` is woken by the first that
+    /// completes.
+    pub fn poll_parked(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let mut ready = false;
+        for parked in &self.parked {
+            let done = self
+                .partitions
+                .get(&parked.key)
+                .is_none_or(|partition| partition.log.poll_read(cx).is_ready());
+            ready |= done;
+        }
+        if ready {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+
+    /// Answers every parked poll, each as soon as its read is done (for
+    /// callers that drive a pump without the shard loop).
+    pub async fn finish_parked(&mut self) {
+        while !self.parked.is_empty() {
+            std::future::poll_fn(|cx| self.poll_parked(cx)).await;
+            self.resume_parked(false).await;
+        }
+    }
+
+    /// Answers the parked polls whose reads are done (all of them with
+    /// `all`, waiting where needed: the shard is stopping).
+    pub async fn resume_parked(&mut self, all: bool) {
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        for parked in std::mem::take(&mut self.parked) {
+            let ready = all
+                || self
+                    .partitions
+                    .get(&parked.key)
+                    .is_none_or(|partition| partition.log.poll_read(&mut context).is_ready());
+            if ready {
+                self.run_poll(parked.key, parked.request, parked.reply, false)
+                    .await;
+            } else {
+                self.parked.push(parked);
+            }
+        }
+    }
+
     async fn poll(
         &mut self,
         key: PartitionKey,

@@ -594,3 +594,86 @@ fn undeletable_data_refuses_purge_and_segment_deletion_without_harm() {
     assert!(!io.dir_exists(&dir));
     assert!(io.files_under(Path::new("/data")).is_empty());
 }
+
+// Proves a poll that must wait for a disk read does not hold up its shard:
+// it is parked while the read is in flight, an append to another partition
+// of the same pump is acknowledged meanwhile, and the poll is answered with
+// its messages once the read completes.
+#[test]
+fn a_poll_waiting_for_the_disk_is_parked_while_other_partitions_go_on() {
+    let io = SimIo::new(11);
+    {
+        let mut pump = pump(&io, Durability::Replicated);
+        for _ in 0..3 {
+            let (reply, answer) = channel();
+            block_on(pump.apply(PartitionOp::Append {
+                key: KEY,
+                batch: batch(10),
+                reply,
+            }));
+            block_on(pump.commit());
+            answer.try_recv().unwrap().unwrap();
+        }
+        block_on(pump.drain());
+    }
+    // Reopened: nothing of KEY is in memory, so a poll reads the disk.
+    let mut pump = pump_reopen(&io, Durability::Replicated);
+    let other = PartitionKey {
+        partition: 1,
+        storage_id: 1,
+        ..KEY
+    };
+    let settings = PartitionSettings {
+        durability: Durability::Replicated,
+        ..PartitionSettings::default()
+    };
+    block_on(pump.open(other, settings)).unwrap();
+    io.hold_reads(true);
+    let (reply, polled) = channel();
+    let request = PollRequest {
+        consumer: Some(CONSUMER),
+        strategy: PollingStrategy::First,
+        count: 100,
+        auto_commit: true,
+    };
+    block_on(pump.apply(PartitionOp::Poll {
+        key: KEY,
+        request,
+        reply,
+    }));
+    block_on(pump.commit());
+    assert!(polled.try_recv().is_err(), "answered before its read");
+    assert_eq!(pump.counters.polls_parked, 1);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(pump.poll_parked(&mut context).is_pending());
+
+    let (reply, appended) = channel();
+    block_on(pump.apply(PartitionOp::Append {
+        key: other,
+        batch: batch(5),
+        reply,
+    }));
+    block_on(pump.commit());
+    assert_eq!(
+        appended.try_recv().unwrap().unwrap().last_offset,
+        4,
+        "the other partition waited for the read"
+    );
+    assert!(polled.try_recv().is_err());
+
+    io.hold_reads(false);
+    assert!(pump.poll_parked(&mut context).is_ready());
+    block_on(pump.resume_parked(false));
+    block_on(pump.commit());
+    let result = polled.try_recv().unwrap().unwrap();
+    assert_eq!(result.message_count, 30);
+    assert!(
+        pump.poll_parked(&mut context).is_pending(),
+        "nothing left parked"
+    );
+    // The resumed poll committed its consumer's offset, as any poll does.
+    assert_eq!(
+        poll(&mut pump, PollingStrategy::Next, false).message_count,
+        0
+    );
+}
