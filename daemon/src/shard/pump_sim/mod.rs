@@ -195,6 +195,8 @@ struct Coverage {
     appends_refused_no_space: u64,
     polls: u64,
     polls_auto_commit: u64,
+    /// Polls that met a disk read in flight and were parked, then resumed.
+    polls_parked: u64,
     offset_ops: u64,
     flushes: u64,
     flush_ticks: u64,
@@ -230,6 +232,7 @@ impl Coverage {
         self.appends_refused_no_space += other.appends_refused_no_space;
         self.polls += other.polls;
         self.polls_auto_commit += other.polls_auto_commit;
+        self.polls_parked += other.polls_parked;
         self.offset_ops += other.offset_ops;
         self.flushes += other.flushes;
         self.flush_ticks += other.flush_ticks;
@@ -630,11 +633,22 @@ impl Sim {
         let expected = self.expected_poll(part, &request);
         let (reply, answer) = channel();
         let key = self.parts[part].key;
-        block_on(self.pumps[self.parts[part].shard].apply(PartitionOp::Poll {
+        // Now and then the disk holds its reads: a poll that needs one is
+        // parked, then answered once the reads complete.
+        let hold_reads = self.rng.chance(1, 4);
+        self.io.hold_reads(hold_reads);
+        let pump = &mut self.pumps[self.parts[part].shard];
+        let parked_before = pump.counters.polls_parked;
+        block_on(pump.apply(PartitionOp::Poll {
             key,
             request,
             reply,
         }));
+        if hold_reads {
+            self.io.hold_reads(false);
+            block_on(pump.finish_parked());
+        }
+        self.coverage.polls_parked += pump.counters.polls_parked - parked_before;
         self.coverage.polls += 1;
         let stores = match (auto_commit, consumer, expected.messages.last()) {
             (true, Some(consumer), Some(last)) => Some((consumer, last.offset)),
@@ -959,6 +973,7 @@ fn pump_simulation() {
         assert!(coverage.appends_acked > 0);
         assert!(coverage.appends_refused_no_space > 0);
         assert!(coverage.polls_auto_commit > 0);
+        assert!(coverage.polls_parked > 0);
         assert!(coverage.rotations > 0);
         assert!(coverage.segments_expired > 0);
         assert!(coverage.segments_deleted > 0);
