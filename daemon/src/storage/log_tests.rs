@@ -355,3 +355,53 @@ fn sequential_reads_read_each_byte_from_the_disk_once() {
         );
     });
 }
+
+// A read dropped while the disk still works on it is kept until it
+// completes (the kernel writes into its buffer), and `close` waits for it;
+// with reads parking, a read that must wait says so instead of waiting.
+#[test]
+fn reads_in_flight_outlive_their_drop_and_close_waits_for_them() {
+    use super::StorageError;
+    use super::sim::{SimClock, SimIo, block_on};
+    let io = SimIo::new(9);
+    let dir = PathBuf::from("/sim/partition");
+    block_on(async {
+        let config = PartitionConfig::new(0, 1 << 30).with_access(Access::Direct);
+        let clock = Rc::new(SimClock::new(1_700_000_000_000_000));
+        let mut log = PartitionLog::open(io.clone(), &dir, config.clone(), clock.clone(), pool())
+            .await
+            .unwrap();
+        for _ in 0..4 {
+            log.append_and_write(&producer_batch(100, 2000))
+                .await
+                .unwrap();
+        }
+        log.close().await.unwrap();
+        drop(log);
+        let mut log = PartitionLog::open(io.clone(), &dir, config, clock, pool())
+            .await
+            .unwrap();
+        io.hold_reads(true);
+        log.set_park_reads(true);
+        let parked = log.read_by_offset(0, 100, 1 << 20).await;
+        assert!(
+            matches!(parked, Err(StorageError::ReadInFlight)),
+            "{parked:?}"
+        );
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(log.poll_read(&mut context).is_pending());
+        log.drop_prefetch(None);
+        assert_eq!(
+            log.orphan_reads.borrow().len(),
+            1,
+            "a read in flight was freed"
+        );
+        assert!(log.poll_orphan_reads(&mut context).is_pending());
+        io.hold_reads(false);
+        log.set_park_reads(false);
+        log.close().await.unwrap();
+        assert!(log.orphan_reads.borrow().is_empty());
+        let read = log.read_by_offset(0, 100, 1 << 20).await.unwrap();
+        assert_eq!(offsets(&read), (0..100).collect::<Vec<_>>());
+    });
+}

@@ -245,6 +245,9 @@ pub struct PartitionLog<I: StorageIo> {
     /// fails with [`StorageError::ReadInFlight`] instead (the pump parks
     /// the poll; see [`PartitionLog::set_park_reads`]).
     pub(super) park_reads: std::cell::Cell<bool>,
+    /// Read aheads dropped while in flight: kept until they complete, so
+    /// their buffers outlive the kernel's writes into them (see `close`).
+    pub(super) orphan_reads: RefCell<Vec<super::read::PendingRead>>,
 }
 
 impl<I: StorageIo> std::fmt::Debug for PartitionLog<I> {
@@ -348,6 +351,7 @@ impl<I: StorageIo> PartitionLog<I> {
             read_cursor: std::cell::Cell::new(None),
             prefetch: RefCell::new(None),
             park_reads: std::cell::Cell::new(false),
+            orphan_reads: RefCell::new(Vec::new()),
         };
         log.load_tail(size_bytes).await?;
         Ok(log)

@@ -147,7 +147,8 @@ pub(crate) struct Prefetch {
     state: PrefetchState,
 }
 
-type PendingRead = std::pin::Pin<Box<dyn Future<Output = (std::io::Result<usize>, AlignedBuf)>>>;
+pub(super) type PendingRead =
+    std::pin::Pin<Box<dyn Future<Output = (std::io::Result<usize>, AlignedBuf)>>>;
 
 enum PrefetchState {
     /// Submitted (polled once), not seen complete.
@@ -496,6 +497,8 @@ impl<I: StorageIo> PartitionLog<I> {
     /// needs the window, when the pump polls it for a parked poll
     /// ([`Self::poll_read`]), or the read ahead is dropped.
     fn start_read(&self, read: ReadAhead<I>, buf: AlignedBuf) {
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let _ = self.poll_orphan_reads(&mut context);
         let io = self.io.clone();
         let capacity = buf.capacity();
         let disk_len = (read.file_end - read.disk_start) as usize;
@@ -557,9 +560,24 @@ impl<I: StorageIo> PartitionLog<I> {
         match prefetch.state {
             PrefetchState::Done(_, buf) => self.pool.give(buf),
             PrefetchState::Reading(read) => {
-                drop(read);
+                // The kernel may still write into its buffer: the read is
+                // kept until it completes (reaped by later reads, awaited
+                // by `close`), never freed while in flight.
+                self.orphan_reads.borrow_mut().push(read);
                 self.pool.forget(prefetch.capacity);
             }
+        }
+    }
+
+    /// Polls the read aheads dropped while in flight, freeing those done.
+    /// Ready when none is left.
+    pub(super) fn poll_orphan_reads(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let mut orphans = self.orphan_reads.borrow_mut();
+        orphans.retain_mut(|read| read.as_mut().poll(cx).is_pending());
+        if orphans.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
         }
     }
 

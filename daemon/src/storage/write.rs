@@ -433,9 +433,20 @@ impl<I: StorageIo> PartitionLog<I> {
     /// Shutdown: write what is pending, cut the padding and fsync, so the
     /// next start finds exact files. A quarantined log is left as found.
     pub async fn close(&mut self) -> Result<(), StorageError> {
-        // A read ahead still in flight owns memory the kernel writes into:
-        // it must complete while the runtime that submitted it still runs.
-        std::future::poll_fn(|cx| self.poll_read(cx)).await;
+        // A read still in flight owns memory the kernel writes into: it
+        // must complete while the runtime that submitted it still runs (a
+        // runtime dropped with reads in flight frees their buffers under
+        // the kernel's writes).
+        std::future::poll_fn(|cx| {
+            let current = self.poll_read(cx);
+            let orphans = self.poll_orphan_reads(cx);
+            if current.is_ready() && orphans.is_ready() {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
         match self.state() {
             PartitionState::Open => {
                 self.write_pending().await?;
