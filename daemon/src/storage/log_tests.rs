@@ -310,31 +310,38 @@ fn sequential_reads_prefetch_the_next_window() {
     }
 }
 
+use super::sim::{SimClock, SimIo, block_on};
+
+/// A direct-I/O log on the simulated disk with `batches` batches of 100 x
+/// 2,000 B written, closed and opened again (nothing of it in memory).
+async fn reopened_sim_log(io: &SimIo, batches: usize) -> PartitionLog<SimIo> {
+    let dir = PathBuf::from("/sim/partition");
+    let config = PartitionConfig::new(0, 1 << 30).with_access(Access::Direct);
+    let clock = Rc::new(SimClock::new(1_700_000_000_000_000));
+    let mut log = PartitionLog::open(io.clone(), &dir, config.clone(), clock.clone(), pool())
+        .await
+        .unwrap();
+    for _ in 0..batches {
+        log.append_and_write(&producer_batch(100, 2000))
+            .await
+            .unwrap();
+    }
+    log.close().await.unwrap();
+    drop(log);
+    PartitionLog::open(io.clone(), &dir, config, clock, pool())
+        .await
+        .unwrap()
+}
+
 // A sequential consumer's windows overlap (a poll straddling a window's end
 // is served whole from the next), but the overlap is copied from the window
 // in memory: the disk reads each byte of the log once.
 #[test]
 fn sequential_reads_read_each_byte_from_the_disk_once() {
-    use super::sim::{SimClock, SimIo, block_on};
+    // 80 batches of 100 x 2,000 B: about 16 MB, four windows and more.
     let io = SimIo::new(7);
-    let dir = PathBuf::from("/sim/partition");
     block_on(async {
-        let config = PartitionConfig::new(0, 1 << 30).with_access(Access::Direct);
-        let clock = Rc::new(SimClock::new(1_700_000_000_000_000));
-        let mut log = PartitionLog::open(io.clone(), &dir, config.clone(), clock.clone(), pool())
-            .await
-            .unwrap();
-        // 80 batches of 100 x 2,000 B: about 16 MB, four windows and more.
-        for _ in 0..80 {
-            log.append_and_write(&producer_batch(100, 2000))
-                .await
-                .unwrap();
-        }
-        log.close().await.unwrap();
-        drop(log);
-        let log = PartitionLog::open(io.clone(), &dir, config, clock, pool())
-            .await
-            .unwrap();
+        let log = reopened_sim_log(&io, 80).await;
         let log_bytes = log
             .segments
             .iter()
@@ -362,25 +369,9 @@ fn sequential_reads_read_each_byte_from_the_disk_once() {
 #[test]
 fn reads_in_flight_outlive_their_drop_and_close_waits_for_them() {
     use super::StorageError;
-    use super::sim::{SimClock, SimIo, block_on};
     let io = SimIo::new(9);
-    let dir = PathBuf::from("/sim/partition");
     block_on(async {
-        let config = PartitionConfig::new(0, 1 << 30).with_access(Access::Direct);
-        let clock = Rc::new(SimClock::new(1_700_000_000_000_000));
-        let mut log = PartitionLog::open(io.clone(), &dir, config.clone(), clock.clone(), pool())
-            .await
-            .unwrap();
-        for _ in 0..4 {
-            log.append_and_write(&producer_batch(100, 2000))
-                .await
-                .unwrap();
-        }
-        log.close().await.unwrap();
-        drop(log);
-        let mut log = PartitionLog::open(io.clone(), &dir, config, clock, pool())
-            .await
-            .unwrap();
+        let mut log = reopened_sim_log(&io, 4).await;
         io.hold_reads(true);
         log.set_park_reads(true);
         let parked = log.read_by_offset(0, 100, 1 << 20).await;
