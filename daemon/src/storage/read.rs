@@ -505,7 +505,6 @@ impl<I: StorageIo> PartitionLog<I> {
         let (file, disk_start) = (read.file, read.disk_start);
         let mut pending: PendingRead =
             Box::pin(async move { io.read_at_most(&file, buf, disk_start, disk_len).await });
-        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
         let state = match pending.as_mut().poll(&mut context) {
             std::task::Poll::Ready((result, buf)) => PrefetchState::Done(result, buf),
             std::task::Poll::Pending => PrefetchState::Reading(pending),
@@ -611,6 +610,8 @@ impl<I: StorageIo> PartitionLog<I> {
             self.replace_window(None);
             self.drop_prefetch(None);
         }
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let _ = self.poll_orphan_reads(&mut context);
     }
 
     /// Whether reads happened since the window was last released: a
