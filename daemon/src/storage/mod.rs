@@ -139,6 +139,7 @@ pub mod io;
 pub mod layout;
 pub mod partition_log;
 pub mod read;
+mod read_ahead;
 pub mod write;
 pub mod recovery;
 pub mod segment;

@@ -240,14 +240,14 @@ pub struct PartitionLog<I: StorageIo> {
     pub(super) read_cursor: std::cell::Cell<Option<ReadCursor>>,
     /// The read of the window after the current one, started when that
     /// one was read from the disk (`read.rs`).
-    pub(super) prefetch: RefCell<Option<super::read::Prefetch>>,
+    pub(super) prefetch: RefCell<Option<super::read_ahead::Prefetch>>,
     /// While set, a read that would wait for the disk starts the read and
     /// fails with [`StorageError::ReadInFlight`] instead (the pump parks
     /// the poll; see [`PartitionLog::set_park_reads`]).
     pub(super) park_reads: std::cell::Cell<bool>,
     /// Read aheads dropped while in flight: kept until they complete, so
     /// their buffers outlive the kernel's writes into them (see `close`).
-    pub(super) orphan_reads: RefCell<Vec<super::read::PendingRead>>,
+    pub(super) orphan_reads: RefCell<Vec<super::read_ahead::PendingRead>>,
 }
 
 impl<I: StorageIo> std::fmt::Debug for PartitionLog<I> {

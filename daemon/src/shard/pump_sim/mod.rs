@@ -58,6 +58,7 @@
 //! `IGGYD_SIM_SEED=S` runs only seed S. A failure prints the seed. This file
 //! must stay deterministic: all randomness comes from the seed.
 
+mod coverage;
 mod deletion;
 mod model;
 mod settle;
@@ -73,6 +74,7 @@ use crate::storage::consumer_offsets::{ConsumerKey, ConsumerKind};
 use crate::storage::sim::{SimClock, SimIo, SimRng, block_on};
 use crate::storage::sim_workload::{BatchGenerator, BatchShape, run_seeds};
 use crate::storage::{Access, BufferPool, Clock, StorageError};
+use coverage::Coverage;
 use model::{BatchModel, Message, PartitionModel, SegmentModel};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -185,81 +187,6 @@ struct Parked {
 struct ExpectedPoll {
     current_offset: u64,
     messages: Vec<Message>,
-}
-
-/// What the runs covered, summed over seeds.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Coverage {
-    rounds: u64,
-    appends_acked: u64,
-    appends_refused_no_space: u64,
-    polls: u64,
-    polls_auto_commit: u64,
-    /// Polls that met a disk read in flight and were parked, then resumed.
-    polls_parked: u64,
-    offset_ops: u64,
-    flushes: u64,
-    flush_ticks: u64,
-    retention_ticks: u64,
-    segments_expired: u64,
-    segments_deleted: u64,
-    purges: u64,
-    reports: u64,
-    rotations: u64,
-    restarts: u64,
-    power_losses: u64,
-    torn_files: u64,
-    tail_lost_on_power_loss: u64,
-    failed_fsyncs: u64,
-    failed_background_syncs: u64,
-    background_syncs: u64,
-    crashes_with_background_sync_in_flight: u64,
-    offset_stores_refused_no_space: u64,
-    recreated: u64,
-    recreated_open_first: u64,
-    removed_in_place: u64,
-    purges_refused: u64,
-    deletes_refused: u64,
-    trash_removals: u64,
-    trash_removals_failed: u64,
-    orphans_at_restart: u64,
-}
-
-impl Coverage {
-    fn add(&mut self, other: &Coverage) {
-        self.rounds += other.rounds;
-        self.appends_acked += other.appends_acked;
-        self.appends_refused_no_space += other.appends_refused_no_space;
-        self.polls += other.polls;
-        self.polls_auto_commit += other.polls_auto_commit;
-        self.polls_parked += other.polls_parked;
-        self.offset_ops += other.offset_ops;
-        self.flushes += other.flushes;
-        self.flush_ticks += other.flush_ticks;
-        self.retention_ticks += other.retention_ticks;
-        self.segments_expired += other.segments_expired;
-        self.segments_deleted += other.segments_deleted;
-        self.purges += other.purges;
-        self.reports += other.reports;
-        self.rotations += other.rotations;
-        self.restarts += other.restarts;
-        self.power_losses += other.power_losses;
-        self.torn_files += other.torn_files;
-        self.tail_lost_on_power_loss += other.tail_lost_on_power_loss;
-        self.failed_fsyncs += other.failed_fsyncs;
-        self.failed_background_syncs += other.failed_background_syncs;
-        self.background_syncs += other.background_syncs;
-        self.crashes_with_background_sync_in_flight += other.crashes_with_background_sync_in_flight;
-        self.offset_stores_refused_no_space += other.offset_stores_refused_no_space;
-        self.recreated += other.recreated;
-        self.recreated_open_first += other.recreated_open_first;
-        self.removed_in_place += other.removed_in_place;
-        self.purges_refused += other.purges_refused;
-        self.deletes_refused += other.deletes_refused;
-        self.trash_removals += other.trash_removals;
-        self.trash_removals_failed += other.trash_removals_failed;
-        self.orphans_at_restart += other.orphans_at_restart;
-    }
 }
 
 struct Sim {
