@@ -242,6 +242,15 @@ pub struct ShardStats {
     /// frame's buffer moves over; nothing is copied).
     #[serde(default)]
     pub sends_forwarded_total: u64,
+    /// Consumer offsets refused on this shard's partitions because their
+    /// partition held `limits.max_consumer_offsets_per_partition`.
+    #[serde(default)]
+    pub consumer_offsets_refused_total: u64,
+    /// Bytes of poll replies this shard's connections hold now (built, not
+    /// yet taken by the kernel); bounded by
+    /// `limits.max_poll_reply_bytes_in_flight`.
+    #[serde(default)]
+    pub poll_reply_bytes: u64,
 }
 
 /// Latency percentiles in microseconds.
@@ -286,6 +295,9 @@ pub struct PartitionStats {
     pub bytes: u64,
     pub segments: u64,
     pub current_offset: u64,
+    /// Stored consumer offsets (single consumers and groups).
+    #[serde(default)]
+    pub consumer_offsets: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -208,6 +208,7 @@ fn run(
     let _data_dir_lock = preflight::prepare_data_dir(&config.data_dir)?;
     let access = preflight::choose_access(&config.data_dir, config.storage.io_mode.access());
     let driver = preflight::choose_driver(config.sharding.require_io_uring)?;
+    preflight::fix_mmap_threshold();
     let nofile = preflight::raise_nofile_limit();
     // A certificate that does not load is a configuration error: found now,
     // before any shard starts, with the key and the file named.
@@ -260,6 +261,8 @@ fn run(
         retention_check_interval: config.retention.check_interval,
         flush_interval: config.storage.flush_interval,
         rebalance_timeout: config.consumer_groups.rebalance_timeout,
+        consumer_offsets_max: usize::try_from(config.limits.max_consumer_offsets_per_partition)
+            .unwrap_or(usize::MAX),
         access,
         per_shard_memory_bytes: memory.per_shard_bytes,
         metrics,

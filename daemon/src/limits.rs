@@ -22,7 +22,7 @@
 //! that only size a buffer or a read chunk for speed; changing those changes
 //! how fast iggyd is, never what it accepts.
 
-use crate::protocol::limits::FRAME_SIZE_MAX;
+use crate::protocol::limits::{FRAME_SIZE_MAX, HEADER_SIZE};
 use std::time::Duration;
 
 /// Messages a shard's inbox (the mesh queue into its pump) holds before
@@ -58,6 +58,16 @@ pub fn pool_idle_bytes_max(per_shard_memory_bytes: u64) -> u64 {
 pub fn io_buffer_budget_bytes(per_shard_memory_bytes: u64) -> u64 {
     per_shard_memory_bytes / 2
 }
+
+/// Allocations from this size up (read windows, large poll replies, large
+/// send frames) are mapped on their own and unmapped when freed. glibc's
+/// default starts at 128 KiB but raises its threshold to the size of each
+/// large block freed, after which freed windows and replies stay in the
+/// heap and the RSS ratchets up: twelve clients that polled 300 MB and
+/// stopped reading left the daemon +185 MB of RSS for 17 MB of replies
+/// held; fixed at this size, +9 MB. 2 MiB keeps the common 1 MB send
+/// frames in the heap.
+pub const MMAP_THRESHOLD_BYTES: usize = 2 * 1024 * 1024;
 
 /// Fraction of the memory the machine and the cgroup can give that a derived
 /// (`memory.budget = "auto"`) budget takes: the page cache serves reads, so
@@ -318,6 +328,35 @@ pub const PARTITION_REPORTS_REUSE: Duration = Duration::from_millis(50);
 pub const APPEND_BYTES_IN_FLIGHT: u64 = 256 * 1024 * 1024;
 /// `limits.max_append_bytes_in_flight` is at least one whole frame.
 pub const APPEND_BYTES_IN_FLIGHT_MIN: u64 = FRAME_SIZE_MAX as u64;
+
+/// `limits.max_poll_reply_bytes`: bytes of stored records one poll reply
+/// holds at most beyond its first batch, which always comes whole; a poll
+/// asking for more gets fewer messages, as the protocol allows. 32 MiB
+/// keeps Apache Iggy's behaviour for polls of tens of MB (its server
+/// answers a 20,000-message poll of 1 KB messages whole).
+pub const POLL_REPLY_BYTES: u64 = 32 * 1024 * 1024;
+/// `limits.max_poll_reply_bytes` is at least this.
+pub const POLL_REPLY_BYTES_MIN: u64 = 64 * 1024;
+/// `limits.max_poll_reply_bytes` is at most what fits one reply frame with
+/// its header and the poll prefix.
+pub const POLL_REPLY_BYTES_MAX: u64 = (FRAME_SIZE_MAX - HEADER_SIZE - 16) as u64;
+/// `limits.max_poll_reply_bytes_in_flight`: bytes of poll replies one
+/// shard's connections hold at once, from the pump's read until the kernel
+/// took the last byte (`net/reply_budget.rs`); past it a poll gets its
+/// first batch alone. Clients that ask for a lot and stop reading hold at
+/// most this much of a shard's memory (plus one batch each).
+pub const POLL_REPLY_BYTES_IN_FLIGHT: u64 = 256 * 1024 * 1024;
+/// `limits.max_poll_reply_bytes_in_flight` is at least this.
+pub const POLL_REPLY_BYTES_IN_FLIGHT_MIN: u64 = 1024 * 1024;
+/// `limits.max_consumer_offsets_per_partition`: stored consumer offsets one
+/// partition holds at most (each costs ~100 bytes of memory and one 32-byte
+/// record in `consumer_offsets.log`); storing one for a new consumer past
+/// it is refused with TooManyConsumerOffsets (3024). Consumer groups'
+/// offsets count too. A client allowed to poll can otherwise make a
+/// partition hold one per consumer name it invents.
+pub const CONSUMER_OFFSETS_PER_PARTITION: u64 = 10_000;
+/// `limits.max_consumer_offsets_per_partition` accepts 1 to this.
+pub const CONSUMER_OFFSETS_PER_PARTITION_MAX: u64 = 10_000_000;
 
 // TLS (`net/tls.rs`).
 

@@ -224,6 +224,25 @@ impl std::fmt::Display for Driver {
 /// Pick the driver: io_uring when the kernel offers every operation monoio
 /// uses (and `MONOIO_FORCE_LEGACY_DRIVER` is not set), else epoll, or an
 /// error when io_uring is required.
+/// Fixes the allocator's mmap threshold at `limits::MMAP_THRESHOLD_BYTES`
+/// (see there): large blocks go back to the system when freed, so the
+/// memory a burst of large polls took does not stay with the process.
+/// Called once, before any thread starts.
+pub fn fix_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let threshold = i32::try_from(crate::limits::MMAP_THRESHOLD_BYTES).unwrap_or(i32::MAX);
+        // SAFETY: mallopt only changes glibc's tuning; called before any
+        // other thread exists.
+        let done = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, threshold) };
+        if done != 1 {
+            tracing::warn!(
+                "mallopt(M_MMAP_THRESHOLD) refused; freed large buffers may stay in the heap"
+            );
+        }
+    }
+}
+
 pub fn choose_driver(require_io_uring: bool) -> Result<Driver, PreflightError> {
     if monoio::utils::detect_uring() {
         return Ok(Driver::IoUring);

@@ -93,6 +93,8 @@ pub struct Launch {
     pub flush_interval: Duration,
     /// `consumer_groups.rebalance_timeout`.
     pub rebalance_timeout: Duration,
+    /// `limits.max_consumer_offsets_per_partition`.
+    pub consumer_offsets_max: usize,
     /// How segments reach the disk (direct I/O where the file system takes
     /// it).
     pub access: crate::storage::Access,
@@ -234,6 +236,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
             default_durability: launch.default_durability,
             stale_after: limits::STALE_CLIENT_AFTER,
             rebalance_timeout: launch.rebalance_timeout,
+            consumer_offsets_max: launch.consumer_offsets_max,
             started: launch.started,
             started_at_us,
             snapshot_files: snapshot_files.clone(),
@@ -319,6 +322,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         durability_default: launch.default_durability,
         log: Some(launch.reload.log.clone()),
         security: Some(net.admission.clone()),
+        reply_budgets: net.reply_budgets.to_vec(),
     }));
     match ControlServer::start(&launch.admin_socket, source.clone()) {
         Ok(server) => {
@@ -440,6 +444,7 @@ fn start_net(
 ) -> Result<crate::net::Net, BootError> {
     use crate::net::admission::{Admission, AdmissionLimits};
     use crate::net::append_budget::AppendBudget;
+    use crate::net::reply_budget::ReplyBudget;
     use crate::net::{ConnectionLimits, Net, login::LoginPool, tls::TlsCell};
     let limits = launch.reload.config.limits.clone();
     let admission = Admission::new(AdmissionLimits {
@@ -490,6 +495,9 @@ fn start_net(
         tls,
         append_budgets: (0..shards)
             .map(|_| AppendBudget::new(limits.max_append_bytes_in_flight_bytes))
+            .collect(),
+        reply_budgets: (0..shards)
+            .map(|_| ReplyBudget::new(limits.max_poll_reply_bytes_in_flight))
             .collect(),
         limits: ConnectionLimits::of(&limits),
     })

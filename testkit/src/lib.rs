@@ -8,7 +8,8 @@
 //! - `wire`: a blocking Iggy 0.11.0 client: request headers and bodies as
 //!   the SDK lays them out, reply frames, result sections and evictions.
 //! - `ci`: `skip`, the only way a test may skip, which fails under `CI=true`.
-//! - `rng`: seeded SplitMix64, so a failing case reproduces from its seed.
+//! - `rng`: seeded SplitMix64, so a failing case reproduces from its seed,
+//!   and the offset-stamped payloads the read-path suites check replies by.
 //! - `tls`: certificates made on the spot (a CA, server and client
 //!   certificates) and the rustls client configuration the wire client
 //!   speaks TLS with.

@@ -30,9 +30,39 @@ impl Rng {
     }
 }
 
+/// The payload a read-path test stores at `offset` of a partition tagged
+/// `tag`: the offset and the tag first, then bytes that depend on both, so
+/// a message from another offset or another partition never matches (the
+/// suites check every polled message against it).
+pub fn stamped(tag: u8, offset: u64, len: usize) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(len + 8);
+    bytes.extend_from_slice(&offset.to_le_bytes());
+    bytes.push(tag);
+    let mut state = offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (u64::from(tag) << 56) | 1;
+    while bytes.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        bytes.extend_from_slice(&state.to_le_bytes());
+    }
+    bytes.truncate(len);
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Proves stamped payloads differ by offset and by tag, and take any
+    /// length (shorter than the stamp included).
+    #[test]
+    fn stamped_payloads_name_their_offset_and_tag() {
+        assert_eq!(stamped(1, 5, 3), vec![5, 0, 0]);
+        assert_eq!(stamped(1, 5, 1000).len(), 1000);
+        assert_ne!(stamped(1, 5, 100), stamped(2, 5, 100));
+        assert_ne!(stamped(1, 5, 100)[9..], stamped(1, 6, 100)[9..]);
+        assert_eq!(stamped(1, 5, 100), stamped(1, 5, 100));
+    }
 
     /// Proves the generator is SplitMix64 (the reference sequence for seed
     /// 0) and that bounds hold, empty ones included.

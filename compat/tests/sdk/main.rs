@@ -12,6 +12,7 @@ mod deletion_race;
 mod errors;
 mod groups;
 mod messages;
+mod read_path;
 mod restart;
 mod retention;
 mod streams;

@@ -262,6 +262,21 @@ const APPEND_BYTES: Kind = Kind::Size {
     max: None,
     zero: None,
 };
+const POLL_REPLY_BYTES: Kind = Kind::Size {
+    min: limits::POLL_REPLY_BYTES_MIN,
+    max: Some(limits::POLL_REPLY_BYTES_MAX),
+    zero: None,
+};
+const POLL_REPLY_IN_FLIGHT: Kind = Kind::Size {
+    min: limits::POLL_REPLY_BYTES_IN_FLIGHT_MIN,
+    max: None,
+    zero: None,
+};
+const CONSUMER_OFFSETS: Kind = Kind::Count {
+    min: 1,
+    max: limits::CONSUMER_OFFSETS_PER_PARTITION_MAX,
+    auto: None,
+};
 
 const GROUPS_PER_TOPIC: Kind = Kind::Count {
     min: 1,
@@ -299,6 +314,9 @@ const GROUPS_PER_TOPIC_DEFAULT: BuiltIn = BuiltIn::Count(limits::GROUPS_PER_TOPI
 const MEMBERS_PER_GROUP_DEFAULT: BuiltIn = BuiltIn::Count(limits::GROUP_MEMBERS_DEFAULT as u64);
 const METADATA_RECORD_DEFAULT: BuiltIn = BuiltIn::Size(limits::METADATA_RECORD_BYTES_DEFAULT);
 const APPEND_BYTES_DEFAULT: BuiltIn = BuiltIn::Size(limits::APPEND_BYTES_IN_FLIGHT);
+const POLL_REPLY_BYTES_DEFAULT: BuiltIn = BuiltIn::Size(limits::POLL_REPLY_BYTES);
+const POLL_REPLY_IN_FLIGHT_DEFAULT: BuiltIn = BuiltIn::Size(limits::POLL_REPLY_BYTES_IN_FLIGHT);
+const CONSUMER_OFFSETS_DEFAULT: BuiltIn = BuiltIn::Count(limits::CONSUMER_OFFSETS_PER_PARTITION);
 const LOGIN_THREADS_DEFAULT: BuiltIn = BuiltIn::Count(limits::LOGIN_THREADS);
 const LOGINS_QUEUED_DEFAULT: BuiltIn = BuiltIn::Count(limits::LOGINS_QUEUED_MAX);
 const LOGIN_FAILURES_DEFAULT: BuiltIn = BuiltIn::Count(limits::LOGIN_FAILURES_BEFORE_CLOSE);
@@ -348,6 +366,9 @@ pub(super) const KEYS: &[Key] = &[
     key("limits.max_login_backoff",        LOGIN_BACKOFF_CAP,   LOGIN_BACKOFF_CAP_DEFAULT, Restart),
     key("limits.login_failures_before_close", LOGIN_FAILURES,   LOGIN_FAILURES_DEFAULT,  Restart),
     key("limits.max_append_bytes_in_flight", APPEND_BYTES,      APPEND_BYTES_DEFAULT,    Restart),
+    key("limits.max_poll_reply_bytes",     POLL_REPLY_BYTES,    POLL_REPLY_BYTES_DEFAULT, Restart),
+    key("limits.max_poll_reply_bytes_in_flight", POLL_REPLY_IN_FLIGHT, POLL_REPLY_IN_FLIGHT_DEFAULT, Restart),
+    key("limits.max_consumer_offsets_per_partition", CONSUMER_OFFSETS, CONSUMER_OFFSETS_DEFAULT, Restart),
     key("limits.max_consumer_groups_per_topic", GROUPS_PER_TOPIC, GROUPS_PER_TOPIC_DEFAULT, Restart),
     key("limits.max_members_per_group",    MEMBERS_PER_GROUP,   MEMBERS_PER_GROUP_DEFAULT, Restart),
     key("limits.max_metadata_record_size", METADATA_RECORD,     METADATA_RECORD_DEFAULT, Restart),

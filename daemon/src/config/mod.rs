@@ -98,6 +98,15 @@ pub struct LimitsConfig {
     /// Bytes of appends in flight to one owner shard.
     #[serde(rename = "max_append_bytes_in_flight")]
     pub max_append_bytes_in_flight_bytes: u64,
+    /// Bytes of stored records one poll reply may hold beyond its first
+    /// batch (a poll asking for more gets fewer messages).
+    pub max_poll_reply_bytes: u64,
+    /// Bytes of poll replies one shard's connections hold at once (built
+    /// and not yet taken by the kernel); past it a poll gets one batch.
+    pub max_poll_reply_bytes_in_flight: u64,
+    /// Stored consumer offsets one partition may hold; storing one more is
+    /// refused (TooManyConsumerOffsets, 3024).
+    pub max_consumer_offsets_per_partition: u64,
     /// Consumer groups one topic may hold (any reader may create them).
     pub max_consumer_groups_per_topic: u64,
     /// Members one consumer group may hold.

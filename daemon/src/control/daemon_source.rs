@@ -53,6 +53,9 @@ pub struct DaemonSourceParts {
     pub log: Option<crate::logging::LogHandle>,
     /// Admission and its security counters; `None` in tests without shards.
     pub security: Option<std::sync::Arc<crate::net::admission::Admission>>,
+    /// Each shard's poll-reply budget, by shard id (empty in tests without
+    /// shards).
+    pub reply_budgets: Vec<std::sync::Arc<crate::net::reply_budget::ReplyBudget>>,
 }
 
 #[derive(Debug)]
@@ -258,6 +261,12 @@ impl DaemonSource {
                 cpu_time_ms,
                 cpu_percent,
                 sends_local_total: counters.sends_local,
+                consumer_offsets_refused_total: report.consumer_offsets_refused,
+                poll_reply_bytes: self
+                    .parts
+                    .reply_budgets
+                    .get(index)
+                    .map_or(0, |budget| budget.used_bytes()),
                 sends_forwarded_total: counters.sends_forwarded,
             });
         }
@@ -520,6 +529,7 @@ impl DaemonSource {
                         bytes,
                         segments,
                         current_offset,
+                        consumer_offsets: offsets.len() as u64,
                     });
                     for group in topic.groups.values() {
                         let stored = offsets.iter().find_map(|(consumer, offset)| {
@@ -588,6 +598,7 @@ mod tests {
             durability_default: crate::metadata::Durability::Persisted,
             log: None,
             security: None,
+            reply_budgets: Vec::new(),
         });
         (source, heartbeats, dir)
     }

@@ -206,6 +206,12 @@ fn shard_counters() -> Vec<ShardCounter> {
             |_, series| series.counters.fsyncs as f64,
         ),
         (
+            "iggyd_shard_consumer_offsets_refused",
+            "Consumer offsets refused because their partition held limits.max_consumer_offsets_per_partition.",
+            None,
+            |stats, _| stats.consumer_offsets_refused_total as f64,
+        ),
+        (
             "iggyd_shard_cpu",
             "CPU time of this shard's thread (its core's load is the rate).",
             Some(Unit::Seconds),
@@ -241,6 +247,12 @@ fn shard_gauges() -> Vec<ShardGauge> {
             "Partitions this shard owns.",
             None,
             |stats| stats.partitions as f64,
+        ),
+        (
+            "iggyd_shard_poll_reply",
+            "Bytes of poll replies this shard's connections hold (built, not yet sent).",
+            Some(Unit::Bytes),
+            |stats| stats.poll_reply_bytes as f64,
         ),
         (
             "iggyd_shard_heartbeat_age",
@@ -311,6 +323,12 @@ fn partition_gauges() -> Vec<PartitionGauge> {
             "Offset of the partition's newest message (0 when empty).",
             None,
             |stats, _| stats.current_offset as f64,
+        ),
+        (
+            "iggyd_partition_consumer_offsets",
+            "Consumer offsets stored for the partition (at most limits.max_consumer_offsets_per_partition).",
+            None,
+            |stats, _| stats.consumer_offsets as f64,
         ),
         (
             "iggyd_partition_durable_offset",

@@ -39,6 +39,7 @@ pub fn source(
         durability_default: crate::metadata::Durability::Persisted,
         log: None,
         security,
+        reply_budgets: Vec::new(),
     })
 }
 

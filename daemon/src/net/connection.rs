@@ -306,9 +306,11 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
         let outcome = handler::handle_frame(context, session, frame).await;
         match outcome {
             Outcome::Reply(reply) => {
-                let (result, _) = stream.write_vectored_all(reply).await;
-                if let Err(error) = result {
-                    return End::Io(error);
+                match reply.write_all(&mut stream, limits.idle_timeout).await {
+                    Ok(()) => {}
+                    // A client that stopped reading its reply.
+                    Err(error) if error.kind() == std::io::ErrorKind::TimedOut => return End::Idle,
+                    Err(error) => return End::Io(error),
                 }
                 context.record_request(request_started.elapsed());
             }

@@ -11,6 +11,7 @@ pub mod append_budget;
 pub mod connection;
 pub mod handler;
 pub mod listener;
+pub mod reply_budget;
 pub mod reply_frame;
 pub mod login;
 pub mod session;
@@ -31,6 +32,8 @@ pub struct ConnectionLimits {
     pub idle_timeout: Option<Duration>,
     /// Failed logins after which the connection is closed.
     pub login_failures_before_close: u32,
+    /// Bytes of records one poll reply holds beyond its first batch.
+    pub poll_reply_bytes_max: u64,
 }
 
 impl ConnectionLimits {
@@ -42,6 +45,7 @@ impl ConnectionLimits {
             idle_timeout: (!limits.idle_timeout.is_zero()).then_some(limits.idle_timeout),
             login_failures_before_close: u32::try_from(limits.login_failures_before_close)
                 .unwrap_or(u32::MAX),
+            poll_reply_bytes_max: limits.max_poll_reply_bytes,
         }
     }
 }
@@ -55,6 +59,9 @@ pub struct Net {
     pub tls: Option<tls::TlsCell>,
     /// One per shard, by shard id: the bytes of appends in flight to it.
     pub append_budgets: Arc<[Arc<append_budget::AppendBudget>]>,
+    /// One per shard, by shard id: the bytes of poll replies its
+    /// connections hold.
+    pub reply_budgets: Arc<[Arc<reply_budget::ReplyBudget>]>,
     pub limits: ConnectionLimits,
 }
 
@@ -62,6 +69,14 @@ impl Net {
     /// The budget of appends to `owner`.
     pub fn append_budget(&self, owner: usize) -> Option<&Arc<append_budget::AppendBudget>> {
         self.append_budgets.get(owner)
+    }
+
+    /// Reserves up to `limits.max_poll_reply_bytes` of the poll-reply
+    /// budget of `shard` (a shard past the plan gets nothing: one batch).
+    pub fn reserve_reply(&self, shard: usize) -> Option<reply_budget::ReplyHold> {
+        self.reply_budgets
+            .get(shard)
+            .map(|budget| budget.reserve(self.limits.poll_reply_bytes_max))
     }
 }
 
@@ -87,11 +102,15 @@ impl Net {
             append_budgets: (0..shards)
                 .map(|_| append_budget::AppendBudget::new(crate::limits::APPEND_BYTES_IN_FLIGHT))
                 .collect(),
+            reply_budgets: (0..shards)
+                .map(|_| reply_budget::ReplyBudget::new(crate::limits::POLL_REPLY_BYTES_IN_FLIGHT))
+                .collect(),
             limits: ConnectionLimits {
                 login_frame_bytes_max: crate::limits::LOGIN_FRAME_BYTES_MAX as usize,
                 login_timeout: crate::limits::LOGIN_TIMEOUT,
                 idle_timeout: Some(crate::limits::IDLE_TIMEOUT),
                 login_failures_before_close: 3,
+                poll_reply_bytes_max: crate::limits::POLL_REPLY_BYTES,
             },
         }
     }

@@ -394,6 +394,7 @@ pub enum Status {
     NoPartitions = 3008,
     PartitionIdSpaceExhausted = 3013,
     ConsumerOffsetNotFound = 3021,
+    TooManyConsumerOffsets = 3024,
     InvalidMessagesCount = 4009,
     TooBigUserHeaders = 4017,
     TooBigMessagePayload = 4022,

@@ -125,6 +125,8 @@ pub struct LatencyHistograms {
 #[derive(Debug, Clone, Default)]
 pub struct ShardReport {
     pub partitions: Vec<PartitionReport>,
+    /// Consumer offsets refused since start (partition full).
+    pub consumer_offsets_refused: u64,
     /// Deleted data pending removal on this shard.
     pub trash: crate::storage::trash::TrashStats,
     /// Request latency on this shard's connections (frame read -> reply written).

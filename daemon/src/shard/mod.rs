@@ -99,6 +99,8 @@ pub struct ShardSpec {
     pub flush_interval: Duration,
     /// How segments reach the disk.
     pub access: crate::storage::Access,
+    /// `limits.max_consumer_offsets_per_partition`.
+    pub consumer_offsets_max: usize,
     /// This shard's share of `memory.budget` (sizes its buffer pool).
     pub per_shard_memory_bytes: u64,
     /// Where this shard's trash starts (start-up reconciliation hands the
@@ -241,6 +243,8 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
                     limits::io_buffer_budget_bytes(spec.per_shard_memory_bytes),
                 ),
                 trash: spec.trash,
+                consumer_offsets_max: spec.consumer_offsets_max,
+                read_window_bytes: limits::READ_WINDOW_BYTES,
             },
         ),
         heartbeats,
@@ -465,6 +469,7 @@ impl ShardLoop {
         totals.fsync.add(&fsync.window);
         let report = heartbeat::ShardReport {
             partitions: self.pump.report(),
+            consumer_offsets_refused: self.pump.counters.offsets_refused,
             trash: self.pump.trash_stats(),
             request,
             queue_wait,
@@ -589,6 +594,7 @@ mod tests {
                 retention_check_interval: limits::RETENTION_CHECK_INTERVAL,
                 flush_interval: limits::FLUSH_INTERVAL,
                 access: crate::storage::Access::Buffered,
+                consumer_offsets_max: limits::CONSUMER_OFFSETS_PER_PARTITION as usize,
                 per_shard_memory_bytes: limits::SHARD_MEMORY_MIN_BYTES,
                 trash: Default::default(),
                 started: Instant::now(),

@@ -34,6 +34,9 @@ pub struct PollRequest {
     pub strategy: PollingStrategy,
     pub count: u32,
     pub auto_commit: bool,
+    /// Bytes of records the reply may hold beyond its first batch (the
+    /// connection's share of its shard's reply budget).
+    pub bytes_max: u64,
 }
 
 /// Stored bytes for a poll reply (§5.3), plus what its prefix needs.
@@ -184,6 +187,10 @@ pub enum PumpError {
     InvalidOffset { offset: u64, current: Option<u64> },
     #[error("no consumer offset is stored")]
     OffsetNotFound,
+    #[error(
+        "the partition holds {max} consumer offsets (limits.max_consumer_offsets_per_partition)"
+    )]
+    TooManyConsumerOffsets { max: usize },
     #[error("the shard is stopping")]
     Stopping,
 }
@@ -198,6 +205,7 @@ impl PumpError {
             PumpError::Storage(_) | PumpError::Stopping => Status::Error,
             PumpError::InvalidOffset { .. } => Status::InvalidOffset,
             PumpError::OffsetNotFound => Status::ConsumerOffsetNotFound,
+            PumpError::TooManyConsumerOffsets { .. } => Status::TooManyConsumerOffsets,
         }
     }
 

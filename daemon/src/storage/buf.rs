@@ -21,6 +21,12 @@ pub const IO_ALIGN: usize = 4096;
 /// aarch64 kernels; buffers this large are placed to be backable by one.
 pub const HUGE_PAGE_BYTES: usize = 2 * 1024 * 1024;
 
+/// What a debug or test build writes over every aligned buffer it frees or
+/// recycles, so that bytes read after their buffer was given back (a reply
+/// still sending from a window that was replaced, say) show as a run of
+/// this byte instead of passing for data.
+pub const POISON_BYTE: u8 = 0xDB;
+
 /// Rounds `value` down to a multiple of [`IO_ALIGN`].
 pub fn align_down(value: u64) -> u64 {
     value & !(IO_ALIGN as u64 - 1)
@@ -162,6 +168,16 @@ impl AlignedBuf {
         self.len = 0;
     }
 
+    /// Overwrites the whole capacity with [`POISON_BYTE`] and empties the
+    /// buffer (debug and test builds; a release build only empties it).
+    pub fn poison(&mut self) {
+        if cfg!(debug_assertions) {
+            // SAFETY: the range is the allocation.
+            unsafe { std::ptr::write_bytes(self.ptr.as_ptr(), POISON_BYTE, self.capacity) };
+        }
+        self.len = 0;
+    }
+
     /// Moves bytes `from..len` to the start of the buffer and makes them the
     /// whole content (keeping a partial block for the next write).
     pub fn keep_from(&mut self, from: usize) {
@@ -180,6 +196,7 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        self.poison();
         let layout = Self::layout(self.capacity);
         // SAFETY: allocated in `with_capacity` with this very layout.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
@@ -329,10 +346,9 @@ impl BufferPool {
             .map(|(at, _)| at);
         let buf = match best {
             Some(at) => {
-                let mut buf = state.idle.swap_remove(at);
+                let buf = state.idle.swap_remove(at);
                 state.stats.idle_bytes -= buf.capacity() as u64;
                 state.stats.reuses += 1;
-                buf.clear();
                 buf
             }
             None => {
@@ -346,7 +362,8 @@ impl BufferPool {
 
     /// Returns a buffer taken from this pool. It is kept for reuse while the
     /// idle bytes stay under the pool's cap, else freed.
-    pub fn give(&self, buf: AlignedBuf) {
+    pub fn give(&self, mut buf: AlignedBuf) {
+        buf.poison();
         let mut state = self.state.borrow_mut();
         let bytes = buf.capacity() as u64;
         state.stats.outstanding_bytes = state.stats.outstanding_bytes.saturating_sub(bytes);
@@ -404,6 +421,30 @@ mod tests {
         assert_eq!(align_up(4097), 8192);
         assert_eq!(align_up(4096), 4096);
         assert_eq!(align_up(0), 0);
+    }
+
+    // A recycled buffer comes back poisoned (debug and test builds), so a
+    // stale read of its old bytes shows as the poison byte, not as data.
+    #[test]
+    fn recycled_buffers_are_poisoned() {
+        let pool = BufferPool::new(1 << 20);
+        let mut buf = pool.take(8192);
+        buf.extend_from_slice(&[7u8; 8192]);
+        let address = buf.as_slice().as_ptr();
+        pool.give(buf);
+        let mut again = pool.take(8192);
+        assert_eq!(
+            again.as_slice().as_ptr(),
+            address,
+            "the idle buffer is reused"
+        );
+        assert!(again.is_empty());
+        let capacity = again.capacity();
+        // SAFETY: the whole capacity is allocated, and `poison` wrote it.
+        let raw = unsafe {
+            std::slice::from_raw_parts(monoio::buf::IoBufMut::write_ptr(&mut again), capacity)
+        };
+        assert!(raw.iter().all(|&byte| byte == POISON_BYTE));
     }
 
     // The pool reuses a fitting idle buffer, accounts outstanding and idle

@@ -63,6 +63,7 @@ async fn append_sync_reopen_read(partition_dir: PathBuf, access: Access) {
         segment_size_bytes: 4096,
         index_sample_every: 2,
         access,
+        read_window_bytes: crate::limits::READ_WINDOW_BYTES,
     };
     let clock: Rc<dyn Clock> = Rc::new(SystemClock);
     let mut log = PartitionLog::open(

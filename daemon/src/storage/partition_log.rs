@@ -27,7 +27,7 @@ use super::read::{ReadCursor, ReadWindow};
 use super::recovery::{RecoveryReport, recover};
 use super::segment::Segment;
 use super::write::Tail;
-use crate::limits::{INDEX_SAMPLE_EVERY, SEGMENT_SIZE_DEFAULT_BYTES};
+use crate::limits::{INDEX_SAMPLE_EVERY, READ_WINDOW_BYTES, SEGMENT_SIZE_DEFAULT_BYTES};
 
 /// Time source for server timestamps, in µs since the Unix epoch.
 pub trait Clock {
@@ -59,6 +59,10 @@ pub struct PartitionConfig {
     /// How `.log` data reaches the device: direct (aligned, no page-cache
     /// copy) or buffered. Indexes are always buffered.
     pub access: Access,
+    /// Bytes a read window reads at once (a multiple of the I/O
+    /// alignment): [`READ_WINDOW_BYTES`]; the simulations make it small so
+    /// that their polls span and replace windows.
+    pub read_window_bytes: usize,
 }
 
 impl PartitionConfig {
@@ -68,7 +72,15 @@ impl PartitionConfig {
             segment_size_bytes,
             index_sample_every: INDEX_SAMPLE_EVERY,
             access: Access::Buffered,
+            read_window_bytes: READ_WINDOW_BYTES,
         }
+    }
+
+    /// The same with read windows of `bytes` (rounded up to the I/O
+    /// alignment).
+    pub fn with_read_window(mut self, bytes: usize) -> PartitionConfig {
+        self.read_window_bytes = super::buf::align_up(bytes.max(1) as u64) as usize;
+        self
     }
 
     pub fn with_access(mut self, access: Access) -> PartitionConfig {

@@ -43,6 +43,7 @@ fn a_purge_failing_after_its_rename_does_not_panic() {
                 segment_size_bytes: 4096,
                 index_sample_every: 1,
                 access,
+                read_window_bytes: crate::limits::READ_WINDOW_BYTES,
             };
             let clock: Rc<dyn Clock> = Rc::new(SimClock::new(1_000));
             let mut log =

@@ -19,7 +19,7 @@ use super::partition_log::PartitionLog;
 use super::read_ahead::ReadAhead;
 use super::segment::Segment;
 use crate::batch::{self, BatchHeader};
-use crate::limits::{INDEX_READ_ENTRIES_MAX, READ_WINDOW_BYTES};
+use crate::limits::INDEX_READ_ENTRIES_MAX;
 
 use std::sync::Arc;
 
@@ -227,8 +227,9 @@ impl<I: StorageIo> PartitionLog<I> {
         }
         let file_start = align_down(span.start);
         // A window reads ahead of the span, within the shard's budget.
-        let ahead = if self.pool.has_room(READ_WINDOW_BYTES) {
-            READ_WINDOW_BYTES as u64
+        let window_bytes = self.config.read_window_bytes;
+        let ahead = if self.pool.has_room(window_bytes) {
+            window_bytes as u64
         } else {
             0
         };
@@ -455,7 +456,8 @@ impl<I: StorageIo> PartitionLog<I> {
                         break;
                     }
                     let length = u64::from(entry.length);
-                    if planned > 0 && planned_bytes + length > READ_WINDOW_BYTES as u64 {
+                    if planned > 0 && planned_bytes + length > self.config.read_window_bytes as u64
+                    {
                         break;
                     }
                     let first_record = out.is_empty() && planned == 0;

@@ -12,13 +12,12 @@ use super::buf::{AlignedBuf, IO_ALIGN, align_down, align_up};
 use super::io::{OpenMode, StorageIo};
 use super::partition_log::PartitionLog;
 use super::read::ReadWindow;
-use crate::limits::READ_WINDOW_BYTES;
 use std::sync::Arc;
 
 /// How far before the end of the current window the read-ahead of the next
-/// one starts: a poll that straddles the end of a window (one up to this
-/// long) is served whole from the next.
-const PREFETCH_LEAD: u64 = READ_WINDOW_BYTES as u64 / 4;
+/// one starts, as a share of the window: a poll that straddles the end of a
+/// window (one up to a quarter window long) is served whole from the next.
+const PREFETCH_LEAD_DIVISOR: u64 = 4;
 
 /// A read of the span after the read window, started when a sequential
 /// reader nears the window's end, so its next poll finds it done (or in
@@ -134,7 +133,7 @@ impl<I: StorageIo> PartitionLog<I> {
     /// in flight. It starts at the first read from the window, so the disk
     /// works while the consumer takes the rest of this one (starting only
     /// near the window's end left the next poll waiting for most of a
-    /// read, the consumers' p99). The next window begins [`PREFETCH_LEAD`]
+    /// read, the consumers' p99). The next window begins a quarter window
     /// before this one's end (or where this read ended, if later), so a
     /// poll straddling the boundary is served from it whole. Those bytes
     /// are copied from this window; the disk reads only what follows it
@@ -150,7 +149,8 @@ impl<I: StorageIo> PartitionLog<I> {
                 // The window's bytes are the segment's up to `valid_end`;
                 // the disk read continues from the block boundary below it.
                 let held_end = align_down(window.valid_end).max(window.file_start);
-                let lead_start = held_end.saturating_sub(PREFETCH_LEAD);
+                let lead = self.config.read_window_bytes as u64 / PREFETCH_LEAD_DIVISOR;
+                let lead_start = held_end.saturating_sub(lead);
                 let next_start = align_down(read_end.max(lead_start)).min(held_end);
                 (next_start.max(window.file_start), held_end)
             }
@@ -161,10 +161,11 @@ impl<I: StorageIo> PartitionLog<I> {
                 && prefetch.file_start <= next_start
                 && next_start < prefetch.file_end
         });
-        if already || held_end >= written_end || !self.pool.has_room(READ_WINDOW_BYTES) {
+        let window_bytes = self.config.read_window_bytes;
+        if already || held_end >= written_end || !self.pool.has_room(window_bytes) {
             return;
         }
-        let file_end = align_up((next_start + READ_WINDOW_BYTES as u64).min(written_end))
+        let file_end = align_up((next_start + window_bytes as u64).min(written_end))
             .max(held_end + IO_ALIGN as u64);
         let capacity = (file_end - next_start) as usize;
         let file = if segment_number + 1 == self.segments.len() {

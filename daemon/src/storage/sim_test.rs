@@ -214,6 +214,8 @@ impl Sim {
                 } else {
                     Access::Buffered
                 },
+                // Small windows, so reads span and replace them.
+                read_window_bytes: rng.range(1, 5) as usize * crate::storage::buf::IO_ALIGN,
             });
             dirs.push(super::layout::partition_dir(
                 Path::new(DATA_DIR),

@@ -19,6 +19,7 @@ mod lifecycle;
 mod logging;
 mod messages;
 mod plan;
+mod read_path;
 mod request_of;
 mod sessions;
 mod systemd;

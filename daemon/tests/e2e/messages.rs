@@ -90,6 +90,11 @@ pub fn poll(
     let reply = client
         .call(&request)
         .unwrap_or_else(|error| panic!("poll {stream}/{topic}/{partition}: {error}"));
+    poll_reply(reply)
+}
+
+/// A poll reply's body as the current offset and the messages by offset.
+pub fn poll_reply(reply: &[u8]) -> (u64, Vec<(u64, Vec<u8>)>) {
     // [partition_id u32][current_offset u64][messages_count u32][records]
     assert!(reply.len() >= 16, "poll reply: {reply:?}");
     let current = u64::from_le_bytes(reply[4..12].try_into().expect("8 bytes"));

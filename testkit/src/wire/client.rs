@@ -231,12 +231,19 @@ impl Client {
     /// Sends `request` with this session's header and reads one frame back
     /// (a reply or an eviction), whatever its status.
     pub fn exchange(&mut self, request: &Request) -> Result<&Reply, ClientError> {
+        self.send_only(request)?;
+        self.read_reply()
+    }
+
+    /// Sends `request` with this session's header without reading the
+    /// reply (a test that reads it in its own way, slowly say, from
+    /// [`Self::socket_mut`]).
+    pub fn send_only(&mut self, request: &Request) -> io::Result<()> {
         let frame = request.frame(self.client, self.session, self.next_request);
         if is_replicated(request.operation) {
             self.next_request += 1;
         }
-        self.stream.write_all(&frame)?;
-        self.read_reply()
+        self.stream.write_all(&frame)
     }
 
     fn read_reply(&mut self) -> Result<&Reply, ClientError> {

@@ -114,6 +114,7 @@ fn render_details(frame: &mut Frame, area: Rect, topic: &TopicStats) {
             fmt_bytes(partition.bytes),
             partition.segments.to_string(),
             partition.current_offset.to_string(),
+            fmt_count(partition.consumer_offsets),
         ])
     });
     let table = Table::new(
@@ -125,6 +126,7 @@ fn render_details(frame: &mut Frame, area: Rect, topic: &TopicStats) {
             Constraint::Length(10),
             Constraint::Length(8),
             Constraint::Min(6),
+            Constraint::Length(7),
         ],
     )
     .header(header(&[
@@ -134,6 +136,7 @@ fn render_details(frame: &mut Frame, area: Rect, topic: &TopicStats) {
         "Bytes",
         "Segments",
         "Offset",
+        "Stored",
     ]))
     .block(Block::bordered().title(format!(" Partitions of {name} ")));
     frame.render_widget(table, partitions_area);

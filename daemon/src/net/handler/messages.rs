@@ -9,6 +9,7 @@ use super::{
 use crate::batch::ValidBatch;
 use crate::metadata::permissions::Principal;
 use crate::metadata::{Ident, MetadataError, Stream, Topic};
+use crate::net::reply_budget::ReplyHold;
 use crate::net::session::Session;
 use crate::protocol::codes::Status;
 use crate::protocol::command::{Command, OffsetTarget, PollMessages, SendMessages};
@@ -22,6 +23,7 @@ use crate::shard::context::ShardContext;
 use crate::shard::op::{POLL_HEADROOM, PartitionOp, PollRequest, Reply};
 use crate::shard::partition::PartitionKey;
 use crate::shard::router;
+use crate::storage::SharedSlice;
 use crate::storage::consumer_offsets::{self, ConsumerKey};
 use std::rc::Rc;
 
@@ -162,11 +164,15 @@ pub(crate) async fn poll(
         return Ok(not_yours(request));
     }
     let (key, owner) = partition_key(request.context, stream, topic, partition_id)?;
+    // The reply's records count against this shard's reply budget from
+    // the pump's read until the kernel took them.
+    let mut hold = request.context.net.reserve_reply(request.context.shard);
     let poll_request = PollRequest {
         consumer: Some(consumer),
         strategy: poll.strategy,
         count: poll.count,
         auto_commit: poll.auto_commit,
+        bytes_max: hold.as_ref().map_or(0, ReplyHold::bytes),
     };
     let result = partition_op(request.context, owner, |reply| PartitionOp::Poll {
         key,
@@ -196,7 +202,11 @@ pub(crate) async fn poll(
     let header_size = crate::protocol::limits::HEADER_SIZE;
     assert!(POLL_HEADROOM == header_size + prefix.len());
     frame[header_size..POLL_HEADROOM].copy_from_slice(&prefix);
-    Ok(request.replier.ok_in_place(frame, result.shared))
+    let reply_bytes = frame.len() + result.shared.as_ref().map_or(0, SharedSlice::len);
+    if let Some(hold) = &mut hold {
+        hold.settle(reply_bytes as u64);
+    }
+    Ok(request.replier.ok_in_place(frame, result.shared, hold))
 }
 
 /// A send resolved against the view while the request still borrows its

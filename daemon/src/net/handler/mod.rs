@@ -28,6 +28,7 @@ use crate::metadata::prepare::{PrepareContext, PrepareError, Prepared, prepare};
 use crate::metadata::{
     Applied, Ident, MemberKey, MetadataCommand, MetadataError, MetadataView, Stream, Topic,
 };
+use crate::net::reply_budget::ReplyHold;
 use crate::net::reply_frame::ReplyFrame;
 use crate::protocol::codes::{EvictionReason, Operation, Status};
 use crate::protocol::command::Command;
@@ -75,15 +76,20 @@ impl Replier<'_> {
 
     /// A successful reply whose body follows `HEADER_SIZE` free bytes at
     /// the front of `frame` and ends with `tail` (built in place, without
-    /// copying the body).
-    pub(crate) fn ok_in_place(&self, frame: Vec<u8>, tail: Option<SharedSlice>) -> Outcome {
+    /// copying the body); the frame keeps `hold` until it is sent.
+    pub(crate) fn ok_in_place(
+        &self,
+        frame: Vec<u8>,
+        tail: Option<SharedSlice>,
+        hold: Option<ReplyHold>,
+    ) -> Outcome {
         let header_size = crate::protocol::limits::HEADER_SIZE;
         if frame.len() < header_size {
             return self.status(Status::Error);
         }
         let tail_len = tail.as_ref().map_or(0, SharedSlice::len);
         match encode_reply_in_place(self.header, frame, tail_len, self.session, self.commit) {
-            Some(head) => Outcome::Reply(ReplyFrame::new(head, tail)),
+            Some(head) => Outcome::Reply(ReplyFrame::new(head, tail).holding(hold)),
             None => {
                 // Not expected for the operations that build in place; the
                 // body is copied behind a fresh header instead.

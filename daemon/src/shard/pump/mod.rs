@@ -126,6 +126,9 @@ pub struct PumpCounters {
     pub writes: u64,
     /// Polls parked while their disk read was in flight.
     pub polls_parked: u64,
+    /// Consumer offsets refused because their partition held
+    /// `limits.max_consumer_offsets_per_partition` already.
+    pub offsets_refused: u64,
 }
 
 /// A poll whose read waits for the disk: answered when the read is done.
@@ -151,6 +154,11 @@ pub struct PumpStorage {
     pub pool: BufferPool,
     /// Where this shard's trash starts (from start-up reconciliation).
     pub trash: TrashStart,
+    /// `limits.max_consumer_offsets_per_partition`.
+    pub consumer_offsets_max: usize,
+    /// Bytes of a read window (`limits::READ_WINDOW_BYTES`; small in the
+    /// simulations).
+    pub read_window_bytes: usize,
 }
 
 pub struct Pump<I: StorageIo + Clone + 'static> {
@@ -338,7 +346,8 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         }
         let dir = key.dir(&self.storage.data_dir);
         let config = PartitionConfig::new(u64::from(key.partition), settings.segment_size_bytes)
-            .with_access(self.storage.access);
+            .with_access(self.storage.access)
+            .with_read_window(self.storage.read_window_bytes);
         let log = PartitionLog::open(
             self.io.clone(),
             &dir,
@@ -679,6 +688,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         key: PartitionKey,
         request: PollRequest,
     ) -> Result<(PollResult, Option<Durability>), PumpError> {
+        if request.auto_commit
+            && let Some(consumer) = request.consumer
+        {
+            self.admit_offset(key, consumer)?;
+        }
         let partition = self.partition(key)?;
         let highest_visible = match partition.settings.durability {
             Durability::Persisted => partition.log.durable_offset(),
@@ -693,7 +707,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         if request.count == 0 {
             return Ok((empty, None));
         }
-        let cap = crate::limits::READ_BYTES_MAX_DEFAULT;
+        let cap = request.bytes_max;
         let start = match request.strategy {
             PollingStrategy::Offset(offset) => offset.max(first),
             PollingStrategy::First => first,
@@ -743,12 +757,27 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         Ok((result, stored))
     }
 
+    /// Whether `consumer` may store an offset in partition `key`: it has
+    /// one already, or the partition holds fewer than
+    /// `limits.max_consumer_offsets_per_partition` (a client allowed to
+    /// poll could otherwise make it hold one per name it invents).
+    fn admit_offset(&mut self, key: PartitionKey, consumer: ConsumerKey) -> Result<(), PumpError> {
+        let max = self.storage.consumer_offsets_max;
+        let partition = self.partition(key)?;
+        if partition.offsets.get(consumer).is_some() || partition.offsets.len() < max {
+            return Ok(());
+        }
+        self.counters.offsets_refused += 1;
+        Err(PumpError::TooManyConsumerOffsets { max })
+    }
+
     async fn store_offset(
         &mut self,
         key: PartitionKey,
         consumer: ConsumerKey,
         offset: u64,
     ) -> Result<Durability, PumpError> {
+        self.admit_offset(key, consumer)?;
         let partition = self.partition(key)?;
         let written = partition.log.written_offset();
         if written.is_none_or(|highest| offset > highest) {

@@ -26,6 +26,8 @@ fn storage() -> PumpStorage {
         access: Access::Direct,
         pool: BufferPool::new(1 << 20),
         trash: TrashStart::default(),
+        consumer_offsets_max: 3,
+        read_window_bytes: crate::limits::READ_WINDOW_BYTES,
     }
 }
 
@@ -64,6 +66,7 @@ fn poll(pump: &mut Pump<SimIo>, strategy: PollingStrategy, auto_commit: bool) ->
         strategy,
         count: 100,
         auto_commit,
+        bytes_max: u64::MAX,
     };
     block_on(async {
         pump.apply(PartitionOp::Poll {
@@ -105,6 +108,7 @@ fn persisted_acks_wait_for_one_shared_fsync_and_reads_see_only_durable_data() {
         strategy: PollingStrategy::First,
         count: 100,
         auto_commit: false,
+        bytes_max: u64::MAX,
     };
     block_on(pump.apply(PartitionOp::Poll {
         key: KEY,
@@ -258,6 +262,86 @@ fn next_polling_with_auto_commit_and_offset_rules() {
         answer.try_recv().unwrap().unwrap_err().status(),
         Status::ConsumerOffsetNotFound
     );
+}
+
+/// Stores `offset` for consumer `id` and commits; the answer's status.
+fn store_for(pump: &mut Pump<SimIo>, id: u32, offset: u64) -> Result<(), Status> {
+    let (reply, answer) = channel();
+    let consumer = ConsumerKey {
+        kind: ConsumerKind::Consumer,
+        id,
+    };
+    block_on(async {
+        pump.apply(PartitionOp::StoreOffset {
+            key: KEY,
+            consumer,
+            offset,
+            reply,
+        })
+        .await;
+        pump.commit().await;
+    });
+    answer
+        .try_recv()
+        .expect("answered")
+        .map(drop)
+        .map_err(|error| error.status())
+}
+
+// Proves the per-partition bound on stored consumer offsets
+// (`limits.max_consumer_offsets_per_partition`, 3 in these tests): a
+// fourth consumer is refused with TooManyConsumerOffsets (also by an
+// auto-committing poll, which then returns nothing), consumers that have
+// one may still move it, and a deleted one makes room; refusals counted.
+#[test]
+fn consumer_offsets_per_partition_are_bounded() {
+    let io = SimIo::new(5);
+    let mut pump = pump(&io, Durability::Replicated);
+    append_committed(&mut pump, KEY, 4);
+    for id in 1..=3 {
+        assert_eq!(store_for(&mut pump, id, 1), Ok(()));
+    }
+    assert_eq!(
+        store_for(&mut pump, 4, 1),
+        Err(Status::TooManyConsumerOffsets)
+    );
+    assert_eq!(store_for(&mut pump, 2, 3), Ok(()), "an existing one moves");
+    let (reply, answer) = channel();
+    let request = PollRequest {
+        consumer: Some(ConsumerKey {
+            kind: ConsumerKind::Consumer,
+            id: 9,
+        }),
+        strategy: PollingStrategy::First,
+        count: 10,
+        auto_commit: true,
+        bytes_max: u64::MAX,
+    };
+    block_on(pump.apply(PartitionOp::Poll {
+        key: KEY,
+        request,
+        reply,
+    }));
+    assert_eq!(
+        answer.try_recv().expect("answered").unwrap_err().status(),
+        Status::TooManyConsumerOffsets
+    );
+    assert_eq!(pump.counters.offsets_refused, 2);
+    let (reply, answer) = channel();
+    block_on(async {
+        pump.apply(PartitionOp::DeleteOffset {
+            key: KEY,
+            consumer: ConsumerKey {
+                kind: ConsumerKind::Consumer,
+                id: 1,
+            },
+            reply,
+        })
+        .await;
+        pump.commit().await;
+    });
+    answer.try_recv().expect("answered").expect("deleted");
+    assert_eq!(store_for(&mut pump, 4, 1), Ok(()), "room again");
 }
 
 // Proves purge deletes messages and offsets and restarts offsets at 0,
@@ -512,6 +596,7 @@ fn remove_then_create_with_the_same_ids_serves_nothing_old() {
         strategy: PollingStrategy::Offset(0),
         count: 100,
         auto_commit: false,
+        bytes_max: u64::MAX,
     };
     let polled = answer_of(&mut pump, |reply| PartitionOp::Poll {
         key: recreated,
@@ -628,6 +713,7 @@ fn a_poll_waiting_for_the_disk_is_parked_while_other_partitions_go_on() {
         strategy: PollingStrategy::First,
         count: 100,
         auto_commit: true,
+        bytes_max: u64::MAX,
     };
     block_on(pump.apply(PartitionOp::Poll {
         key: KEY,

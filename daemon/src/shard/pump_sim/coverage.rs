@@ -11,6 +11,10 @@ pub(super) struct Coverage {
     pub(super) polls_auto_commit: u64,
     /// Polls that met a disk read in flight and were parked, then resumed.
     pub(super) polls_parked: u64,
+    /// Polls whose byte cap ended the answer early.
+    pub(super) polls_capped: u64,
+    /// Answers held back while the pump went on, then found unchanged.
+    pub(super) replies_held: u64,
     pub(super) offset_ops: u64,
     pub(super) flushes: u64,
     pub(super) flush_ticks: u64,
@@ -47,6 +51,8 @@ impl Coverage {
         self.polls += other.polls;
         self.polls_auto_commit += other.polls_auto_commit;
         self.polls_parked += other.polls_parked;
+        self.polls_capped += other.polls_capped;
+        self.replies_held += other.replies_held;
         self.offset_ops += other.offset_ops;
         self.flushes += other.flushes;
         self.flush_ticks += other.flush_ticks;

@@ -61,6 +61,7 @@
 mod coverage;
 mod deletion;
 mod model;
+mod reads;
 mod settle;
 
 use super::partition::{Durability, PartitionKey, PartitionSettings};
@@ -187,6 +188,8 @@ struct Parked {
 struct ExpectedPoll {
     current_offset: u64,
     messages: Vec<Message>,
+    /// The poll's byte cap: below `u64::MAX` the answer may be a prefix.
+    bytes_max: u64,
 }
 
 struct Sim {
@@ -213,6 +216,10 @@ struct Sim {
     batches: BatchGenerator,
     /// A full disk is being simulated: `NoSpace` refusals are expected.
     disk_full: bool,
+    /// Bytes of the pumps' read windows (small, so polls span them).
+    read_window_bytes: usize,
+    /// Poll answers held back like replies still being sent.
+    held: Vec<reads::HeldReply>,
     coverage: Coverage,
 }
 
@@ -261,6 +268,7 @@ impl Sim {
             Access::Buffered
         };
         let shards = rng.range(1, 2) as usize;
+        let read_window_bytes = rng.range(1, 4) as usize * crate::storage::buf::IO_ALIGN;
         let partitions = rng.range(2, 4);
         let mut parts = Vec::new();
         for partition in 0..partitions {
@@ -290,6 +298,8 @@ impl Sim {
             trash_start: Default::default(),
             batches: BatchGenerator::new(BATCH_SHAPE),
             disk_full: false,
+            read_window_bytes,
+            held: Vec::new(),
             coverage: Coverage::default(),
         };
         sim.reconcile();
@@ -317,6 +327,8 @@ impl Sim {
                     Vec::new()
                 },
             },
+            consumer_offsets_max: usize::MAX,
+            read_window_bytes: self.read_window_bytes,
         };
         Pump::new(self.io.clone(), clock, storage)
     }
@@ -442,169 +454,6 @@ impl Sim {
             ack,
             answer,
         });
-    }
-
-    fn random_strategy(&mut self, part: usize) -> PollingStrategy {
-        let model = &self.parts[part];
-        match self.rng.below(5) {
-            0 => {
-                let low = model.first_offset().saturating_sub(3);
-                PollingStrategy::Offset(self.rng.range(low, model.next_offset() + 3))
-            }
-            1 => {
-                let (low, high) = match (model.messages.first(), model.messages.last()) {
-                    (Some(first), Some(last)) => (first.timestamp - 10, last.timestamp + 10),
-                    _ => (0, 10),
-                };
-                PollingStrategy::Timestamp(self.rng.range(low, high))
-            }
-            2 => PollingStrategy::First,
-            3 => PollingStrategy::Last,
-            _ => PollingStrategy::Next,
-        }
-    }
-
-    /// What the pump must answer to `request` right now.
-    fn expected_poll(&self, part: usize, request: &PollRequest) -> ExpectedPoll {
-        let model = &self.parts[part];
-        let visible_next = model.visible_next_offset();
-        let current_offset = visible_next.saturating_sub(1);
-        let empty = ExpectedPoll {
-            current_offset,
-            messages: Vec::new(),
-        };
-        let first = model.first_offset();
-        if visible_next == 0 || visible_next - 1 < first || request.count == 0 {
-            return empty;
-        }
-        let highest = visible_next - 1;
-        let start = match request.strategy {
-            PollingStrategy::Offset(offset) => offset.max(first),
-            PollingStrategy::First => first,
-            PollingStrategy::Last => (highest + 1)
-                .saturating_sub(u64::from(request.count))
-                .max(first),
-            PollingStrategy::Next => request
-                .consumer
-                .and_then(|consumer| model.offsets.get(&consumer))
-                .map_or(0, |stored| stored + 1)
-                .max(first),
-            PollingStrategy::Timestamp(timestamp) => {
-                match model
-                    .written_messages_list()
-                    .iter()
-                    .find(|message| message.timestamp >= timestamp)
-                {
-                    Some(message) => message.offset,
-                    None => return empty,
-                }
-            }
-        };
-        if start > highest {
-            return empty;
-        }
-        let count = u64::from(request.count).min(highest - start + 1);
-        ExpectedPoll {
-            current_offset,
-            messages: model.messages_from(start, count),
-        }
-    }
-
-    fn check_poll(&self, part: usize, result: &PollResult, expected: &ExpectedPoll) {
-        let key = self.parts[part].key;
-        let got = decode_messages(&result.records(), u64::from(key.partition));
-        assert_eq!(
-            result.current_offset, expected.current_offset,
-            "seed {}: poll of {key}: current offset",
-            self.seed
-        );
-        assert_eq!(result.message_count as usize, got.len());
-        assert_eq!(
-            got.len(),
-            expected.messages.len(),
-            "seed {}: poll of {key}: got offsets {:?}, expected {:?}",
-            self.seed,
-            got.iter().map(|m| m.offset).collect::<Vec<_>>(),
-            expected
-                .messages
-                .iter()
-                .map(|m| m.offset)
-                .collect::<Vec<_>>()
-        );
-        for (got, expected) in got.iter().zip(&expected.messages) {
-            assert_eq!(
-                got, expected,
-                "seed {}: poll of {key}: message {} differs",
-                self.seed, expected.offset
-            );
-        }
-    }
-
-    fn poll(&mut self, part: usize) {
-        let strategy = self.random_strategy(part);
-        let count = match self.rng.below(4) {
-            0 => 0,
-            1 => 1,
-            2 => self.rng.range(2, 20) as u32,
-            _ => self.rng.range(20, 2_000) as u32,
-        };
-        let consumer = (!self.rng.chance(1, 6))
-            .then(|| CONSUMERS[self.rng.below(CONSUMERS.len() as u64) as usize]);
-        let auto_commit = self.rng.chance(1, 3);
-        let request = PollRequest {
-            consumer,
-            strategy,
-            count,
-            auto_commit,
-        };
-        let expected = self.expected_poll(part, &request);
-        let (reply, answer) = channel();
-        let key = self.parts[part].key;
-        // Now and then the disk holds its reads: a poll that needs one is
-        // parked, then answered once the reads complete.
-        let hold_reads = self.rng.chance(1, 4);
-        self.io.hold_reads(hold_reads);
-        let pump = &mut self.pumps[self.parts[part].shard];
-        let parked_before = pump.counters.polls_parked;
-        block_on(pump.apply(PartitionOp::Poll {
-            key,
-            request,
-            reply,
-        }));
-        if hold_reads {
-            self.io.hold_reads(false);
-            block_on(pump.finish_parked());
-        }
-        self.coverage.polls_parked += pump.counters.polls_parked - parked_before;
-        self.coverage.polls += 1;
-        let stores = match (auto_commit, consumer, expected.messages.last()) {
-            (true, Some(consumer), Some(last)) => Some((consumer, last.offset)),
-            _ => None,
-        };
-        let model = &mut self.parts[part];
-        let offsets_persisted = model.settings.offset_durability == Durability::Persisted;
-        match (answer.try_recv(), stores) {
-            (Ok(Err(error)), Some(_)) if self.disk_full && is_no_space(&error) => {
-                self.coverage.offset_stores_refused_no_space += 1;
-            }
-            (Ok(Ok(result)), None) => self.check_poll(part, &result, &expected),
-            (Ok(Ok(result)), Some((consumer, offset))) if !offsets_persisted => {
-                model.store_offset(consumer, Some(offset));
-                self.coverage.polls_auto_commit += 1;
-                self.check_poll(part, &result, &expected);
-            }
-            (Err(flume::TryRecvError::Empty), Some((consumer, offset))) if offsets_persisted => {
-                model.store_offset(consumer, Some(offset));
-                model.offsets_sync_requested = true;
-                self.coverage.polls_auto_commit += 1;
-                self.park(Waiting::Poll {
-                    part,
-                    expected,
-                    answer,
-                });
-            }
-            (other, _) => self.fail(format!("poll of {key}: unexpected {other:?}")),
-        }
     }
 
     fn get_offset(&mut self, part: usize) {
@@ -882,6 +731,7 @@ fn run_seed(seed: u64) -> Sim {
     }
     let power_loss = sim.rng.chance(1, 2);
     sim.restart(power_loss);
+    sim.release_held();
     sim.empty_trash();
     sim
 }
@@ -901,6 +751,8 @@ fn pump_simulation() {
         assert!(coverage.appends_refused_no_space > 0);
         assert!(coverage.polls_auto_commit > 0);
         assert!(coverage.polls_parked > 0);
+        assert!(coverage.polls_capped > 0);
+        assert!(coverage.replies_held > 0);
         assert!(coverage.rotations > 0);
         assert!(coverage.segments_expired > 0);
         assert!(coverage.segments_deleted > 0);

@@ -397,6 +397,8 @@ impl Sim {
             self.coverage.torn_files += self.io.stats().torn_files - torn_before;
             self.coverage.power_losses += 1;
         }
+        // Replies still being sent outlive their shard's pump.
+        self.release_held();
         self.reconcile();
         for shard in 0..self.shards {
             let pump = self.new_pump(shard);
@@ -588,6 +590,7 @@ impl Sim {
             strategy: PollingStrategy::First,
             count: u32::MAX,
             auto_commit: false,
+            bytes_max: u64::MAX,
         };
         let expected = self.expected_poll(part, &request);
         let (reply, answer) = channel();
