@@ -231,6 +231,22 @@ impl Connection {
         self.client.send_prepared(frame)
     }
 
+    /// Sends a poll of `count` messages of `target` from `offset` (as
+    /// consumer 1) and does not read the reply: a client that asked for a
+    /// lot and stopped reading (the stalled-readers scenario).
+    pub fn send_poll_only(&mut self, target: &PollTarget, offset: u64, count: u32) -> Result<()> {
+        let request = Request::poll_messages(
+            Consumer::Single(Identifier::Numeric(1)),
+            Identifier::Numeric(target.stream),
+            Identifier::Numeric(target.topic),
+            Some(target.partition),
+            PollingStrategy::offset(offset),
+            count,
+            false,
+        );
+        Ok(self.client.send_only(&request)?)
+    }
+
     /// Polls `count` messages of `partition` and returns
     /// `(messages, reply body bytes)`. `group` polls as that consumer group
     /// with `Next` + auto-commit; otherwise as consumer 1 from `offset`.

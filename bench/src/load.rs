@@ -733,6 +733,107 @@ pub fn describe(runs_json: &Value) -> String {
 /// Idle memory with many partitions: reads the daemon's `VmRSS`, creates a
 /// stream with one topic of `partitions` partitions, waits `settle`, reads
 /// `VmRSS` again, then deletes the stream (unless `keep_data`).
+/// The stalled-readers scenario: fills one partition per shard-sized
+/// slice of `config.partitions` with `fill_bytes` of messages, then opens
+/// `readers` connections that each ask for `poll_bytes` and never read
+/// their replies, and reads the server's RSS before and after (after
+/// `settle`), then times one more client's poll while they stall. What
+/// `limits.max_poll_reply_bytes_in_flight` bounds.
+pub fn stalled_readers(
+    config: &LoadConfig,
+    pid: u32,
+    settle: Duration,
+    readers: usize,
+    fill_bytes: u64,
+    poll_bytes: u64,
+) -> Result<(Vec<Row>, Value), String> {
+    let read = || status_kib(pid, "VmRSS").ok_or_else(|| format!("cannot read /proc/{pid}/status"));
+    let mut admin =
+        Connection::connect(config.address, &config.username, &config.password).map_err(err)?;
+    let name = format!("{}-stalled", config.name);
+    admin.delete_stream_named(&name).map_err(err)?;
+    let stream = admin.create_stream(&name).map_err(err)?;
+    let partitions = config.partitions.max(1);
+    let topic = admin
+        .create_topic(stream, "bench", partitions, Durability::Replicated)
+        .map_err(err)?;
+    let batch = producer_batch(config.messages_per_batch, config.message_size, 7);
+    let batch_bytes = (config.messages_per_batch as usize * config.message_size) as u64;
+    let mut sent = 0u64;
+    let mut partition = 0;
+    while sent < fill_bytes {
+        let mut frame =
+            admin.send_frame(stream, topic, partition, &batch, config.messages_per_batch);
+        admin.send(&mut frame).map_err(err)?;
+        sent += batch_bytes;
+        partition = (partition + 1) % partitions;
+    }
+    std::thread::sleep(settle);
+    let before = read()?;
+    let count = u32::try_from(poll_bytes / config.message_size.max(1) as u64).unwrap_or(u32::MAX);
+    let mut stalled = Vec::with_capacity(readers);
+    for reader in 0..readers {
+        let mut connection =
+            Connection::connect(config.address, &config.username, &config.password).map_err(err)?;
+        let target = PollTarget {
+            stream,
+            topic,
+            partition: reader as u32 % partitions,
+            group: None,
+        };
+        connection.send_poll_only(&target, 0, count).map_err(err)?;
+        stalled.push(connection);
+    }
+    std::thread::sleep(settle);
+    let after = read()?;
+    let mut late =
+        Connection::connect(config.address, &config.username, &config.password).map_err(err)?;
+    let target = PollTarget {
+        stream,
+        topic,
+        partition: 0,
+        group: None,
+    };
+    let started = Instant::now();
+    let (messages, _) = late
+        .poll(&target, 0, config.messages_per_batch)
+        .map_err(err)?;
+    let late_ms = started.elapsed().as_secs_f64() * 1000.0;
+    drop(stalled);
+    if !config.keep_data {
+        admin.delete_stream(stream).map_err(err)?;
+    }
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let rows = vec![
+        Row {
+            name: format!("RSS with {readers} readers stalled on {poll_bytes} B polls"),
+            value: mib(after),
+            baseline_name: "RSS before".into(),
+            baseline: Some(mib(before)),
+            unit: "MiB".into(),
+            higher_is_better: false,
+            target: Target::None,
+            samples: vec![mib(after)],
+        },
+        Row {
+            name: "a poll while they stall".into(),
+            value: late_ms,
+            baseline_name: String::new(),
+            baseline: None,
+            unit: "ms".into(),
+            higher_is_better: false,
+            target: Target::None,
+            samples: vec![late_ms],
+        },
+    ];
+    let json = json!({
+        "readers": readers, "fill_bytes": fill_bytes, "poll_bytes": poll_bytes,
+        "rss_before_kib": before, "rss_after_kib": after, "late_poll_ms": late_ms,
+        "late_poll_messages": messages,
+    });
+    Ok((rows, json))
+}
+
 pub fn idle_rss(
     config: &LoadConfig,
     pid: u32,

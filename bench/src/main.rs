@@ -66,7 +66,18 @@ struct Args {
     /// Measure idle RSS with --partitions partitions (needs --daemon-pid or --spawn).
     #[arg(long)]
     idle_rss: bool,
-    /// PID of the server, for --idle-rss.
+    /// Open this many connections that each poll --stalled-poll-mb and never
+    /// read the reply; report the server's RSS before and after (needs
+    /// --daemon-pid or --spawn).
+    #[arg(long)]
+    stalled_readers: Option<usize>,
+    /// MB of messages the stalled-readers scenario stores first.
+    #[arg(long, default_value_t = 600)]
+    stalled_fill_mb: u64,
+    /// MB each stalled reader asks for.
+    #[arg(long, default_value_t = 300)]
+    stalled_poll_mb: u64,
+    /// PID of the server, for --idle-rss and --stalled-readers.
     #[arg(long)]
     daemon_pid: Option<u32>,
     #[arg(long, default_value_t = 2)]
@@ -375,6 +386,19 @@ fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
         rows.extend(rss_rows);
         json_parts.insert("idle_rss".into(), rss_json);
     }
+    if let Some(readers) = args.stalled_readers {
+        let pid = pid.ok_or("--stalled-readers needs --daemon-pid or --spawn")?;
+        let (stalled_rows, stalled_json) = load::stalled_readers(
+            &base,
+            pid,
+            settle,
+            readers,
+            args.stalled_fill_mb * 1_000_000,
+            args.stalled_poll_mb * 1_000_000,
+        )?;
+        rows.extend(stalled_rows);
+        json_parts.insert("stalled_readers".into(), stalled_json);
+    }
 
     if args.guard {
         for ((name, config), row_suffix, floor) in guard_scenarios(&base) {
@@ -442,7 +466,7 @@ fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
                 ..producers
             },
         )?;
-    } else if !args.idle_rss && !args.scaling && !args.guard {
+    } else if !args.idle_rss && !args.scaling && !args.guard && args.stalled_readers.is_none() {
         scenario(&args.name, base)?;
     }
     if let Some(daemon) = spawned.as_mut() {

@@ -96,6 +96,8 @@ fn pump(data_dir: PathBuf, access: Access) -> Pump<MonoioIo> {
             access,
             pool: BufferPool::new(32 * 1024 * 1024),
             trash: Default::default(),
+            consumer_offsets_max: iggyd::limits::CONSUMER_OFFSETS_PER_PARTITION as usize,
+            read_window_bytes: iggyd::limits::READ_WINDOW_BYTES,
         },
     )
 }
@@ -378,6 +380,7 @@ fn read_scenario(data_dir: &Path, poll_count: u32, access: Access) -> Result<(u6
                     strategy: PollingStrategy::Offset(offset),
                     count: poll_count,
                     auto_commit: false,
+                    bytes_max: iggyd::limits::POLL_REPLY_BYTES,
                 },
                 reply,
             })
