@@ -8,14 +8,14 @@
 # daemon/fuzz/artifacts/<target>/; reproduce with
 #   cd daemon && cargo +nightly fuzz run --target-dir ../target/fuzz <target> <artifact>
 #
-# Usage: scripts/fuzz-smoke.sh [TARGET...]   (default: all five)
+# Usage: scripts/fuzz-smoke.sh [TARGET...]   (default: all six)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 seconds=${FUZZ_SECONDS:-20}
 targets=("$@")
 if [[ ${#targets[@]} -eq 0 ]]; then
-  targets=(frame_decode command_decode roundtrip batch_validate segment_recovery)
+  targets=(frame_decode command_decode roundtrip batch_validate segment_recovery poll_reads)
 fi
 
 export PATH="$root/target/tools/bin:$PATH"
@@ -35,7 +35,7 @@ fi
 # Seeds: whole frames for the frame and command decoders, the batch record
 # of each SendMessages frame for the batch validator.
 corpus=$root/daemon/fuzz/corpus
-mkdir -p "$corpus"/{frame_decode,command_decode,roundtrip,batch_validate,segment_recovery}
+mkdir -p "$corpus"/{frame_decode,command_decode,roundtrip,batch_validate,segment_recovery,poll_reads}
 cp daemon/tests/golden/frames/*.bin "$corpus/frame_decode/"
 cp daemon/tests/golden/frames/*.bin "$corpus/command_decode/"
 python3 - "$root/daemon/tests/golden/frames" "$corpus/batch_validate" <<'PY'
