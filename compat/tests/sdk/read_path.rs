@@ -511,3 +511,62 @@ async fn polls_stay_exact_while_appends_retention_and_purges_run() {
     eprintln!("{started_late} of 150 polls began after retention took their start");
     daemon.assert_clean_log();
 }
+
+/// Proves a batch of sixteen 4 MB messages (61 MiB, close to the 64 MiB
+/// frame) is accepted and then served exactly, whole and message by
+/// message, three times (the landed daemon aborted on it).
+#[tokio::test]
+async fn a_batch_near_the_frame_limit_polls_back_exactly() {
+    let daemon = SdkDaemon::start();
+    let client = daemon.root_client().await;
+    stream_with_topic(&client, "s", "t", 1).await;
+    const LEN: usize = 4_000_000;
+    let tag = 11;
+    let batch = (0..16)
+        .map(|offset| IggyMessage::from(stamped(tag, offset, LEN)))
+        .collect();
+    send_to(&client, "s", "t", 0, batch).await;
+    let len_of = |_| LEN;
+    let consumer = Consumer::new(named("big-batch"));
+    for round in 0..3 {
+        let whole = poll(
+            &client,
+            "s",
+            "t",
+            0,
+            &consumer,
+            PollingStrategy::first(),
+            16,
+            false,
+        )
+        .await;
+        check_polled(
+            &whole,
+            tag,
+            0,
+            16,
+            &len_of,
+            &format!("round {round}: the batch"),
+        );
+        let one = poll(
+            &client,
+            "s",
+            "t",
+            0,
+            &consumer,
+            PollingStrategy::offset(7),
+            1,
+            false,
+        )
+        .await;
+        check_polled(
+            &one,
+            tag,
+            7,
+            1,
+            &len_of,
+            &format!("round {round}: message 7"),
+        );
+    }
+    daemon.assert_clean_log();
+}
