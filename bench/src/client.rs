@@ -231,6 +231,25 @@ impl Connection {
         self.client.send_prepared(frame)
     }
 
+    /// Stores `offset` for the consumer named `name` on `target`'s
+    /// partition (the consumer-offsets scenario).
+    pub fn store_named_offset(
+        &mut self,
+        target: &PollTarget,
+        name: &str,
+        offset: u64,
+    ) -> Result<()> {
+        let request = Request::store_consumer_offset(
+            Consumer::Single(Identifier::Name(name)),
+            Identifier::Numeric(target.stream),
+            Identifier::Numeric(target.topic),
+            Some(target.partition),
+            offset,
+            0,
+        );
+        self.client.call(&request).map(drop)
+    }
+
     /// Sends a poll of `count` messages of `target` from `offset` (as
     /// consumer 1) and does not read the reply: a client that asked for a
     /// lot and stopped reading (the stalled-readers scenario).

@@ -834,6 +834,65 @@ pub fn stalled_readers(
     Ok((rows, json))
 }
 
+/// The consumer-offsets scenario: one partition with a message, then
+/// `count` consumers with names of their own store an offset in it (what a
+/// client allowed to poll can do); the server's RSS before and after, per
+/// stored offset. `limits.max_consumer_offsets_per_partition` must be at
+/// least `count` for all to be stored.
+pub fn consumer_offsets(
+    config: &LoadConfig,
+    pid: u32,
+    settle: Duration,
+    count: u64,
+) -> Result<(Vec<Row>, Value), String> {
+    let read = || status_kib(pid, "VmRSS").ok_or_else(|| format!("cannot read /proc/{pid}/status"));
+    let mut admin =
+        Connection::connect(config.address, &config.username, &config.password).map_err(err)?;
+    let name = format!("{}-offsets", config.name);
+    admin.delete_stream_named(&name).map_err(err)?;
+    let stream = admin.create_stream(&name).map_err(err)?;
+    let topic = admin
+        .create_topic(stream, "bench", 1, Durability::Replicated)
+        .map_err(err)?;
+    let batch = producer_batch(1, 10, 1);
+    let mut frame = admin.send_frame(stream, topic, 0, &batch, 1);
+    admin.send(&mut frame).map_err(err)?;
+    let target = PollTarget {
+        stream,
+        topic,
+        partition: 0,
+        group: None,
+    };
+    std::thread::sleep(settle);
+    let before = read()?;
+    for consumer in 0..count {
+        admin
+            .store_named_offset(&target, &format!("consumer-{consumer:08}"), 0)
+            .map_err(err)?;
+    }
+    std::thread::sleep(settle);
+    let after = read()?;
+    if !config.keep_data {
+        admin.delete_stream(stream).map_err(err)?;
+    }
+    let per_offset = after.saturating_sub(before) as f64 * 1024.0 / count.max(1) as f64;
+    let rows = vec![Row {
+        name: format!("RSS growth per stored consumer offset ({count})"),
+        value: per_offset,
+        baseline_name: String::new(),
+        baseline: None,
+        unit: "B".into(),
+        higher_is_better: false,
+        target: Target::None,
+        samples: vec![per_offset],
+    }];
+    let json = json!({
+        "count": count, "rss_before_kib": before, "rss_after_kib": after,
+        "bytes_per_offset": per_offset,
+    });
+    Ok((rows, json))
+}
+
 pub fn idle_rss(
     config: &LoadConfig,
     pid: u32,

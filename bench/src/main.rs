@@ -77,7 +77,13 @@ struct Args {
     /// MB each stalled reader asks for.
     #[arg(long, default_value_t = 300)]
     stalled_poll_mb: u64,
-    /// PID of the server, for --idle-rss and --stalled-readers.
+    /// Store offsets for this many consumers named one by one in one
+    /// partition; report the server's RSS growth per offset (needs
+    /// --daemon-pid or --spawn).
+    #[arg(long)]
+    consumer_offsets: Option<u64>,
+    /// PID of the server, for --idle-rss, --stalled-readers and
+    /// --consumer-offsets.
     #[arg(long)]
     daemon_pid: Option<u32>,
     #[arg(long, default_value_t = 2)]
@@ -386,6 +392,12 @@ fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
         rows.extend(rss_rows);
         json_parts.insert("idle_rss".into(), rss_json);
     }
+    if let Some(count) = args.consumer_offsets {
+        let pid = pid.ok_or("--consumer-offsets needs --daemon-pid or --spawn")?;
+        let (offset_rows, offset_json) = load::consumer_offsets(&base, pid, settle, count)?;
+        rows.extend(offset_rows);
+        json_parts.insert("consumer_offsets".into(), offset_json);
+    }
     if let Some(readers) = args.stalled_readers {
         let pid = pid.ok_or("--stalled-readers needs --daemon-pid or --spawn")?;
         let (stalled_rows, stalled_json) = load::stalled_readers(
@@ -466,7 +478,12 @@ fn run(args: &Args) -> Result<(Vec<Row>, Value, String), String> {
                 ..producers
             },
         )?;
-    } else if !args.idle_rss && !args.scaling && !args.guard && args.stalled_readers.is_none() {
+    } else if !args.idle_rss
+        && !args.scaling
+        && !args.guard
+        && args.stalled_readers.is_none()
+        && args.consumer_offsets.is_none()
+    {
         scenario(&args.name, base)?;
     }
     if let Some(daemon) = spawned.as_mut() {
