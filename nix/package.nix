@@ -24,6 +24,9 @@ rustPlatform.buildRustPackage {
     fileset = lib.fileset.unions [
       ../Cargo.toml
       ../Cargo.lock
+      ../wire
+      ../storage
+      ../metadata
       ../daemon
       ../admin-api
       ../testkit

@@ -18,12 +18,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use iggyd::batch::{MessageSpec, encode_producer_batch};
-pub use iggyd::metadata::Durability;
+pub use iggyd_metadata::Durability;
 use iggyd_testkit::wire::{
     Client, Consumer, Identifier, OptionEntry, Partitioning, PollingStrategy, Request,
 };
 pub use iggyd_testkit::wire::{ClientError, SendFrame};
+use iggyd_wire::batch::{MessageSpec, encode_producer_batch};
 
 pub type Result<T> = std::result::Result<T, ClientError>;
 

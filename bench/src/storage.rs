@@ -23,14 +23,14 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use iggyd::batch::ValidBatch;
-use iggyd::protocol::primitives::PollingStrategy;
 use iggyd::shard::op::{PartitionOp, PollRequest};
 use iggyd::shard::partition::{Durability, PartitionKey, PartitionSettings};
 use iggyd::shard::pump::{Pump, PumpStorage};
-use iggyd::storage::{
+use iggyd_storage::{
     Access, BufferPool, MonoioIo, OpenMode, PartitionConfig, PartitionLog, StorageIo, SystemClock,
 };
+use iggyd_wire::batch::ValidBatch;
+use iggyd_wire::protocol::primitives::PollingStrategy;
 use serde_json::{Value, json};
 
 use crate::client::producer_batch;
@@ -97,7 +97,7 @@ fn pump(data_dir: PathBuf, access: Access) -> Pump<MonoioIo> {
             pool: BufferPool::new(32 * 1024 * 1024),
             trash: Default::default(),
             consumer_offsets_max: iggyd::limits::CONSUMER_OFFSETS_PER_PARTITION as usize,
-            read_window_bytes: iggyd::limits::READ_WINDOW_BYTES,
+            read_window_bytes: iggyd::limits::storage::READ_WINDOW_BYTES,
         },
     )
 }

@@ -9,15 +9,15 @@ use crate::config::{Config, Sources};
 use crate::control::metrics_server::{self, MetricsAuth};
 use crate::error::BootError;
 use crate::logging::LogHandle;
-use crate::metadata::MetadataStore;
-use crate::metadata::auth::HashCost;
-use crate::metadata::bootstrap::{RootPassword, bootstrap_root};
-use crate::metadata::io::StdIo;
 use crate::net::listener;
 use crate::supervisor::{self, Launch, Reload};
 use crate::topology::{self, PlanEnv, ShardPlan};
 use crate::{logging, preflight, systemd};
 use clap::{Parser, Subcommand};
+use iggyd_metadata::MetadataStore;
+use iggyd_metadata::auth::HashCost;
+use iggyd_metadata::bootstrap::{RootPassword, bootstrap_root};
+use iggyd_metadata::io::StdIo;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -276,15 +276,15 @@ fn run(
 /// short-lived runtime on this thread.
 fn reconcile_data_dir(
     data_dir: &std::path::Path,
-    metadata: &crate::metadata::Metadata,
-) -> Result<crate::storage::trash::TrashStart, BootError> {
+    metadata: &iggyd_metadata::Metadata,
+) -> Result<iggyd_storage::trash::TrashStart, BootError> {
     let listed = metadata.storage_ids();
     let mut runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
         .build()
         .map_err(|error| BootError::Runtime(format!("start-up runtime: {error}")))?;
     let reconciled = runtime
-        .block_on(crate::storage::layout::reconcile(
-            &crate::storage::MonoioIo,
+        .block_on(iggyd_storage::layout::reconcile(
+            &iggyd_storage::MonoioIo,
             data_dir,
             &listed,
         ))
@@ -338,12 +338,12 @@ fn open_metadata(config: &Config) -> Result<MetadataStore<StdIo>, BootError> {
     )
     .map_err(|error| BootError::Runtime(format!("creating the root user: {error}")))?;
     let limits = &config.limits;
-    store.set_admission(crate::metadata::admission::Admission {
+    store.set_admission(iggyd_metadata::admission::Admission {
         groups_per_topic: usize::try_from(limits.max_consumer_groups_per_topic)
             .unwrap_or(usize::MAX),
         members_per_group: usize::try_from(limits.max_members_per_group).unwrap_or(usize::MAX),
         record_bytes: usize::try_from(limits.max_metadata_record_size_bytes).unwrap_or(usize::MAX),
-        ..crate::metadata::admission::Admission::default()
+        ..iggyd_metadata::admission::Admission::default()
     });
     Ok(store)
 }

@@ -3,7 +3,10 @@
 //! The library exists so that tests, fuzz targets and the simulator can reach
 //! the same code the binary runs. Modules are listed in reading order: from
 //! configuration, through placement and the shards, to the supervisor that
-//! ties them together, then the wire protocol. See `ARCHITECTURE.md` at the
+//! ties them together. The layers below live in their own crates, which
+//! cannot import this one: `iggyd-wire` (protocol codec, batch record),
+//! `iggyd-storage` (partition logs on disk) and `iggyd-metadata` (streams,
+//! topics, users and their journal). See `ARCHITECTURE.md` at the
 //! repository root for the map and the invariants.
 
 pub mod config;
@@ -19,7 +22,3 @@ pub mod control;
 pub mod logging;
 pub mod boot;
 pub mod error;
-pub mod protocol;
-pub mod batch;
-pub mod storage;
-pub mod metadata;

@@ -269,8 +269,8 @@ pub fn choose_driver(require_io_uring: bool) -> Result<Driver, PreflightError> {
 /// file system that refuses (tmpfs, some overlay set-ups) makes the daemon
 /// write segments through the page cache, said in one log line; so does
 /// `wanted = Buffered`.
-pub fn choose_access(data_dir: &Path, wanted: crate::storage::Access) -> crate::storage::Access {
-    use crate::storage::Access;
+pub fn choose_access(data_dir: &Path, wanted: iggyd_storage::Access) -> iggyd_storage::Access {
+    use iggyd_storage::Access;
     if wanted == Access::Buffered {
         tracing::info!("segments are written through the page cache (storage.io_mode = buffered)");
         return Access::Buffered;
@@ -303,8 +303,8 @@ fn probe_direct_io(path: &Path) -> std::io::Result<()> {
         .truncate(true)
         .custom_flags(libc::O_DIRECT)
         .open(path)?;
-    let mut block = crate::storage::AlignedBuf::with_capacity(crate::storage::IO_ALIGN);
-    block.zero_extend_to(crate::storage::IO_ALIGN);
+    let mut block = iggyd_storage::AlignedBuf::with_capacity(iggyd_storage::IO_ALIGN);
+    block.zero_extend_to(iggyd_storage::IO_ALIGN);
     file.write_all_at(block.as_slice(), 0)?;
     file.sync_data()
 }

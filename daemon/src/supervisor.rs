@@ -42,14 +42,14 @@ use crate::control::snapshot_file::{self, SnapshotWorker};
 use crate::error::BootError;
 use crate::limits;
 use crate::logging::{LimitsUpdate, LogHandle};
-use crate::metadata::io::StdIo;
-use crate::metadata::{Durability, MetadataStore};
 use crate::preflight::Driver;
 use crate::shard::heartbeat::{Heartbeats, ShardCounters};
 use crate::shard::mesh::{Mesh, ShardMessage};
 use crate::shard::{self, ShardEvent, ShardSpec};
 use crate::systemd;
 use crate::topology::ShardPlan;
+use iggyd_metadata::io::StdIo;
+use iggyd_metadata::{Durability, MetadataStore};
 use nix::sys::signal::{SigSet, Signal};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -97,7 +97,7 @@ pub struct Launch {
     pub consumer_offsets_max: usize,
     /// How segments reach the disk (direct I/O where the file system takes
     /// it).
-    pub access: crate::storage::Access,
+    pub access: iggyd_storage::Access,
     /// Each shard's share of `memory.budget`.
     pub per_shard_memory_bytes: u64,
     /// The bound metrics listener and the credentials scrapes must present
@@ -105,7 +105,7 @@ pub struct Launch {
     pub metrics: Option<(std::net::TcpListener, MetricsAuth)>,
     /// What start-up reconciliation left in the trash (shard 0 empties it)
     /// and the first free trash sequence number (every shard's start).
-    pub trash: crate::storage::trash::TrashStart,
+    pub trash: iggyd_storage::trash::TrashStart,
     /// The TLS configuration loaded at start (`tcp.tls.enabled`).
     pub tls: Option<crate::net::tls::LoadedTls>,
     /// The soft RLIMIT_NOFILE the daemon runs with, when known.
@@ -206,7 +206,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
             flush_interval: launch.flush_interval,
             access: launch.access,
             per_shard_memory_bytes: launch.per_shard_memory_bytes,
-            trash: crate::storage::trash::TrashStart {
+            trash: iggyd_storage::trash::TrashStart {
                 next_seq: launch.trash.next_seq,
                 pending: if planned.shard == 0 {
                     std::mem::take(&mut launch.trash.pending)
@@ -484,7 +484,7 @@ fn start_net(
     let logins = LoginPool::start(
         usize::try_from(limits.login_threads).unwrap_or(1),
         usize::try_from(limits.max_queued_logins).unwrap_or(1),
-        crate::metadata::auth::HashCost::PRODUCTION,
+        iggyd_metadata::auth::HashCost::PRODUCTION,
     )
     .map_err(|error| BootError::Runtime(format!("cannot start the login threads: {error}")))?;
     let tls = launch.tls.take().map(TlsCell::new);

@@ -95,9 +95,9 @@ fn main() -> ExitCode {
         idle_child: std::env::current_exe().ok(),
         cold_recovery: args.cold_recovery,
         access: if args.buffered {
-            iggyd::storage::Access::Buffered
+            iggyd_storage::Access::Buffered
         } else {
-            iggyd::storage::Access::Direct
+            iggyd_storage::Access::Direct
         },
     };
     match storage::run(&config) {

@@ -9,7 +9,7 @@
 
 #![no_main]
 
-use iggyd::batch::{self, BATCH_HEADER_SIZE};
+use iggyd_wire::batch::{self, BATCH_HEADER_SIZE};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -15,9 +15,9 @@
 
 #![no_main]
 
-use iggyd::protocol::codes::{CommandCode, Operation};
-use iggyd::protocol::limits::HEADER_SIZE;
-use iggyd::protocol::{Command, RequestHeader};
+use iggyd_wire::protocol::codes::{CommandCode, Operation};
+use iggyd_wire::protocol::limits::HEADER_SIZE;
+use iggyd_wire::protocol::{Command, RequestHeader};
 use libfuzzer_sys::fuzz_target;
 
 #[path = "../../tests/e2e/request_of.rs"]

@@ -10,9 +10,9 @@
 
 #![no_main]
 
-use iggyd::protocol::limits::HEADER_SIZE;
-use iggyd::protocol::reply::encode_error;
-use iggyd::protocol::{WireAction, decode_frame, frame_len};
+use iggyd_wire::protocol::limits::HEADER_SIZE;
+use iggyd_wire::protocol::reply::encode_error;
+use iggyd_wire::protocol::{WireAction, decode_frame, frame_len};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
                 match frame.command() {
                     Ok(command) => {
                         let _ = command.code();
-                        if !matches!(command, iggyd::protocol::Command::Register(_)) {
+                        if !matches!(command, iggyd_wire::protocol::Command::Register(_)) {
                             assert_eq!(command.operation() as u8, frame.header.operation);
                         }
                     }

@@ -19,9 +19,9 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use arbitrary::{Result, Unstructured};
-use iggyd::batch::{self, BatchHeader, MessageSpec, ValidBatch, encode_producer_batch};
-use iggyd::storage::sim::{SimClock, SimIo, block_on};
-use iggyd::storage::{Access, BufferPool, PartitionConfig, PartitionLog, ReadBatches, StorageIo};
+use iggyd_wire::batch::{self, BatchHeader, MessageSpec, ValidBatch, encode_producer_batch};
+use iggyd_storage::sim::{SimClock, SimIo, block_on};
+use iggyd_storage::{Access, BufferPool, PartitionConfig, PartitionLog, ReadBatches, StorageIo};
 use libfuzzer_sys::fuzz_target;
 
 const NOW_MICROS: u64 = 1_700_000_000_000_000;

@@ -13,21 +13,21 @@
 #![no_main]
 
 use arbitrary::{Result, Unstructured};
-use iggyd::batch::{MessageSpec, encode_producer_batch};
-use iggyd::protocol::codes::CommandCode;
-use iggyd::protocol::command::{
+use iggyd_wire::batch::{MessageSpec, encode_producer_batch};
+use iggyd_wire::protocol::codes::CommandCode;
+use iggyd_wire::protocol::command::{
     GroupRef, OffsetTarget, OptionScope, PasswordLogin, PollMessages, Register, SendMessages,
     TokenLogin,
 };
-use iggyd::protocol::options::{OptionBlock, OptionEntry};
-use iggyd::protocol::permissions::{
+use iggyd_wire::protocol::options::{OptionBlock, OptionEntry};
+use iggyd_wire::protocol::permissions::{
     GlobalPermissions, Permissions, StreamPermissions, TopicPermissions,
 };
-use iggyd::protocol::primitives::{
+use iggyd_wire::protocol::primitives::{
     AckLevel, ClientVersionInfo, Consumer, ConsumerKind, Identifier, Partitioning, PollingStrategy,
     UserStatus,
 };
-use iggyd::protocol::{Command, decode_frame};
+use iggyd_wire::protocol::{Command, decode_frame};
 use libfuzzer_sys::fuzz_target;
 
 #[path = "../../tests/e2e/request_of.rs"]

@@ -19,10 +19,10 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use arbitrary::{Result, Unstructured};
-use iggyd::batch::{self, BatchHeader, MessageSpec, ValidBatch, encode_producer_batch};
-use iggyd::storage::segment::{index_path, log_path};
-use iggyd::storage::sim::{SimClock, SimIo, block_on};
-use iggyd::storage::{
+use iggyd_wire::batch::{self, BatchHeader, MessageSpec, ValidBatch, encode_producer_batch};
+use iggyd_storage::segment::{index_path, log_path};
+use iggyd_storage::sim::{SimClock, SimIo, block_on};
+use iggyd_storage::{
     BufferPool, PartitionConfig, PartitionLog, PartitionState, ReadBatches, StorageError, StorageIo,
 };
 use libfuzzer_sys::fuzz_target;

@@ -152,14 +152,14 @@ const BUDGET: Kind = Kind::Budget {
     example: "8 GiB",
 };
 const USERNAME: Kind = Kind::Text {
-    min: limits::USERNAME_LEN_MIN,
-    max: limits::USERNAME_LEN_MAX,
+    min: limits::metadata::USERNAME_LEN_MIN,
+    max: limits::metadata::USERNAME_LEN_MAX,
     secret: false,
     empty: None,
 };
 const PASSWORD: Kind = Kind::Text {
-    min: limits::PASSWORD_LEN_MIN,
-    max: limits::PASSWORD_LEN_MAX,
+    min: limits::metadata::PASSWORD_LEN_MIN,
+    max: limits::metadata::PASSWORD_LEN_MAX,
     secret: true,
     empty: Some("generate one at first start"),
 };
@@ -280,17 +280,17 @@ const CONSUMER_OFFSETS: Kind = Kind::Count {
 
 const GROUPS_PER_TOPIC: Kind = Kind::Count {
     min: 1,
-    max: limits::GROUPS_PER_TOPIC_MAX as u64,
+    max: limits::metadata::GROUPS_PER_TOPIC_MAX as u64,
     auto: None,
 };
 const MEMBERS_PER_GROUP: Kind = Kind::Count {
     min: 1,
-    max: limits::GROUP_MEMBERS_MAX as u64,
+    max: limits::metadata::GROUP_MEMBERS_MAX as u64,
     auto: None,
 };
 const METADATA_RECORD: Kind = Kind::Size {
-    min: limits::METADATA_RECORD_BYTES_MIN,
-    max: Some(limits::RECORD_PAYLOAD_MAX_BYTES as u64),
+    min: limits::metadata::METADATA_RECORD_BYTES_MIN,
+    max: Some(limits::metadata::RECORD_PAYLOAD_MAX_BYTES as u64),
     zero: None,
 };
 const TLS_FILE: Kind = Kind::Optional {
@@ -310,9 +310,12 @@ const IDLE_TIMEOUT_DEFAULT: BuiltIn = BuiltIn::Duration(limits::IDLE_TIMEOUT);
 const LOGIN_BACKOFF_DEFAULT: BuiltIn = BuiltIn::Duration(limits::LOGIN_BACKOFF);
 const LOGIN_BACKOFF_CAP_DEFAULT: BuiltIn = BuiltIn::Duration(limits::LOGIN_BACKOFF_CAP);
 const LOGIN_FRAME_DEFAULT: BuiltIn = BuiltIn::Size(limits::LOGIN_FRAME_BYTES_MAX);
-const GROUPS_PER_TOPIC_DEFAULT: BuiltIn = BuiltIn::Count(limits::GROUPS_PER_TOPIC_DEFAULT as u64);
-const MEMBERS_PER_GROUP_DEFAULT: BuiltIn = BuiltIn::Count(limits::GROUP_MEMBERS_DEFAULT as u64);
-const METADATA_RECORD_DEFAULT: BuiltIn = BuiltIn::Size(limits::METADATA_RECORD_BYTES_DEFAULT);
+const GROUPS_PER_TOPIC_DEFAULT: BuiltIn =
+    BuiltIn::Count(limits::metadata::GROUPS_PER_TOPIC_DEFAULT as u64);
+const MEMBERS_PER_GROUP_DEFAULT: BuiltIn =
+    BuiltIn::Count(limits::metadata::GROUP_MEMBERS_DEFAULT as u64);
+const METADATA_RECORD_DEFAULT: BuiltIn =
+    BuiltIn::Size(limits::metadata::METADATA_RECORD_BYTES_DEFAULT);
 const APPEND_BYTES_DEFAULT: BuiltIn = BuiltIn::Size(limits::APPEND_BYTES_IN_FLIGHT);
 const POLL_REPLY_BYTES_DEFAULT: BuiltIn = BuiltIn::Size(limits::POLL_REPLY_BYTES);
 const POLL_REPLY_IN_FLIGHT_DEFAULT: BuiltIn = BuiltIn::Size(limits::POLL_REPLY_BYTES_IN_FLIGHT);

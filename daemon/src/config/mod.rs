@@ -195,7 +195,7 @@ pub struct StorageConfig {
     /// (`storage.default_durability`: `persisted` acknowledges after fsync,
     /// `replicated` after the write).
     #[serde(with = "durability_word")]
-    pub default_durability: crate::metadata::Durability,
+    pub default_durability: iggyd_metadata::Durability,
     /// `replicated` topics: unsynced data is fsynced at least this often
     /// (`storage.flush_interval`; `0` leaves it to the topic's size and
     /// count thresholds and to shutdown; otherwise 10 ms to 1 h).
@@ -217,10 +217,10 @@ pub enum IoMode {
 
 impl IoMode {
     /// The storage access this mode asks for (before the start-up probe).
-    pub fn access(self) -> crate::storage::Access {
+    pub fn access(self) -> iggyd_storage::Access {
         match self {
-            IoMode::Direct => crate::storage::Access::Direct,
-            IoMode::Buffered => crate::storage::Access::Buffered,
+            IoMode::Direct => iggyd_storage::Access::Direct,
+            IoMode::Buffered => iggyd_storage::Access::Buffered,
         }
     }
 }
@@ -415,7 +415,7 @@ impl Config {
 /// `storage.default_durability` as its word (`persisted`), the form the key
 /// takes; `Durability`'s own serde form belongs to the metadata journal.
 mod durability_word {
-    use crate::metadata::Durability;
+    use iggyd_metadata::Durability;
 
     pub fn serialize<S: serde::Serializer>(
         durability: &Durability,

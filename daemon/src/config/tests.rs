@@ -603,7 +603,7 @@ fn storage_defaults_and_overrides() {
     let config = load("", &[]).unwrap();
     assert_eq!(
         config.storage.default_durability,
-        crate::metadata::Durability::Persisted
+        iggyd_metadata::Durability::Persisted
     );
     assert_eq!(config.storage.flush_interval, Duration::from_secs(1));
     let config = load(
@@ -613,7 +613,7 @@ fn storage_defaults_and_overrides() {
     .unwrap();
     assert_eq!(
         config.storage.default_durability,
-        crate::metadata::Durability::Replicated
+        iggyd_metadata::Durability::Replicated
     );
     assert_eq!(config.storage.flush_interval, Duration::ZERO);
     let printed = config.to_toml();

@@ -22,8 +22,8 @@ use crate::preflight::Driver;
 use crate::shard::heartbeat::{Heartbeats, Latency, ShardCounters};
 use crate::shard::mesh::{Mesh, ShardMessage};
 use crate::shard::op::PartitionOp;
-use crate::storage::consumer_offsets::ConsumerKind;
 use crate::topology::PlannedShard;
+use iggyd_storage::consumer_offsets::ConsumerKind;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
@@ -48,7 +48,7 @@ pub struct DaemonSourceParts {
     pub data_dir: PathBuf,
     pub log_dir: PathBuf,
     /// Durability of topics that do not ask for one.
-    pub durability_default: crate::metadata::Durability,
+    pub durability_default: iggyd_metadata::Durability,
     /// For the log actions; `None` in tests without a logger.
     pub log: Option<crate::logging::LogHandle>,
     /// Admission and its security counters; `None` in tests without shards.
@@ -164,7 +164,7 @@ impl DaemonSource {
                 }
             },
             pending_removal: {
-                let mut trash = crate::storage::trash::TrashStats::default();
+                let mut trash = iggyd_storage::trash::TrashStats::default();
                 for shard in 0..self.parts.shards.len() {
                     trash.add(&self.parts.heartbeats.report(shard).trash);
                 }
@@ -595,7 +595,7 @@ mod tests {
             started: Instant::now(),
             data_dir: dir.path().to_path_buf(),
             log_dir: dir.path().join("logs"),
-            durability_default: crate::metadata::Durability::Persisted,
+            durability_default: iggyd_metadata::Durability::Persisted,
             log: None,
             security: None,
             reply_budgets: Vec::new(),
@@ -634,12 +634,12 @@ mod tests {
     /// with consumer-group lag) and the watchdog state.
     #[test]
     fn published_state_reaches_the_snapshot() {
-        use crate::metadata::{Ident, Metadata, MetadataCommand, TopicOptions};
         use crate::shard::heartbeat::ShardReport;
         use crate::shard::op::PartitionReport;
         use crate::shard::partition::PartitionKey;
-        use crate::storage::PartitionStats;
-        use crate::storage::consumer_offsets::ConsumerKey;
+        use iggyd_metadata::{Ident, Metadata, MetadataCommand, TopicOptions};
+        use iggyd_storage::PartitionStats;
+        use iggyd_storage::consumer_offsets::ConsumerKey;
         let (source, heartbeats, _dir) = source(1);
         let mut metadata = Metadata::new();
         metadata
@@ -653,7 +653,7 @@ mod tests {
                 stream: Ident::Id(0),
                 name: "t".into(),
                 partitions_count: 1,
-                options: TopicOptions::defaults(crate::metadata::Durability::Persisted),
+                options: TopicOptions::defaults(iggyd_metadata::Durability::Persisted),
                 created_at_us: 1,
                 shard_count: 1,
             })
@@ -713,7 +713,7 @@ mod tests {
                     max: 9,
                     ..Latency::default()
                 },
-                trash: crate::storage::trash::TrashStats {
+                trash: iggyd_storage::trash::TrashStats {
                     entries: 2,
                     bytes: 4096,
                     failing: 1,

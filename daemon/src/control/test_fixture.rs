@@ -5,12 +5,12 @@
 //! a real shard.
 
 use crate::control::daemon_source::{DaemonSource, DaemonSourceParts};
-use crate::metadata::{Ident, Metadata, MetadataCommand, TopicOptions};
 use crate::net::admission::Admission;
 use crate::preflight::Driver;
 use crate::shard::heartbeat::Heartbeats;
 use crate::shard::mesh::Mesh;
 use crate::topology::PlannedShard;
+use iggyd_metadata::{Ident, Metadata, MetadataCommand, TopicOptions};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,7 +36,7 @@ pub fn source(
         started: Instant::now(),
         data_dir,
         log_dir,
-        durability_default: crate::metadata::Durability::Persisted,
+        durability_default: iggyd_metadata::Durability::Persisted,
         log: None,
         security,
         reply_budgets: Vec::new(),
@@ -62,7 +62,7 @@ pub fn publish_view(
             stream: Ident::Id(0),
             name: "created".into(),
             partitions_count: partitions,
-            options: TopicOptions::defaults(crate::metadata::Durability::Persisted),
+            options: TopicOptions::defaults(iggyd_metadata::Durability::Persisted),
             created_at_us: 1,
             shard_count: 1,
         },

@@ -15,9 +15,9 @@
 //! senders (a thread ends when every sender is gone).
 
 use crate::limits;
-use crate::metadata::MetadataView;
-use crate::metadata::auth::{self, HashCost};
-use crate::metadata::model::UserStatus;
+use iggyd_metadata::MetadataView;
+use iggyd_metadata::auth::{self, HashCost};
+use iggyd_metadata::model::UserStatus;
 use std::sync::Arc;
 
 /// One password check.
@@ -123,8 +123,10 @@ impl LoginPool {
 fn verify(view: &MetadataView, username: &str, password: &str, dummy: &str) -> Option<u32> {
     let username_len = username.chars().count();
     let password_len = password.chars().count();
-    if !(limits::USERNAME_LEN_MIN..=limits::USERNAME_LEN_MAX).contains(&username_len)
-        || !(limits::PASSWORD_LEN_MIN..=limits::PASSWORD_LEN_MAX).contains(&password_len)
+    if !(limits::metadata::USERNAME_LEN_MIN..=limits::metadata::USERNAME_LEN_MAX)
+        .contains(&username_len)
+        || !(limits::metadata::PASSWORD_LEN_MIN..=limits::metadata::PASSWORD_LEN_MAX)
+            .contains(&password_len)
     {
         return None;
     }
@@ -152,7 +154,7 @@ fn lower_priority() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metadata::{Metadata, MetadataCommand};
+    use iggyd_metadata::{Metadata, MetadataCommand};
 
     fn view_with(users: &[(&str, &str, bool)]) -> Arc<MetadataView> {
         let mut metadata = Metadata::new();

@@ -93,7 +93,7 @@ impl Net {
             login_backoff: crate::limits::LOGIN_BACKOFF,
             max_login_backoff: crate::limits::LOGIN_BACKOFF_CAP,
         });
-        let logins = login::LoginPool::start(1, 4, crate::metadata::auth::HashCost::cheap())
+        let logins = login::LoginPool::start(1, 4, iggyd_metadata::auth::HashCost::cheap())
             .expect("login thread starts");
         Net {
             admission,

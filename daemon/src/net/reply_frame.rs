@@ -15,7 +15,7 @@
 //! much is sent and describes exactly the unsent rest to each write.
 
 use super::reply_budget::ReplyHold;
-use crate::storage::SharedSlice;
+use iggyd_storage::SharedSlice;
 use monoio::io::AsyncWriteRent;
 
 /// The bytes of one reply: `head` then `tail`.

@@ -4,7 +4,7 @@
 //! large reply a few KiB at a time.
 
 use super::*;
-use crate::storage::AlignedBuf;
+use iggyd_storage::AlignedBuf;
 use iggyd_testkit::rng::Rng;
 use monoio::BufResult;
 use monoio::buf::{IoBuf, IoVecBuf};
@@ -93,7 +93,7 @@ impl monoio::io::AsyncWriteRent for Trickle {
 // the stream receives the reply byte for byte, over many seeds and sizes.
 #[test]
 fn short_writes_continue_where_the_kernel_stopped() {
-    let mut runtime = crate::storage::io::test_runtime();
+    let mut runtime = iggyd_storage::io::test_runtime();
     for seed in 0..300u64 {
         let mut rng = Rng(seed);
         let head_len = 1 + rng.index(300);
@@ -178,8 +178,7 @@ async fn send_slowly_read_reply() -> (Vec<u8>, Vec<u8>) {
 // driver.
 #[test]
 fn a_slowly_read_large_reply_arrives_whole_on_epoll() {
-    let (received, expected) =
-        crate::storage::io::test_runtime().block_on(send_slowly_read_reply());
+    let (received, expected) = iggyd_storage::io::test_runtime().block_on(send_slowly_read_reply());
     assert_eq!(received.len(), expected.len());
     assert!(received == expected, "the reply's bytes differ");
 }
@@ -206,7 +205,7 @@ fn a_slowly_read_large_reply_arrives_whole_on_io_uring() {
 // frame and the window bytes it lent).
 #[test]
 fn a_reply_nobody_reads_times_out() {
-    crate::storage::io::test_runtime().block_on(async {
+    iggyd_storage::io::test_runtime().block_on(async {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let address = listener.local_addr().expect("address");
         let mut stream = monoio::net::TcpStream::connect(address)

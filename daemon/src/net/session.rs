@@ -2,7 +2,7 @@
 //! session number and client id, and which consumer groups the session
 //! joined. Owned by the connection task; nothing else mutates it.
 
-use crate::metadata::grant::{Grant, Revoked};
+use iggyd_metadata::grant::{Grant, Revoked};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 

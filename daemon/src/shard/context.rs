@@ -7,10 +7,10 @@
 //! it only through mesh messages.
 
 use super::mesh::{Mesh, ShardId};
-use crate::metadata::MetadataView;
-use crate::metadata::grant::{Grant, Revoked};
-use crate::metadata::options::Durability;
 use crate::net::session::Membership;
+use iggyd_metadata::MetadataView;
+use iggyd_metadata::grant::{Grant, Revoked};
+use iggyd_metadata::options::Durability;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -17,8 +17,8 @@
 //! socket, the metrics endpoint) do, so a scrape costs a shard nothing
 //! beyond this once-a-second publish.
 
-use crate::metadata::MetadataView;
 use crate::shard::op::PartitionReport;
+use iggyd_metadata::MetadataView;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -128,7 +128,7 @@ pub struct ShardReport {
     /// Consumer offsets refused since start (partition full).
     pub consumer_offsets_refused: u64,
     /// Deleted data pending removal on this shard.
-    pub trash: crate::storage::trash::TrashStats,
+    pub trash: iggyd_storage::trash::TrashStats,
     /// Request latency on this shard's connections (frame read -> reply written).
     pub request: Latency,
     /// Time partition ops waited in this shard's inbox.

@@ -5,11 +5,12 @@
 
 use super::context::ClientInfo;
 use crate::limits;
-use crate::metadata::{Applied, MetadataCommand, MetadataView};
-use crate::protocol::codes::Status;
+use iggyd_metadata::{Applied, MetadataCommand, MetadataView};
+use iggyd_wire::protocol::codes::Status;
 use std::sync::Arc;
 
-pub type ShardId = usize;
+/// A shard index (defined with the metadata that records owners).
+pub use iggyd_metadata::ShardId;
 
 /// A request one shard asks of another. The set grows with the storage and
 /// protocol layers; it is a closed enum so the receiving pump handles every

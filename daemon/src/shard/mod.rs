@@ -22,14 +22,14 @@ pub mod router;
 mod pump_sim;
 
 use crate::limits;
-use crate::metadata::store::{ExecuteError, MetadataStore};
-use crate::metadata::{MetadataView, io::StdIo};
 use crate::net::listener;
 use crate::preflight::Driver;
-use crate::protocol::codes::Status;
-use crate::storage::{BufferPool, MonoioIo, SystemClock};
 use context::{ContextSettings, ShardContext};
 use heartbeat::Heartbeats;
+use iggyd_metadata::store::{ExecuteError, MetadataStore};
+use iggyd_metadata::{MetadataView, io::StdIo};
+use iggyd_storage::{BufferPool, MonoioIo, SystemClock};
+use iggyd_wire::protocol::codes::Status;
 use mesh::{Mesh, Request, Response, ShardId, ShardMessage};
 use op::PartitionOp;
 use partition::{PartitionKey, PartitionSettings};
@@ -89,7 +89,7 @@ pub struct ShardSpec {
     pub view: Arc<MetadataView>,
     /// Shard 0 only: the metadata store.
     pub store: Option<MetadataStore<StdIo>>,
-    pub default_durability: crate::metadata::Durability,
+    pub default_durability: iggyd_metadata::Durability,
     pub stale_after: Duration,
     /// `consumer_groups.rebalance_timeout`.
     pub rebalance_timeout: Duration,
@@ -98,14 +98,14 @@ pub struct ShardSpec {
     /// `storage.flush_interval`; zero = no interval flush.
     pub flush_interval: Duration,
     /// How segments reach the disk.
-    pub access: crate::storage::Access,
+    pub access: iggyd_storage::Access,
     /// `limits.max_consumer_offsets_per_partition`.
     pub consumer_offsets_max: usize,
     /// This shard's share of `memory.budget` (sizes its buffer pool).
     pub per_shard_memory_bytes: u64,
     /// Where this shard's trash starts (start-up reconciliation hands the
     /// entries it found to shard 0).
-    pub trash: crate::storage::trash::TrashStart,
+    pub trash: iggyd_storage::trash::TrashStart,
     pub started: Instant,
     pub started_at_us: u64,
     /// Where GetSnapshotFile requests go (the control plane's `snapshot`
@@ -244,7 +244,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
                 ),
                 trash: spec.trash,
                 consumer_offsets_max: spec.consumer_offsets_max,
-                read_window_bytes: limits::READ_WINDOW_BYTES,
+                read_window_bytes: limits::storage::READ_WINDOW_BYTES,
             },
         ),
         heartbeats,
@@ -505,8 +505,8 @@ impl ShardLoop {
     /// back as their wire status.
     async fn apply_metadata(
         &mut self,
-        command: crate::metadata::MetadataCommand,
-    ) -> Result<(crate::metadata::Applied, Arc<MetadataView>), Status> {
+        command: iggyd_metadata::MetadataCommand,
+    ) -> Result<(iggyd_metadata::Applied, Arc<MetadataView>), Status> {
         let Some(store) = self.store.as_mut() else {
             tracing::error!(
                 shard = self.context.shard,
@@ -516,10 +516,10 @@ impl ShardLoop {
         };
         match store.execute(command) {
             // Nothing changed (a repeated join): no new view to publish.
-            Ok(applied @ crate::metadata::Applied::GroupJoined { changed: false, .. }) => {
+            Ok(applied @ iggyd_metadata::Applied::GroupJoined { changed: false, .. }) => {
                 Ok((applied, self.context.view()))
             }
-            Ok(applied @ crate::metadata::Applied::MovesCompleted { .. })
+            Ok(applied @ iggyd_metadata::Applied::MovesCompleted { .. })
                 if store.metadata().applied_commands() == self.context.view().version =>
             {
                 Ok((applied, self.context.view()))
@@ -586,14 +586,14 @@ mod tests {
                 events: events_tx.clone(),
                 data_dir: std::env::temp_dir(),
                 address: "127.0.0.1:0".parse().unwrap(),
-                view: crate::metadata::Metadata::new().publish(),
+                view: iggyd_metadata::Metadata::new().publish(),
                 store: None,
-                default_durability: crate::metadata::Durability::Persisted,
+                default_durability: iggyd_metadata::Durability::Persisted,
                 stale_after: limits::STALE_CLIENT_AFTER,
                 rebalance_timeout: limits::REBALANCE_TIMEOUT,
                 retention_check_interval: limits::RETENTION_CHECK_INTERVAL,
                 flush_interval: limits::FLUSH_INTERVAL,
-                access: crate::storage::Access::Buffered,
+                access: iggyd_storage::Access::Buffered,
                 consumer_offsets_max: limits::CONSUMER_OFFSETS_PER_PARTITION as usize,
                 per_shard_memory_bytes: limits::SHARD_MEMORY_MIN_BYTES,
                 trash: Default::default(),

@@ -4,12 +4,12 @@
 //! them. This file holds no state and does no I/O.
 
 use super::partition::{PartitionKey, PartitionSettings};
-use crate::batch::ValidBatch;
-use crate::protocol::codes::Status;
-use crate::protocol::limits::HEADER_SIZE;
-use crate::protocol::primitives::PollingStrategy;
-use crate::storage::consumer_offsets::ConsumerKey;
-use crate::storage::{DeletedSegments, PartitionStats, SharedSlice, StorageError};
+use iggyd_storage::consumer_offsets::ConsumerKey;
+use iggyd_storage::{DeletedSegments, PartitionStats, SharedSlice, StorageError};
+use iggyd_wire::batch::ValidBatch;
+use iggyd_wire::protocol::codes::Status;
+use iggyd_wire::protocol::limits::HEADER_SIZE;
+use iggyd_wire::protocol::primitives::PollingStrategy;
 
 /// Bytes a poll result keeps free in front of its records: the reply header
 /// and the 16-byte poll prefix (`partition_id`, `current_offset`, `count`),

@@ -3,8 +3,8 @@
 //! the pump (`shard/pump.rs`) creates, mutates and drops these values; nothing
 //! here is shared with another thread.
 
-use crate::storage::consumer_offsets::ConsumerOffsets;
-use crate::storage::{PartitionLog, StorageIo};
+use iggyd_storage::consumer_offsets::ConsumerOffsets;
+use iggyd_storage::{PartitionLog, StorageIo};
 use std::path::{Path, PathBuf};
 
 /// Identifies a partition across the daemon: numeric stream, topic and
@@ -22,7 +22,7 @@ pub struct PartitionKey {
 impl PartitionKey {
     /// `data_dir/partitions/<storage_id>` (see `storage::layout`).
     pub fn dir(&self, data_dir: &Path) -> PathBuf {
-        crate::storage::layout::partition_dir(data_dir, self.storage_id)
+        iggyd_storage::layout::partition_dir(data_dir, self.storage_id)
     }
 }
 
@@ -36,7 +36,7 @@ impl std::fmt::Display for PartitionKey {
     }
 }
 
-pub use crate::metadata::options::Durability;
+pub use iggyd_metadata::options::Durability;
 
 /// Topic settings a partition's owner needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +67,7 @@ impl PartitionSettings {
     /// topic as a whole reaches the cap. The shares change with the partition
     /// count, so creating or deleting partitions refreshes every partition's
     /// settings.
-    pub fn from_topic(topic: &crate::metadata::Topic) -> PartitionSettings {
+    pub fn from_topic(topic: &iggyd_metadata::Topic) -> PartitionSettings {
         let options = &topic.options;
         let partitions = u64::from(topic.partitions_count()).max(1);
         PartitionSettings {
@@ -89,7 +89,7 @@ impl Default for PartitionSettings {
         PartitionSettings {
             durability: Durability::Persisted,
             offset_durability: Durability::Persisted,
-            segment_size_bytes: crate::limits::SEGMENT_SIZE_DEFAULT_BYTES,
+            segment_size_bytes: crate::limits::metadata::SEGMENT_SIZE_DEFAULT_BYTES,
             messages_required_to_save: 1024,
             size_required_to_save_bytes: 1024 * 1024,
             message_expiry_us: None,

@@ -9,9 +9,9 @@
 
 use super::mesh::ShardId;
 use super::partition::PartitionKey;
-use crate::metadata::command::PartitionRef;
-use crate::metadata::model::Partition;
-use crate::metadata::{Stream, Topic};
+use iggyd_metadata::command::PartitionRef;
+use iggyd_metadata::model::Partition;
+use iggyd_metadata::{Stream, Topic};
 
 /// A partition and the shard whose pump owns it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,12 +11,12 @@ use std::net::{Shutdown, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use iggyd::protocol::codes::{CommandCode, Operation};
 use iggyd_testkit::TestDaemon;
 use iggyd_testkit::rng::Rng;
 use iggyd_testkit::wire::{
     Client, Header, REPLY_TIMEOUT, Reply, Request, connect, exchange, request_checksum,
 };
+use iggyd_wire::protocol::codes::{CommandCode, Operation};
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
 use crate::messages::{logged_in, poll, send, stream_with_topic};

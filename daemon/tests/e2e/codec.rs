@@ -7,24 +7,24 @@
 
 use xxhash_rust::xxh3::xxh3_64;
 
-use iggyd::protocol::codes::{CommandCode, Status};
-use iggyd::protocol::command::{
+use iggyd_testkit::rng::Rng;
+use iggyd_testkit::wire::{Body, Request, Version};
+use iggyd_wire::protocol::codes::{CommandCode, Status};
+use iggyd_wire::protocol::command::{
     Command, GroupRef, OffsetTarget, OptionScope, PasswordLogin, PollMessages, Register,
     SendMessages, TokenLogin,
 };
-use iggyd::protocol::error::WireAction;
-use iggyd::protocol::frame::{decode_frame, verify_request_checksum};
-use iggyd::protocol::options::{OptionBlock, OptionEntry, ValueKind};
-use iggyd::protocol::permissions::{
+use iggyd_wire::protocol::error::WireAction;
+use iggyd_wire::protocol::frame::{decode_frame, verify_request_checksum};
+use iggyd_wire::protocol::options::{OptionBlock, OptionEntry, ValueKind};
+use iggyd_wire::protocol::permissions::{
     GlobalPermissions, Permissions, StreamPermissions, TopicPermissions,
 };
-use iggyd::protocol::primitives::{
+use iggyd_wire::protocol::primitives::{
     AckLevel, ClientVersionInfo, Consumer, ConsumerKind, Identifier, Partitioning, PollingStrategy,
     UserStatus,
 };
-use iggyd::protocol::{EvictionReason, RequestHeader, WireError};
-use iggyd_testkit::rng::Rng;
-use iggyd_testkit::wire::{Body, Request, Version};
+use iggyd_wire::protocol::{EvictionReason, RequestHeader, WireError};
 
 use crate::request_of::request_of;
 

@@ -1,15 +1,15 @@
 //! A full disk on a real filesystem: the daemon's data directory is a small
 //! tmpfs, the kit's wire client (login, create stream and topic, send and
-//! poll; batches from `iggyd::batch::encode_producer_batch`) produces until
+//! poll; batches from `iggyd_wire::batch::encode_producer_batch`) produces until
 //! the disk is full, and the test checks that the daemon refuses cleanly,
 //! loses nothing it acknowledged, and takes appends again once space
 //! returns. Mounting needs root (as in CI); without it the test skips
 //! through the kit, which fails under `CI=true`.
 
 use crate::messages::{logged_in, poll};
-use iggyd::batch::{MessageSpec, encode_producer_batch};
 use iggyd_testkit::TestDaemon;
 use iggyd_testkit::wire::{Client, Identifier, OptionEntry, Partitioning, Reply, Request};
+use iggyd_wire::batch::{MessageSpec, encode_producer_batch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -140,7 +140,7 @@ fn a_full_disk_refuses_sends_cleanly_and_recovers_when_space_returns() {
     );
     assert_eq!(
         refusal.status(),
-        iggyd::protocol::Status::Error as u32,
+        iggyd_wire::protocol::Status::Error as u32,
         "a full disk answers with an error status"
     );
     assert!(refusal.body.is_empty());

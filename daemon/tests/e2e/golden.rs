@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
-use iggyd::protocol::codes::CommandCode;
-use iggyd::protocol::{Command, decode_frame};
+use iggyd_wire::protocol::codes::CommandCode;
+use iggyd_wire::protocol::{Command, decode_frame};
 
 use iggyd_testkit::TestDaemon;
 use iggyd_testkit::wire::{connect, exchange};
@@ -142,7 +142,7 @@ fn every_golden_frame_decodes() {
             golden.name
         );
         if let Command::SendMessages(send) = command {
-            let summary = iggyd::batch::validate(send.batch)
+            let summary = iggyd_wire::batch::validate(send.batch)
                 .unwrap_or_else(|error| panic!("{}: {error}", golden.name));
             assert_eq!(summary.header.message_count, send.messages_count);
         }

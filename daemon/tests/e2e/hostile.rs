@@ -5,9 +5,9 @@
 //! daemon answers with a status, stores nothing it should not, and keeps
 //! serving.
 
-use iggyd::batch::{MessageSpec, encode_producer_batch};
 use iggyd_testkit::TestDaemon;
 use iggyd_testkit::wire::{Client, ClientError, Identifier, Partitioning, Request};
+use iggyd_wire::batch::{MessageSpec, encode_producer_batch};
 
 use crate::messages::{logged_in, poll, send, stream_with_topic};
 

@@ -78,7 +78,8 @@ fn check_segment_files(partition_dir: &Path) {
         let bytes = std::fs::read(log).expect("sealed segment");
         let mut at = 0usize;
         while at < bytes.len() {
-            let header = iggyd::batch::BatchHeader::decode(&bytes[at..]).expect("batch header");
+            let header =
+                iggyd_wire::batch::BatchHeader::decode(&bytes[at..]).expect("batch header");
             at += header.batch_length as usize;
         }
         assert_eq!(

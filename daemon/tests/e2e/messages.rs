@@ -1,12 +1,12 @@
 //! Messages for the e2e tests, on top of the kit's wire client
 //! (`iggyd_testkit::wire`): payloads become a producer batch and a poll
 //! reply becomes `(offset, payload)` pairs through the daemon's own batch
-//! codec (`iggyd::batch`), which is the point: the kit frames requests on
+//! codec (`iggyd_wire::batch`), which is the point: the kit frames requests on
 //! its own, the batch layout is the one the daemon stores. Helpers panic
 //! with context; they are test instruments.
 
-use iggyd::batch::{BatchHeader, MessageSpec, encode_producer_batch, frames};
 use iggyd_testkit::wire::{Client, Consumer, Identifier, Partitioning, PollingStrategy, Request};
+use iggyd_wire::batch::{BatchHeader, MessageSpec, encode_producer_batch, frames};
 
 /// A producer batch of `payloads` (ids 1, 2, …, no user headers).
 pub fn batch(payloads: &[&[u8]]) -> Vec<u8> {

@@ -8,13 +8,13 @@
 //!
 //! It only maps values; it holds no layout of its own and does no I/O.
 
-use iggyd::protocol::command::{Command, GroupRef, OffsetTarget, PasswordLogin, TokenLogin};
-use iggyd::protocol::options::OptionBlock;
-use iggyd::protocol::permissions::Permissions;
-use iggyd::protocol::primitives::{self, ConsumerKind};
 use iggyd_testkit::wire::{
     Consumer, Identifier, OptionEntry, Partitioning, PollingStrategy, Request, Version,
 };
+use iggyd_wire::protocol::command::{Command, GroupRef, OffsetTarget, PasswordLogin, TokenLogin};
+use iggyd_wire::protocol::options::OptionBlock;
+use iggyd_wire::protocol::permissions::Permissions;
+use iggyd_wire::protocol::primitives::{self, ConsumerKind};
 
 fn identifier<'a>(identifier: &primitives::Identifier<'a>) -> Identifier<'a> {
     match *identifier {

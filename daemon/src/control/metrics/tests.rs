@@ -11,9 +11,9 @@ use crate::preflight::Driver;
 use crate::shard::heartbeat::{Heartbeats, Latency, ShardReport};
 use crate::shard::op::PartitionReport;
 use crate::shard::partition::PartitionKey;
-use crate::storage::PartitionStats;
-use crate::storage::consumer_offsets::{ConsumerKey, ConsumerKind};
 use crate::topology::PlannedShard;
+use iggyd_storage::PartitionStats;
+use iggyd_storage::consumer_offsets::{ConsumerKey, ConsumerKind};
 use std::collections::BTreeSet;
 
 /// A daemon source with one shard whose published state covers every
@@ -113,7 +113,7 @@ fn populated() -> (DaemonSource, tempfile::TempDir) {
             partitions: vec![partition(0, 20, 18, Some(14)), partition(1, 10, 10, None)],
             request: window,
             histograms,
-            trash: crate::storage::trash::TrashStats {
+            trash: iggyd_storage::trash::TrashStats {
                 entries: 3,
                 bytes: 4096,
                 failing: 1,

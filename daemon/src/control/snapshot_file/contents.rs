@@ -11,7 +11,7 @@
 use super::SnapshotFileRequest;
 use crate::control::ControlSource;
 use crate::limits;
-use crate::metadata::MetadataView;
+use iggyd_metadata::MetadataView;
 use serde_json::json;
 use std::fmt::Write as _;
 use std::io::{Read, Seek, SeekFrom};

@@ -6,8 +6,8 @@
 use super::*;
 use crate::config::Sources;
 use crate::control::test_fixture;
-use crate::metadata::{MetadataCommand, UserStatus};
 use crate::preflight::Driver;
+use iggyd_metadata::{MetadataCommand, UserStatus};
 use std::io::Read;
 use std::time::UNIX_EPOCH;
 

@@ -3,18 +3,16 @@
 //! session remembers what it joined so a logout or disconnect leaves.
 
 use super::{Handled, Outcome, Request_, apply, member_key, named_topic, prepare_and_apply};
-use crate::metadata::permissions::Principal;
-use crate::metadata::{
-    Applied, ConsumerGroup, Ident, MetadataCommand, MetadataView, Topic, groups,
-};
 use crate::net::session::{Membership, Session};
-use crate::protocol::command::{Command, GroupRef};
-use crate::protocol::primitives::Identifier;
-use crate::protocol::reply::{
+use crate::shard::context::ShardContext;
+use iggyd_metadata::permissions::Principal;
+use iggyd_metadata::{Applied, ConsumerGroup, Ident, MetadataCommand, MetadataView, Topic, groups};
+use iggyd_wire::protocol::command::{Command, GroupRef};
+use iggyd_wire::protocol::primitives::Identifier;
+use iggyd_wire::protocol::reply::{
     ConsumerGroupInfo, GroupMember, encode_consumer_group, encode_consumer_group_details,
     encode_group_assignment,
 };
-use crate::shard::context::ShardContext;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -172,9 +170,9 @@ pub(crate) async fn complete_due_handoffs(
 pub(crate) fn group_of(
     stream_id: u32,
     topic: &Topic,
-    consumer: &crate::protocol::primitives::Consumer<'_>,
+    consumer: &iggyd_wire::protocol::primitives::Consumer<'_>,
 ) -> Option<(u32, u32, u32)> {
-    if consumer.kind != crate::protocol::primitives::ConsumerKind::ConsumerGroup {
+    if consumer.kind != iggyd_wire::protocol::primitives::ConsumerKind::ConsumerGroup {
         return None;
     }
     let group = topic.group(&Ident::from(&consumer.id))?;
@@ -321,7 +319,7 @@ pub(crate) async fn change(
         _ => {
             return Ok(request
                 .replier
-                .status(crate::protocol::codes::Status::InvalidCommand));
+                .status(iggyd_wire::protocol::codes::Status::InvalidCommand));
         }
     };
     let (stream, topic) = named_topic(&view, stream, topic)?;

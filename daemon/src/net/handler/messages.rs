@@ -6,25 +6,25 @@
 use super::{
     Handled, HandlerError, Outcome, Replier, Request_, member_key, named_topic, partition_op,
 };
-use crate::batch::ValidBatch;
-use crate::metadata::permissions::Principal;
-use crate::metadata::{Ident, MetadataError, Stream, Topic};
 use crate::net::reply_budget::ReplyHold;
 use crate::net::session::Session;
-use crate::protocol::codes::Status;
-use crate::protocol::command::{Command, OffsetTarget, PollMessages, SendMessages};
-use crate::protocol::header::RequestHeader;
-use crate::protocol::primitives::{Consumer, ConsumerKind, Partitioning, partition_for_key};
-use crate::protocol::reply::{
-    ConsumerOffsetInfo, SendConfirmation, encode_consumer_offset, encode_poll_prefix,
-    encode_send_confirmations,
-};
 use crate::shard::context::ShardContext;
 use crate::shard::op::{POLL_HEADROOM, PartitionOp, PollRequest, Reply};
 use crate::shard::partition::PartitionKey;
 use crate::shard::router;
-use crate::storage::SharedSlice;
-use crate::storage::consumer_offsets::{self, ConsumerKey};
+use iggyd_metadata::permissions::Principal;
+use iggyd_metadata::{Ident, MetadataError, Stream, Topic};
+use iggyd_storage::SharedSlice;
+use iggyd_storage::consumer_offsets::{self, ConsumerKey};
+use iggyd_wire::batch::ValidBatch;
+use iggyd_wire::protocol::codes::Status;
+use iggyd_wire::protocol::command::{Command, OffsetTarget, PollMessages, SendMessages};
+use iggyd_wire::protocol::header::RequestHeader;
+use iggyd_wire::protocol::primitives::{Consumer, ConsumerKind, Partitioning, partition_for_key};
+use iggyd_wire::protocol::reply::{
+    ConsumerOffsetInfo, SendConfirmation, encode_consumer_offset, encode_poll_prefix,
+    encode_send_confirmations,
+};
 use std::rc::Rc;
 
 /// The empty poll that tells a group member its assignment is stale
@@ -79,14 +79,16 @@ fn consumer_target(
         ConsumerKind::ConsumerGroup => {
             let group = topic.group(&Ident::from(&consumer.id));
             let not_member = || {
-                HandlerError::Status(crate::protocol::codes::Status::ConsumerGroupMemberNotFound)
+                HandlerError::Status(
+                    iggyd_wire::protocol::codes::Status::ConsumerGroupMemberNotFound,
+                )
             };
             let Some(group) = group else {
                 if usage == Use::Poll {
                     return Err(not_member());
                 }
                 return Err(HandlerError::Metadata(
-                    crate::metadata::MetadataError::ConsumerGroupNotFound {
+                    iggyd_metadata::MetadataError::ConsumerGroupNotFound {
                         group: Ident::from(&consumer.id).to_string(),
                     },
                 ));
@@ -119,10 +121,10 @@ fn consumer_target(
 fn last_offset(records: &[u8]) -> Option<u64> {
     let mut rest = records;
     let mut last = None;
-    while let Ok(header) = crate::batch::BatchHeader::decode(rest) {
+    while let Ok(header) = iggyd_wire::batch::BatchHeader::decode(rest) {
         let length = usize::try_from(header.batch_length).ok()?;
         let record = rest.get(..length)?;
-        if let Ok(frames) = crate::batch::frames(record)
+        if let Ok(frames) = iggyd_wire::batch::frames(record)
             && let Some(Ok(frame)) = frames.last()
         {
             last = Some(frame.offset);
@@ -199,7 +201,7 @@ pub(crate) async fn poll(
             .or_else(|| last_offset(frame.get(POLL_HEADROOM..).unwrap_or_default()));
         super::groups::record_poll(request.session, ids, partition_id, served, poll.auto_commit);
     }
-    let header_size = crate::protocol::limits::HEADER_SIZE;
+    let header_size = iggyd_wire::protocol::limits::HEADER_SIZE;
     assert!(POLL_HEADROOM == header_size + prefix.len());
     frame[header_size..POLL_HEADROOM].copy_from_slice(&prefix);
     let reply_bytes = frame.len() + result.shared.as_ref().map_or(0, SharedSlice::len);

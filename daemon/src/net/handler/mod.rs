@@ -14,33 +14,33 @@
 mod groups;
 mod messages;
 
-use crate::protocol::frame::decode_frame;
-use crate::protocol::reply::encode_error;
+use iggyd_wire::protocol::frame::decode_frame;
+use iggyd_wire::protocol::reply::encode_error;
 mod streams;
 mod system;
 mod users;
 
 use super::session::Session;
-use crate::metadata::grant::Revoked;
-use crate::metadata::model::User;
-use crate::metadata::permissions::Principal;
-use crate::metadata::prepare::{PrepareContext, PrepareError, Prepared, prepare};
-use crate::metadata::{
-    Applied, Ident, MemberKey, MetadataCommand, MetadataError, MetadataView, Stream, Topic,
-};
 use crate::net::reply_budget::ReplyHold;
 use crate::net::reply_frame::ReplyFrame;
-use crate::protocol::codes::{EvictionReason, Operation, Status};
-use crate::protocol::command::Command;
-use crate::protocol::header::RequestHeader;
-use crate::protocol::primitives::Identifier;
-use crate::protocol::reply::{
-    encode_eviction, encode_reply, encode_reply_in_place, encode_status_reply,
-};
 use crate::shard::context::ShardContext;
 use crate::shard::mesh::{Request, Response, ShardId, ShardMessage};
 use crate::shard::op::{PartitionOp, PumpError, Reply};
-use crate::storage::SharedSlice;
+use iggyd_metadata::grant::Revoked;
+use iggyd_metadata::model::User;
+use iggyd_metadata::permissions::Principal;
+use iggyd_metadata::prepare::{PrepareContext, PrepareError, Prepared, prepare};
+use iggyd_metadata::{
+    Applied, Ident, MemberKey, MetadataCommand, MetadataError, MetadataView, Stream, Topic,
+};
+use iggyd_storage::SharedSlice;
+use iggyd_wire::protocol::codes::{EvictionReason, Operation, Status};
+use iggyd_wire::protocol::command::Command;
+use iggyd_wire::protocol::header::RequestHeader;
+use iggyd_wire::protocol::primitives::Identifier;
+use iggyd_wire::protocol::reply::{
+    encode_eviction, encode_reply, encode_reply_in_place, encode_status_reply,
+};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -83,7 +83,7 @@ impl Replier<'_> {
         tail: Option<SharedSlice>,
         hold: Option<ReplyHold>,
     ) -> Outcome {
-        let header_size = crate::protocol::limits::HEADER_SIZE;
+        let header_size = iggyd_wire::protocol::limits::HEADER_SIZE;
         if frame.len() < header_size {
             return self.status(Status::Error);
         }
@@ -436,7 +436,7 @@ pub(crate) async fn prepare_and_apply(
         member: member_key(request.session),
         shard_count: request.context.shards as u32,
         default_durability: request.context.default_durability,
-        hash_cost: crate::metadata::auth::HashCost::PRODUCTION,
+        hash_cost: iggyd_metadata::auth::HashCost::PRODUCTION,
     };
     let (command, token) = match prepare(command, &request.view, &prepare_context)? {
         Prepared::Command(command) => (command, None),

@@ -10,22 +10,22 @@ use super::{
     Handled, HandlerError, Outcome, Request_, named_topic, partition_op, prepare_and_apply,
 };
 use crate::limits;
-use crate::metadata::options::as_entries;
-use crate::metadata::permissions::Principal;
-use crate::metadata::{Applied, Ident, MetadataView, PartitionRef, Stream, Topic};
 use crate::net::session::Session;
-use crate::protocol::codes::Status;
-use crate::protocol::command::Command;
-use crate::protocol::options::OptionEntry;
-use crate::protocol::primitives::Identifier;
-use crate::protocol::reply::{
-    PartitionInfo, StreamInfo, TopicInfo, encode_stream, encode_stream_details,
-    encode_topic_details, encode_topics,
-};
 use crate::shard::context::{PartitionReports, ReportsCache, ShardContext};
 use crate::shard::op::PartitionOp;
 use crate::shard::partition::PartitionSettings;
 use crate::shard::router;
+use iggyd_metadata::options::as_entries;
+use iggyd_metadata::permissions::Principal;
+use iggyd_metadata::{Applied, Ident, MetadataView, PartitionRef, Stream, Topic};
+use iggyd_wire::protocol::codes::Status;
+use iggyd_wire::protocol::command::Command;
+use iggyd_wire::protocol::options::OptionEntry;
+use iggyd_wire::protocol::primitives::Identifier;
+use iggyd_wire::protocol::reply::{
+    PartitionInfo, StreamInfo, TopicInfo, encode_stream, encode_stream_details,
+    encode_topic_details, encode_topics,
+};
 use std::rc::Rc;
 use std::time::Instant;
 

@@ -5,18 +5,18 @@
 //! on the control plane's `snapshot` thread while this task awaits it.
 
 use super::{Handled, HandlerError, Outcome, Request_, partition_op};
-use crate::metadata::TopicOptions;
-use crate::metadata::options::OptionKey;
-use crate::metadata::permissions::Principal;
-use crate::protocol::codes::Status;
-use crate::protocol::command::OptionScope;
-use crate::protocol::reply::{
-    ClientGroup, ClientInfo, ClusterNode, OptionDescription, Stats, Transport, encode_client,
-    encode_client_details, encode_cluster_metadata, encode_option_descriptions, encode_stats,
-};
 use crate::shard::context::{self, ShardContext};
 use crate::shard::mesh::{Request, Response};
 use crate::shard::op::PartitionOp;
+use iggyd_metadata::TopicOptions;
+use iggyd_metadata::options::OptionKey;
+use iggyd_metadata::permissions::Principal;
+use iggyd_wire::protocol::codes::Status;
+use iggyd_wire::protocol::command::OptionScope;
+use iggyd_wire::protocol::reply::{
+    ClientGroup, ClientInfo, ClusterNode, OptionDescription, Stats, Transport, encode_client,
+    encode_client_details, encode_cluster_metadata, encode_option_descriptions, encode_stats,
+};
 
 /// Every connection of every shard.
 pub(crate) async fn all_clients(context: &ShardContext) -> Handled<Vec<context::ClientInfo>> {

@@ -5,22 +5,22 @@
 //! writer.
 
 use super::{Handled, HandlerError, Outcome, Replier, Request_, now_us, prepare_and_apply};
-use crate::metadata::permissions::Principal;
-use crate::metadata::{Applied, Ident, MetadataError, MetadataView};
 use crate::net::admission::SecurityCounters;
 use crate::net::login::Busy;
 use crate::net::session::{Login, Session};
-use crate::protocol::codes::{EvictionReason, Status};
-use crate::protocol::command::{Command, Register};
-use crate::protocol::header::RequestHeader;
-use crate::protocol::limits::PROTOCOL_VERSION;
-use crate::protocol::options::OptionEntry;
-use crate::protocol::primitives::Identifier;
-use crate::protocol::reply::{
+use crate::shard::context::ShardContext;
+use iggyd_metadata::permissions::Principal;
+use iggyd_metadata::{Applied, Ident, MetadataError, MetadataView};
+use iggyd_wire::protocol::codes::{EvictionReason, Status};
+use iggyd_wire::protocol::command::{Command, Register};
+use iggyd_wire::protocol::header::RequestHeader;
+use iggyd_wire::protocol::limits::PROTOCOL_VERSION;
+use iggyd_wire::protocol::options::OptionEntry;
+use iggyd_wire::protocol::primitives::Identifier;
+use iggyd_wire::protocol::reply::{
     LoginReply, PersonalAccessTokenInfo, UserInfo, encode_created_token, encode_login,
     encode_personal_access_tokens, encode_user, encode_user_details,
 };
-use crate::shard::context::ShardContext;
 use std::num::NonZeroU64;
 use std::rc::Rc;
 use std::time::Instant;
@@ -98,7 +98,7 @@ pub(crate) async fn login(
             Some(token) => match view.verify_token(token.token, now_us()) {
                 Ok(user_id) => {
                     verified = Some(user_id);
-                    via_token = Some(crate::metadata::auth::hash_token(token.token));
+                    via_token = Some(iggyd_metadata::auth::hash_token(token.token));
                     None
                 }
                 Err(MetadataError::UserInactive { .. }) => Some(EvictionReason::UserInactive),
@@ -202,7 +202,7 @@ fn login_failed(
     replier.evict(reason)
 }
 
-fn user_info(user: &crate::metadata::User) -> UserInfo<'_> {
+fn user_info(user: &iggyd_metadata::User) -> UserInfo<'_> {
     UserInfo {
         id: user.id,
         created_at_us: user.created_at_us,

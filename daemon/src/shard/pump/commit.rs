@@ -8,7 +8,7 @@
 use super::{BackgroundSync, Need, Pump, elapsed_us};
 use crate::shard::op::PumpError;
 use crate::shard::partition::{Durability, PartitionKey};
-use crate::storage::{StorageError, StorageIo};
+use iggyd_storage::{StorageError, StorageIo};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;

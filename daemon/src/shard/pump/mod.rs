@@ -37,14 +37,14 @@ mod commit;
 
 use super::op::{POLL_HEADROOM, answer as send, reply_stopping};
 use super::partition::{Durability, Partition, PartitionKey, PartitionSettings};
-use crate::batch::ValidBatch;
-use crate::protocol::primitives::PollingStrategy;
-use crate::storage::consumer_offsets::{ConsumerKey, ConsumerOffsets};
-use crate::storage::trash::{DiscardError, Trash, TrashStart, TrashStats};
-use crate::storage::{
+use iggyd_storage::consumer_offsets::{ConsumerKey, ConsumerOffsets};
+use iggyd_storage::trash::{DiscardError, Trash, TrashStart, TrashStats};
+use iggyd_storage::{
     Access, BufferPool, Clock, LogEpoch, PartitionConfig, PartitionLog, StorageError, StorageIo,
     SyncJob,
 };
+use iggyd_wire::batch::ValidBatch;
+use iggyd_wire::protocol::primitives::PollingStrategy;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::PathBuf;
@@ -156,7 +156,7 @@ pub struct PumpStorage {
     pub trash: TrashStart,
     /// `limits.max_consumer_offsets_per_partition`.
     pub consumer_offsets_max: usize,
-    /// Bytes of a read window (`limits::READ_WINDOW_BYTES`; small in the
+    /// Bytes of a read window (`limits::storage::READ_WINDOW_BYTES`; small in the
     /// simulations).
     pub read_window_bytes: usize,
 }

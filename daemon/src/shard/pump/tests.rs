@@ -3,10 +3,10 @@
 //! retention and a failed fsync. The seeded simulation is `pump_sim/`.
 
 use super::*;
-use crate::batch::{MessageSpec, encode_producer_batch};
-use crate::protocol::codes::Status;
-use crate::storage::consumer_offsets::ConsumerKind;
-use crate::storage::sim::{SimClock, SimIo, block_on};
+use iggyd_storage::consumer_offsets::ConsumerKind;
+use iggyd_storage::sim::{SimClock, SimIo, block_on};
+use iggyd_wire::batch::{MessageSpec, encode_producer_batch};
+use iggyd_wire::protocol::codes::Status;
 use std::path::Path;
 
 const KEY: PartitionKey = PartitionKey {
@@ -27,7 +27,7 @@ fn storage() -> PumpStorage {
         pool: BufferPool::new(1 << 20),
         trash: TrashStart::default(),
         consumer_offsets_max: 3,
-        read_window_bytes: crate::limits::READ_WINDOW_BYTES,
+        read_window_bytes: crate::limits::storage::READ_WINDOW_BYTES,
     }
 }
 
@@ -639,7 +639,7 @@ fn undeletable_data_refuses_purge_and_segment_deletion_without_harm() {
     assert_eq!(error.status(), Status::Error);
     assert!(pump.fatal().is_none());
     io.set_immutable(&dir, false);
-    let oldest = crate::storage::segment::log_path(&dir, 0);
+    let oldest = iggyd_storage::segment::log_path(&dir, 0);
     io.set_immutable(&oldest, true);
     let error = answer_of(&mut pump, |reply| PartitionOp::DeleteSegments {
         key: KEY,

@@ -8,11 +8,11 @@
 
 use super::model::PartitionModel;
 use super::{DATA_DIR, Sim, channel, random_settings};
-use crate::batch::ValidBatch;
 use crate::shard::partition::PartitionKey;
 use crate::shard::pump::{PartitionOp, PumpError};
-use crate::storage::StorageError;
-use crate::storage::sim::block_on;
+use iggyd_storage::StorageError;
+use iggyd_storage::sim::block_on;
+use iggyd_wire::batch::ValidBatch;
 use std::path::Path;
 
 impl Sim {
@@ -53,7 +53,7 @@ impl Sim {
         let dir = model.key.dir(Path::new(DATA_DIR));
         let stuck = (deletable > 0 && self.rng.chance(1, 5)).then(|| {
             let at = self.rng.below(deletable as u64) as usize;
-            let path = crate::storage::segment::log_path(&dir, model.segments[at].start_offset);
+            let path = iggyd_storage::segment::log_path(&dir, model.segments[at].start_offset);
             (at, path)
         });
         if let Some((_, path)) = &stuck {
@@ -112,7 +112,7 @@ impl Sim {
             1 => {
                 let first = self.parts[part].segments[0].start_offset;
                 self.io
-                    .set_immutable(&crate::storage::segment::log_path(&old_dir, first), true);
+                    .set_immutable(&iggyd_storage::segment::log_path(&old_dir, first), true);
             }
             _ => {}
         }

@@ -69,13 +69,13 @@ use super::pump::{
     AppendAck, PartitionOp, PartitionReport, PollRequest, PollResult, Pump, PumpError, PumpStorage,
     StoredOffset,
 };
-use crate::batch::{self, BATCH_HEADER_SIZE, BatchHeader, ValidBatch};
-use crate::protocol::primitives::PollingStrategy;
-use crate::storage::consumer_offsets::{ConsumerKey, ConsumerKind};
-use crate::storage::sim::{SimClock, SimIo, SimRng, block_on};
-use crate::storage::sim_workload::{BatchGenerator, BatchShape, run_seeds};
-use crate::storage::{Access, BufferPool, Clock, StorageError};
 use coverage::Coverage;
+use iggyd_storage::consumer_offsets::{ConsumerKey, ConsumerKind};
+use iggyd_storage::sim::{SimClock, SimIo, SimRng, block_on};
+use iggyd_storage::sim_workload::{BatchGenerator, BatchShape, run_seeds};
+use iggyd_storage::{Access, BufferPool, Clock, StorageError};
+use iggyd_wire::batch::{self, BATCH_HEADER_SIZE, BatchHeader, ValidBatch};
+use iggyd_wire::protocol::primitives::PollingStrategy;
 use model::{BatchModel, Message, PartitionModel, SegmentModel};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -212,7 +212,7 @@ struct Sim {
     /// again, and must leave the disk).
     deleted: Vec<u64>,
     /// Where the shards' trashes start after the next (re)start.
-    trash_start: crate::storage::trash::TrashStart,
+    trash_start: iggyd_storage::trash::TrashStart,
     batches: BatchGenerator,
     /// A full disk is being simulated: `NoSpace` refusals are expected.
     disk_full: bool,
@@ -268,7 +268,7 @@ impl Sim {
             Access::Buffered
         };
         let shards = rng.range(1, 2) as usize;
-        let read_window_bytes = rng.range(1, 4) as usize * crate::storage::buf::IO_ALIGN;
+        let read_window_bytes = rng.range(1, 4) as usize * iggyd_storage::buf::IO_ALIGN;
         let partitions = rng.range(2, 4);
         let mut parts = Vec::new();
         for partition in 0..partitions {
@@ -319,7 +319,7 @@ impl Sim {
             data_dir: PathBuf::from(DATA_DIR),
             access: self.access,
             pool: BufferPool::new(1 << 20),
-            trash: crate::storage::trash::TrashStart {
+            trash: iggyd_storage::trash::TrashStart {
                 next_seq: self.trash_start.next_seq,
                 pending: if shard == 0 {
                     std::mem::take(&mut self.trash_start.pending)

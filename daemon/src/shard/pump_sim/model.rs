@@ -5,8 +5,8 @@
 //! does no I/O and knows nothing of the pump's code; `mod.rs` drives both.
 
 use crate::shard::partition::{Durability, PartitionKey, PartitionSettings};
-use crate::storage::DeletedSegments;
-use crate::storage::consumer_offsets::ConsumerKey;
+use iggyd_storage::DeletedSegments;
+use iggyd_storage::consumer_offsets::ConsumerKey;
 use std::collections::BTreeMap;
 
 /// One message as the model remembers it.

@@ -5,11 +5,11 @@
 //! checks, and the comparison of every partition's report with the model.
 
 use super::{DATA_DIR, Sim, Waiting, channel, is_no_space, is_poisoned};
-use crate::protocol::primitives::PollingStrategy;
 use crate::shard::pump::PumpError;
 use crate::shard::pump::{AppendAck, PartitionOp, PartitionReport, PollRequest};
-use crate::storage::consumer_offsets::ConsumerKey;
-use crate::storage::sim::block_on;
+use iggyd_storage::consumer_offsets::ConsumerKey;
+use iggyd_storage::sim::block_on;
+use iggyd_wire::protocol::primitives::PollingStrategy;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -434,7 +434,7 @@ impl Sim {
                 (key.storage_id, (key.stream, key.topic, key.partition))
             })
             .collect();
-        let reconciled = crate::storage::sim::block_on(crate::storage::layout::reconcile(
+        let reconciled = iggyd_storage::sim::block_on(iggyd_storage::layout::reconcile(
             &self.io,
             Path::new(DATA_DIR),
             &listed,
@@ -490,9 +490,9 @@ impl Sim {
             "seed {}: left on the disk: {left:?}",
             self.seed
         );
-        let partitions = crate::storage::layout::partition_dir(data, 0);
+        let partitions = iggyd_storage::layout::partition_dir(data, 0);
         let partitions = partitions.parent().expect("partitions directory");
-        let names = block_on(crate::storage::StorageIo::list_dir(&self.io, partitions))
+        let names = block_on(iggyd_storage::StorageIo::list_dir(&self.io, partitions))
             .expect("list partitions");
         let mut expected: Vec<String> = self
             .parts
