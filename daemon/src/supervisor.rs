@@ -42,6 +42,8 @@ use crate::control::snapshot_file::{self, SnapshotWorker};
 use crate::error::BootError;
 use crate::limits;
 use crate::logging::{LimitsUpdate, LogHandle};
+use crate::net::context::NetSettings;
+use crate::net::snapshot_request;
 use crate::preflight::Driver;
 use crate::shard::heartbeat::{Heartbeats, ShardCounters};
 use crate::shard::mesh::{Mesh, ShardMessage};
@@ -190,7 +192,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         metrics: None,
         snapshot: None,
     };
-    let (snapshot_files, snapshot_jobs) = snapshot_file::queue();
+    let (snapshot_files, snapshot_jobs) = snapshot_request::queue();
     let view = launch.store.publish();
     heartbeats.publish_view(view.clone());
     let net = start_net(&mut launch, shards, view.partitions_count() as u64)?;
@@ -220,27 +222,31 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
             numa_node: if bind_numa { planned.numa_node } else { None },
             driver: launch.driver,
             require_io_uring: launch.require_io_uring,
-            listener,
+            front: crate::net::front(
+                NetSettings {
+                    address: launch.address,
+                    stale_after: limits::STALE_CLIENT_AFTER,
+                    rebalance_timeout: launch.rebalance_timeout,
+                    default_durability: launch.default_durability,
+                    snapshot_files: snapshot_files.clone(),
+                    net: net.clone(),
+                },
+                listener,
+            ),
             inbox,
             mesh: mesh.clone(),
             heartbeats: heartbeats.clone(),
             events: events_tx.clone(),
             data_dir: launch.data_dir.clone(),
-            address: launch.address,
             view: view.clone(),
             store: if planned.shard == 0 {
                 store.take()
             } else {
                 None
             },
-            default_durability: launch.default_durability,
-            stale_after: limits::STALE_CLIENT_AFTER,
-            rebalance_timeout: launch.rebalance_timeout,
             consumer_offsets_max: launch.consumer_offsets_max,
             started: launch.started,
             started_at_us,
-            snapshot_files: snapshot_files.clone(),
-            net: net.clone(),
         };
         let handle = shard::spawn(spec).map_err(|error| {
             BootError::Runtime(format!(

@@ -1,8 +1,8 @@
 //! `iggy snapshot` (GetSnapshotFile, code 11): a ZIP of diagnostics built
-//! on a control-plane thread named `snapshot`, never on a shard. A
-//! connection's handler parses the request ([`SnapshotFileRequest::parse`]),
-//! sends it over a bounded queue ([`SnapshotFiles`], which every shard
-//! holds) and awaits the bytes; its shard's pump keeps running meanwhile.
+//! on a control-plane thread named `snapshot`, never on a shard. The
+//! requests arrive over the queue of `net::snapshot_request` (a
+//! connection's handler parses one and awaits the bytes; its shard's pump
+//! keeps running meanwhile).
 //!
 //! What the archive holds, by requested type (100 = all but `test`, as the
 //! Apache SDK expands it):
@@ -27,200 +27,16 @@
 
 use crate::config::Config;
 use crate::control::ControlSource;
-use crate::limits;
+use crate::net::snapshot_request::{
+    Answer, Compression, Job, SnapshotFileError, SnapshotFileRequest, SnapshotFiles, SnapshotJobs,
+    SnapshotType,
+};
 use crate::shard::heartbeat::Heartbeats;
 use crate::topology::ShardPlan;
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
-
-/// The ZIP compression a client asks for (wire codes 1 to 6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    Stored,
-    Deflated,
-    Bzip2,
-    Zstd,
-    Lzma,
-    Xz,
-}
-
-impl Compression {
-    fn from_code(code: u8) -> Option<Compression> {
-        Some(match code {
-            1 => Compression::Stored,
-            2 => Compression::Deflated,
-            3 => Compression::Bzip2,
-            4 => Compression::Zstd,
-            5 => Compression::Lzma,
-            6 => Compression::Xz,
-            _ => return None,
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Compression::Stored => "stored",
-            Compression::Deflated => "deflated",
-            Compression::Bzip2 => "bzip2",
-            Compression::Zstd => "zstd",
-            Compression::Lzma => "lzma",
-            Compression::Xz => "xz",
-        }
-    }
-
-    fn method(self) -> Option<zip::CompressionMethod> {
-        match self {
-            Compression::Stored => Some(zip::CompressionMethod::Stored),
-            Compression::Deflated => Some(zip::CompressionMethod::Deflated),
-            Compression::Bzip2 => Some(zip::CompressionMethod::Bzip2),
-            Compression::Zstd => Some(zip::CompressionMethod::Zstd),
-            Compression::Lzma => None,
-            Compression::Xz => Some(zip::CompressionMethod::Xz),
-        }
-    }
-}
-
-/// What a snapshot may contain (wire codes 1 to 6; 100 = all but `Test`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum SnapshotType {
-    FilesystemOverview,
-    ProcessList,
-    ResourceUsage,
-    Test,
-    ServerLogs,
-    ServerConfig,
-}
-
-impl SnapshotType {
-    fn name(self) -> &'static str {
-        match self {
-            SnapshotType::FilesystemOverview => "filesystem_overview",
-            SnapshotType::ProcessList => "process_list",
-            SnapshotType::ResourceUsage => "resource_usage",
-            SnapshotType::Test => "test",
-            SnapshotType::ServerLogs => "server_logs",
-            SnapshotType::ServerConfig => "server_config",
-        }
-    }
-}
-
-/// A parsed GetSnapshotFile request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotFileRequest {
-    pub compression: Compression,
-    pub types: BTreeSet<SnapshotType>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SnapshotFileError {
-    #[error("unknown snapshot compression {0} (1 stored … 6 xz)")]
-    UnknownCompression(u8),
-    #[error("unknown snapshot type {0} (1 … 6, or 100 for all)")]
-    UnknownType(u8),
-    #[error("a snapshot request must name at least one type")]
-    NoTypes,
-    #[error("LZMA (5) cannot be written into a ZIP here; ask for xz (6) or another method")]
-    LzmaUnavailable,
-    #[error("the daemon is stopping")]
-    Stopping,
-    #[error("building the ZIP failed: {0}")]
-    Zip(String),
-}
-
-impl SnapshotFileRequest {
-    /// Checks the request body's fields (done on the shard: cheap, and a bad
-    /// request never reaches the worker).
-    pub fn parse(compression: u8, types: &[u8]) -> Result<SnapshotFileRequest, SnapshotFileError> {
-        let compression = Compression::from_code(compression)
-            .ok_or(SnapshotFileError::UnknownCompression(compression))?;
-        if compression == Compression::Lzma {
-            return Err(SnapshotFileError::LzmaUnavailable);
-        }
-        let mut parsed = BTreeSet::new();
-        for code in types {
-            match code {
-                1 => parsed.insert(SnapshotType::FilesystemOverview),
-                2 => parsed.insert(SnapshotType::ProcessList),
-                3 => parsed.insert(SnapshotType::ResourceUsage),
-                4 => parsed.insert(SnapshotType::Test),
-                5 => parsed.insert(SnapshotType::ServerLogs),
-                6 => parsed.insert(SnapshotType::ServerConfig),
-                100 => {
-                    parsed.extend([
-                        SnapshotType::FilesystemOverview,
-                        SnapshotType::ProcessList,
-                        SnapshotType::ResourceUsage,
-                        SnapshotType::ServerLogs,
-                        SnapshotType::ServerConfig,
-                    ]);
-                    true
-                }
-                other => return Err(SnapshotFileError::UnknownType(*other)),
-            };
-        }
-        if parsed.is_empty() {
-            return Err(SnapshotFileError::NoTypes);
-        }
-        Ok(SnapshotFileRequest {
-            compression,
-            types: parsed,
-        })
-    }
-}
-
-type Answer = Result<Vec<u8>, SnapshotFileError>;
-
-enum Job {
-    Build(SnapshotFileRequest, flume::Sender<Answer>),
-    /// Wakes the worker so it sees the stop flag.
-    Wake,
-}
-
-/// The shards' handle: queue a build and await the ZIP.
-#[derive(Clone)]
-pub struct SnapshotFiles {
-    jobs: flume::Sender<Job>,
-}
-
-impl std::fmt::Debug for SnapshotFiles {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SnapshotFiles").finish_non_exhaustive()
-    }
-}
-
-/// The worker's end of the queue, until the worker starts.
-pub struct SnapshotJobs(flume::Receiver<Job>);
-
-impl std::fmt::Debug for SnapshotJobs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SnapshotJobs").finish_non_exhaustive()
-    }
-}
-
-/// A bounded queue: requests beyond `SNAPSHOT_QUEUE_DEPTH` wait (the
-/// sender's task, not its shard).
-pub fn queue() -> (SnapshotFiles, SnapshotJobs) {
-    let (jobs, receiver) = flume::bounded(limits::SNAPSHOT_QUEUE_DEPTH);
-    (SnapshotFiles { jobs }, SnapshotJobs(receiver))
-}
-
-impl SnapshotFiles {
-    /// Queue `request` and wait for its ZIP without blocking the thread.
-    pub async fn build(&self, request: SnapshotFileRequest) -> Answer {
-        let (reply, answer) = flume::bounded(1);
-        self.jobs
-            .send_async(Job::Build(request, reply))
-            .await
-            .map_err(|_| SnapshotFileError::Stopping)?;
-        answer
-            .recv_async()
-            .await
-            .map_err(|_| SnapshotFileError::Stopping)?
-    }
-}
 
 /// What the worker reads.
 pub struct SnapshotSources {
@@ -281,7 +97,7 @@ impl SnapshotWorker {
             })?;
         Ok(SnapshotWorker {
             stopping,
-            wake: files.jobs.clone(),
+            wake: files.waker(),
             thread: Some(thread),
         })
     }
@@ -363,9 +179,7 @@ pub fn build(request: &SnapshotFileRequest, sources: &SnapshotSources) -> Answer
 /// `files` as one ZIP archive, every entry compressed with `compression`
 /// and stamped with the current time.
 fn write_zip(compression: Compression, files: &[(String, Vec<u8>)]) -> Answer {
-    let method = compression
-        .method()
-        .ok_or(SnapshotFileError::LzmaUnavailable)?;
+    let method = zip_method(compression).ok_or(SnapshotFileError::LzmaUnavailable)?;
     let zip_error = |error: zip::result::ZipError| SnapshotFileError::Zip(error.to_string());
     let mut options = zip::write::SimpleFileOptions::default()
         .compression_method(method)
@@ -398,6 +212,18 @@ fn zip_time(time: SystemTime) -> Option<zip::DateTime> {
         small(second)?,
     )
     .ok()
+}
+
+/// The `zip` crate's method for a requested compression (LZMA has none).
+fn zip_method(compression: Compression) -> Option<zip::CompressionMethod> {
+    match compression {
+        Compression::Stored => Some(zip::CompressionMethod::Stored),
+        Compression::Deflated => Some(zip::CompressionMethod::Deflated),
+        Compression::Bzip2 => Some(zip::CompressionMethod::Bzip2),
+        Compression::Zstd => Some(zip::CompressionMethod::Zstd),
+        Compression::Lzma => None,
+        Compression::Xz => Some(zip::CompressionMethod::Xz),
+    }
 }
 
 mod contents;

@@ -27,7 +27,7 @@ use super::session::Session;
 use super::tls::{TLS_HANDSHAKE_RECORD, peek_first_byte};
 use crate::limits;
 use crate::net::admission::{SecurityCounters, Ticket};
-use crate::shard::context::ShardContext;
+use crate::net::context::NetContext;
 use iggyd_wire::protocol::codes::{EvictionReason, HEADER_COMMAND_REQUEST};
 use iggyd_wire::protocol::frame::check_frame_size;
 use iggyd_wire::protocol::header::RequestHeader;
@@ -92,7 +92,7 @@ impl std::fmt::Display for End {
 /// shard never mistakes a just-accepted connection for none); `ticket` is
 /// its place in the connection caps, freed when the task ends.
 pub async fn serve(
-    context: Rc<ShardContext>,
+    context: Rc<NetContext>,
     stream: TcpStream,
     peer: SocketAddr,
     client_id: u32,
@@ -111,7 +111,7 @@ pub async fn serve(
 
 /// Counters and the (rate-limited) log lines an operator needs about how
 /// a connection ended.
-fn count_end(context: &ShardContext, session: &Session, end: &End) {
+fn count_end(context: &NetContext, session: &Session, end: &End) {
     let counters = &context.net.admission.counters;
     let peer = session.peer;
     match end {
@@ -170,7 +170,7 @@ async fn within<F: Future>(limit: Option<Duration>, future: F) -> Option<F::Outp
 /// Check what the client speaks, shake hands when the port is a TLS port,
 /// and serve frames.
 async fn serve_stream(
-    context: &Rc<ShardContext>,
+    context: &Rc<NetContext>,
     session: &mut Session,
     stream: TcpStream,
     login_deadline: Instant,
@@ -206,7 +206,7 @@ async fn serve_stream(
 
 /// The frame loop, over a plaintext or a TLS stream.
 async fn run<S: AsyncReadRent + AsyncWriteRent>(
-    context: &Rc<ShardContext>,
+    context: &Rc<NetContext>,
     session: &mut Session,
     mut stream: S,
     login_deadline: Instant,
@@ -380,7 +380,7 @@ async fn write_reply<S: AsyncWriteRent>(stream: &mut S, reply: Vec<u8>) -> std::
 /// command) and close, without reading the body. A header that is not a
 /// request gets no answer at all, as any untrustworthy framing.
 async fn refuse_login_frame<S: AsyncWriteRent>(
-    context: &ShardContext,
+    context: &NetContext,
     session: &Session,
     header: &[u8],
     total: usize,

@@ -56,7 +56,7 @@ pub fn bind_all(
 /// never shares the port with a lingering socket. New attempts after that
 /// are refused cleanly.
 pub fn serve(
-    context: std::rc::Rc<crate::shard::context::ShardContext>,
+    context: std::rc::Rc<crate::net::context::NetContext>,
     listener: std::net::TcpListener,
     stop: flume::Receiver<()>,
 ) -> std::io::Result<impl Future<Output = ()>> {
@@ -189,7 +189,7 @@ fn drop_new_handshakes(fd: std::os::fd::RawFd) -> std::io::Result<()> {
 /// Accept every connection waiting on `fd` and start serving each; returns
 /// how many.
 async fn serve_backlog(
-    context: &std::rc::Rc<crate::shard::context::ShardContext>,
+    context: &std::rc::Rc<crate::net::context::NetContext>,
     fd: std::os::fd::RawFd,
 ) -> u64 {
     let (served, error) = sweep_backlog(fd, |stream, peer| serve_one(context, stream, peer));
@@ -206,7 +206,7 @@ async fn serve_backlog(
 /// (before any byte is read) when it is over a cap of `net::admission`;
 /// true when it is served.
 fn serve_one(
-    context: &std::rc::Rc<crate::shard::context::ShardContext>,
+    context: &std::rc::Rc<crate::net::context::NetContext>,
     stream: std::net::TcpStream,
     peer: SocketAddr,
 ) -> bool {

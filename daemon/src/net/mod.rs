@@ -9,15 +9,20 @@
 pub mod admission;
 pub mod append_budget;
 pub mod connection;
+pub mod context;
 pub mod handler;
 pub mod listener;
 pub mod reply_budget;
 pub mod reply_frame;
 pub mod login;
 pub mod session;
+pub mod snapshot_request;
 pub mod tls;
 
 use crate::config::LimitsConfig;
+use crate::shard::front::{Front, FrontStart};
+use context::{NetContext, NetSettings};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,6 +83,19 @@ impl Net {
             .get(shard)
             .map(|budget| budget.reserve(self.limits.poll_reply_bytes_max))
     }
+}
+
+/// The front a shard starts once its partitions are recovered: its client
+/// connections, accepted from `listener` (bound by the supervisor).
+pub fn front(settings: NetSettings, listener: std::net::TcpListener) -> FrontStart {
+    FrontStart(Box::new(move |shard_context| {
+        let (stop_accepting, accepting_stopped) = flume::bounded(1);
+        let context = Rc::new(NetContext::new(shard_context, settings, stop_accepting));
+        let accept = listener::serve(context.clone(), listener, accepting_stopped)
+            .map_err(|error| format!("listener: {error}"))?;
+        let front: Rc<dyn Front> = context;
+        Ok((front, monoio::spawn(accept)))
+    }))
 }
 
 #[cfg(test)]

@@ -17,13 +17,9 @@ pub struct Login {
     pub client: u128,
 }
 
-/// A consumer group membership, by numeric ids.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Membership {
-    pub stream: u32,
-    pub topic: u32,
-    pub group: u32,
-}
+/// A consumer group membership, by numeric ids (plain data the shard's
+/// front reports).
+pub use crate::shard::front::Membership;
 
 /// What this session did with one partition of a group it is in: the last
 /// offset it was served and the last it committed. A partition its owner
@@ -58,7 +54,7 @@ pub struct Session {
     /// Monotone `commit` value echoed in replies.
     pub commit: u64,
     /// While logged in: says why, when a metadata view revokes the login
-    /// (`ShardContext::install_view`).
+    /// (`NetContext`'s `Front::view_installed`).
     pub ended: Option<flume::Receiver<Revoked>>,
     /// Failed logins on this connection.
     pub failed_logins: u32,

@@ -3,7 +3,7 @@
 //! nothing is ever dropped. A request carries its own reply channel, so a
 //! cross-shard call is "send to the owner, await its answer".
 
-use super::context::ClientInfo;
+use super::front::ClientInfo;
 use crate::limits;
 use iggyd_metadata::{Applied, MetadataCommand, MetadataView};
 use iggyd_wire::protocol::codes::Status;

@@ -12,6 +12,7 @@
 //! `boot::install_panic_hook`), so the daemon is never half alive.
 
 pub mod context;
+pub mod front;
 pub mod heartbeat;
 pub mod mesh;
 pub mod op;
@@ -22,9 +23,9 @@ pub mod router;
 mod pump_sim;
 
 use crate::limits;
-use crate::net::listener;
 use crate::preflight::Driver;
 use context::{ContextSettings, ShardContext};
+use front::{Front, FrontStart};
 use heartbeat::Heartbeats;
 use iggyd_metadata::store::{ExecuteError, MetadataStore};
 use iggyd_metadata::{MetadataView, io::StdIo};
@@ -34,7 +35,6 @@ use mesh::{Mesh, Request, Response, ShardId, ShardMessage};
 use op::PartitionOp;
 use partition::{PartitionKey, PartitionSettings};
 use pump::{Pump, PumpStorage};
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
@@ -75,24 +75,19 @@ pub struct ShardSpec {
     pub driver: Driver,
     /// Whether a failed io_uring runtime build may fall back to epoll.
     pub require_io_uring: bool,
-    /// Bound and listening (SO_REUSEPORT) by the supervisor.
-    pub listener: std::net::TcpListener,
+    /// What runs above the shard on its thread (its connections, started
+    /// with their listener once the partitions are recovered).
+    pub front: FrontStart,
     pub inbox: flume::Receiver<ShardMessage>,
     pub mesh: Mesh,
     pub heartbeats: Heartbeats,
     pub events: mpsc::Sender<ShardEvent>,
     /// Root of the partition directories.
     pub data_dir: std::path::PathBuf,
-    /// The address clients reach the daemon on.
-    pub address: SocketAddr,
     /// The metadata view at start.
     pub view: Arc<MetadataView>,
     /// Shard 0 only: the metadata store.
     pub store: Option<MetadataStore<StdIo>>,
-    pub default_durability: iggyd_metadata::Durability,
-    pub stale_after: Duration,
-    /// `consumer_groups.rebalance_timeout`.
-    pub rebalance_timeout: Duration,
     /// `retention.check_interval`: how often `RetentionTick` is queued.
     pub retention_check_interval: Duration,
     /// `storage.flush_interval`; zero = no interval flush.
@@ -108,11 +103,6 @@ pub struct ShardSpec {
     pub trash: iggyd_storage::trash::TrashStart,
     pub started: Instant,
     pub started_at_us: u64,
-    /// Where GetSnapshotFile requests go (the control plane's `snapshot`
-    /// thread).
-    pub snapshot_files: crate::control::snapshot_file::SnapshotFiles,
-    /// What every shard's connections share.
-    pub net: crate::net::Net,
 }
 
 /// Start the shard thread.
@@ -175,8 +165,9 @@ struct ShardLoop {
     /// Set when the metadata store failed to persist: stop.
     fatal: Option<String>,
     events: mpsc::Sender<ShardEvent>,
-    /// Fires the accept loop's stop; taken at `StopAccepting`.
-    stop_accepting: Option<flume::Sender<()>>,
+    /// The connections above this shard; set once the partitions are
+    /// recovered and the listener started.
+    front: Option<Rc<dyn Front>>,
     /// Every published window's latencies, added up (the metrics endpoint's
     /// histograms).
     latency_totals: heartbeat::LatencyHistograms,
@@ -208,7 +199,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
     let ShardSpec {
         id,
         pu,
-        listener,
+        front,
         inbox,
         mesh,
         heartbeats,
@@ -220,15 +211,9 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         shard: id,
         shards: mesh.shards(),
         mesh: mesh.clone(),
-        address: spec.address,
-        stale_after: spec.stale_after,
-        rebalance_timeout: spec.rebalance_timeout,
-        default_durability: spec.default_durability,
         started: spec.started,
         started_at_us: spec.started_at_us,
         view: spec.view.clone(),
-        snapshot_files: spec.snapshot_files.clone(),
-        net: spec.net.clone(),
     }));
     let mut shard = ShardLoop {
         context: context.clone(),
@@ -252,7 +237,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         store: spec.store,
         fatal: None,
         events: events.clone(),
-        stop_accepting: None,
+        front: None,
         latency_totals: heartbeat::LatencyHistograms::default(),
     };
 
@@ -272,11 +257,8 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         }
     }
 
-    let (stop_accepting, accepting_stopped) = flume::bounded::<()>(1);
-    shard.stop_accepting = Some(stop_accepting);
-    let accept = listener::serve(context.clone(), listener, accepting_stopped)
-        .map_err(|error| format!("listener: {error}"))?;
-    let accept_task = monoio::spawn(accept);
+    let (front, accept_task) = (front.0)(context.clone())?;
+    shard.front = Some(front);
 
     // Timers only enqueue; the pump does the work when it gets to the
     // message. The heartbeat counter therefore moves only while the loop
@@ -399,7 +381,13 @@ impl ShardLoop {
         let id = self.context.shard;
         match message {
             ShardMessage::Heartbeat => self.heartbeats.bump(id),
-            ShardMessage::View(view) => self.context.install_view(view),
+            ShardMessage::View(view) => {
+                if self.context.install_view(&view)
+                    && let Some(front) = &self.front
+                {
+                    front.view_installed(&view);
+                }
+            }
             ShardMessage::Request(envelope) => {
                 let response = match envelope.request {
                     Request::Ping => Response::Pong {
@@ -407,7 +395,12 @@ impl ShardLoop {
                         pu: self.pu,
                         heartbeat: self.heartbeats.read(id),
                     },
-                    Request::Clients => Response::Clients(self.context.clients()),
+                    Request::Clients => Response::Clients(
+                        self.front
+                            .as_ref()
+                            .map(|front| front.clients())
+                            .unwrap_or_default(),
+                    ),
                     Request::Metadata(command) => {
                         Response::Metadata(self.apply_metadata(*command).await)
                     }
@@ -422,15 +415,13 @@ impl ShardLoop {
             ShardMessage::PublishReport => self.publish_report(),
             ShardMessage::StopAccepting => {
                 self.begin_stopping();
-                let context = self.context.clone();
+                let front = self.front.clone();
                 let events = self.events.clone();
                 monoio::spawn(async move {
-                    while !context.is_quiet() {
+                    while front.as_ref().is_some_and(|front| !front.is_quiet()) {
                         monoio::time::sleep(Duration::from_millis(5)).await;
                     }
-                    let _ = events.send(ShardEvent::Quiesced {
-                        shard: context.shard,
-                    });
+                    let _ = events.send(ShardEvent::Quiesced { shard: id });
                 });
             }
             ShardMessage::Stop => return true,
@@ -449,12 +440,11 @@ impl ShardLoop {
         false
     }
 
-    /// Stop accepting (once) and tell connections to finish.
+    /// Stop accepting and tell connections to finish.
     fn begin_stopping(&mut self) {
-        if let Some(stop) = self.stop_accepting.take() {
-            let _ = stop.send(());
+        if let Some(front) = &self.front {
+            front.begin_stopping();
         }
-        self.context.begin_stopping();
     }
 
     /// Publish the once-a-second report: partition numbers and latency
@@ -462,7 +452,11 @@ impl ShardLoop {
     fn publish_report(&mut self) {
         self.pump.release_idle_memory();
         let (queue_wait, fsync) = self.pump.take_latencies();
-        let request = self.context.take_request_latency();
+        let request = self
+            .front
+            .as_ref()
+            .map(|front| front.take_request_latency())
+            .unwrap_or_default();
         let totals = &mut self.latency_totals;
         totals.request.add(&request.window);
         totals.queue_wait.add(&queue_wait.window);
@@ -483,6 +477,11 @@ impl ShardLoop {
     /// Publish this shard's gauges for the supervisor and the console.
     fn publish(&self) {
         let counters = self.pump.counters;
+        let front = self
+            .front
+            .as_ref()
+            .map(|front| front.counters())
+            .unwrap_or_default();
         self.heartbeats.publish(
             self.context.shard,
             &heartbeat::ShardCounters {
@@ -491,10 +490,10 @@ impl ShardLoop {
                 bytes_in: counters.bytes_in,
                 bytes_out: counters.bytes_out,
                 fsyncs: counters.fsyncs,
-                connections: self.context.connections() as u64,
+                connections: front.connections,
                 partitions: self.pump.partitions() as u64,
-                sends_local: self.context.sends_local.get(),
-                sends_forwarded: self.context.sends_forwarded.get(),
+                sends_local: front.sends_local,
+                sends_forwarded: front.sends_forwarded,
             },
         );
     }
@@ -526,7 +525,11 @@ impl ShardLoop {
             }
             Ok(applied) => {
                 let view = store.publish();
-                self.context.install_view(view.clone());
+                if self.context.install_view(&view)
+                    && let Some(front) = &self.front
+                {
+                    front.view_installed(&view);
+                }
                 self.heartbeats.publish_view(view.clone());
                 for shard in 0..self.context.shards {
                     if shard == self.context.shard {
@@ -556,6 +559,36 @@ impl ShardLoop {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use front::{ClientInfo, FrontCounters};
+    use heartbeat::Latency;
+
+    /// A shard with nothing above it: the shard layer runs and stops
+    /// without connections (and without the layer that provides them).
+    struct NoFront;
+
+    impl Front for NoFront {
+        fn view_installed(&self, _: &Arc<MetadataView>) {}
+        fn clients(&self) -> Vec<ClientInfo> {
+            Vec::new()
+        }
+        fn begin_stopping(&self) {}
+        fn is_quiet(&self) -> bool {
+            true
+        }
+        fn take_request_latency(&self) -> Latency {
+            Latency::default()
+        }
+        fn counters(&self) -> FrontCounters {
+            FrontCounters::default()
+        }
+    }
+
+    fn no_front() -> FrontStart {
+        FrontStart(Box::new(|_| {
+            let front: Rc<dyn Front> = Rc::new(NoFront);
+            Ok((front, monoio::spawn(async {})))
+        }))
+    }
 
     fn start(
         shards: usize,
@@ -570,8 +603,6 @@ mod tests {
         let (events_tx, events) = mpsc::channel();
         let mut handles = Vec::new();
         for (id, inbox) in receivers.into_iter().enumerate().take(shards) {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            listener.set_nonblocking(true).unwrap();
             let spec = ShardSpec {
                 id,
                 pu: 0,
@@ -579,18 +610,14 @@ mod tests {
                 numa_node: None,
                 driver: Driver::Epoll,
                 require_io_uring: false,
-                listener,
+                front: no_front(),
                 inbox,
                 mesh: mesh.clone(),
                 heartbeats: heartbeats.clone(),
                 events: events_tx.clone(),
                 data_dir: std::env::temp_dir(),
-                address: "127.0.0.1:0".parse().unwrap(),
                 view: iggyd_metadata::Metadata::new().publish(),
                 store: None,
-                default_durability: iggyd_metadata::Durability::Persisted,
-                stale_after: limits::STALE_CLIENT_AFTER,
-                rebalance_timeout: limits::REBALANCE_TIMEOUT,
                 retention_check_interval: limits::RETENTION_CHECK_INTERVAL,
                 flush_interval: limits::FLUSH_INTERVAL,
                 access: iggyd_storage::Access::Buffered,
@@ -599,8 +626,6 @@ mod tests {
                 trash: Default::default(),
                 started: Instant::now(),
                 started_at_us: 0,
-                snapshot_files: crate::control::snapshot_file::queue().0,
-                net: crate::net::Net::for_tests(shards + 1),
             };
             handles.push(spawn(spec).unwrap());
         }

@@ -6,6 +6,8 @@
 use super::*;
 use crate::config::Sources;
 use crate::control::test_fixture;
+use crate::limits;
+use crate::net::snapshot_request::queue;
 use crate::preflight::Driver;
 use iggyd_metadata::{MetadataCommand, UserStatus};
 use std::io::Read;

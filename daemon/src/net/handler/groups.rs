@@ -3,8 +3,8 @@
 //! session remembers what it joined so a logout or disconnect leaves.
 
 use super::{Handled, Outcome, Request_, apply, member_key, named_topic, prepare_and_apply};
+use crate::net::context::NetContext;
 use crate::net::session::{Membership, Session};
-use crate::shard::context::ShardContext;
 use iggyd_metadata::permissions::Principal;
 use iggyd_metadata::{Applied, ConsumerGroup, Ident, MetadataCommand, MetadataView, Topic, groups};
 use iggyd_wire::protocol::command::{Command, GroupRef};
@@ -86,7 +86,7 @@ pub(crate) async fn complete_handoffs(
 }
 
 async fn hand_over(
-    context: &Rc<ShardContext>,
+    context: &Rc<NetContext>,
     (stream_id, topic_id, group_id): (u32, u32, u32),
     partitions: Vec<u32>,
 ) -> Option<Arc<MetadataView>> {
@@ -115,7 +115,7 @@ async fn hand_over(
 /// partitions it must hand off and has committed everything it polled
 /// from: a member that is idle, or that commits before it polls again,
 /// hands over without waiting for the timeout.
-pub(crate) async fn release_handoffs(context: &Rc<ShardContext>, session: &Session) {
+pub(crate) async fn release_handoffs(context: &Rc<NetContext>, session: &Session) {
     if session.memberships.is_empty() {
         return;
     }

@@ -6,9 +6,9 @@
 use super::{
     Handled, HandlerError, Outcome, Replier, Request_, member_key, named_topic, partition_op,
 };
+use crate::net::context::NetContext;
 use crate::net::reply_budget::ReplyHold;
 use crate::net::session::Session;
-use crate::shard::context::ShardContext;
 use crate::shard::op::{POLL_HEADROOM, PartitionOp, PollRequest, Reply};
 use crate::shard::partition::PartitionKey;
 use crate::shard::router;
@@ -32,7 +32,7 @@ use std::rc::Rc;
 const NOT_YOUR_PARTITION: u32 = u32::MAX;
 
 fn partition_key(
-    context: &crate::shard::context::ShardContext,
+    context: &crate::net::context::NetContext,
     stream: &Stream,
     topic: &Topic,
     partition_id: u32,
@@ -228,7 +228,7 @@ pub struct SendPlan {
 /// Checks the session and the permission, picks the partition and its
 /// owner; everything a send needs before its frame's buffer moves on.
 pub fn plan_send(
-    context: &Rc<ShardContext>,
+    context: &Rc<NetContext>,
     session: &mut Session,
     header: &RequestHeader,
     send: &SendMessages<'_>,
@@ -284,7 +284,7 @@ pub fn plan_send(
 /// owner's pump only stamps and appends) and hands frame and batch to the
 /// owner shard without copying them.
 pub async fn send_planned(
-    context: &Rc<ShardContext>,
+    context: &Rc<NetContext>,
     session: &mut Session,
     header: &RequestHeader,
     plan: SendPlan,

@@ -21,9 +21,10 @@ mod system;
 mod users;
 
 use super::session::Session;
+use crate::net::context::NetContext;
 use crate::net::reply_budget::ReplyHold;
 use crate::net::reply_frame::ReplyFrame;
-use crate::shard::context::ShardContext;
+use crate::shard::front::Front;
 use crate::shard::mesh::{Request, Response, ShardId, ShardMessage};
 use crate::shard::op::{PartitionOp, PumpError, Reply};
 use iggyd_metadata::grant::Revoked;
@@ -161,7 +162,7 @@ pub(crate) type Handled<T> = Result<T, HandlerError>;
 
 /// Everything a command handler needs about the request.
 pub(crate) struct Request_<'a> {
-    pub context: &'a Rc<ShardContext>,
+    pub context: &'a Rc<NetContext>,
     pub session: &'a mut Session,
     pub view: Arc<MetadataView>,
     pub replier: Replier<'a>,
@@ -200,7 +201,7 @@ enum Unauthorized {
 /// The current view when the session is logged in and its login still
 /// stands in it; else the outcome that answers the request.
 fn authorized_view(
-    context: &ShardContext,
+    context: &NetContext,
     session: &Session,
     header: &RequestHeader,
     replier: &Replier<'_>,
@@ -212,7 +213,7 @@ fn authorized_view(
 }
 
 fn authenticated_view(
-    context: &ShardContext,
+    context: &NetContext,
     session: &Session,
     header: &RequestHeader,
     replier: &Replier<'_>,
@@ -237,7 +238,7 @@ fn authenticated_view(
 /// socket); the caller writes the outcome. A send hands the frame's buffer
 /// on to the partition's owner, so its batch is never copied on the way.
 pub async fn handle_frame(
-    context: &Rc<ShardContext>,
+    context: &Rc<NetContext>,
     session: &mut Session,
     frame: Vec<u8>,
 ) -> Outcome {
@@ -282,7 +283,7 @@ pub async fn handle_frame(
 
 /// Handle one request; the caller writes the outcome.
 pub async fn handle(
-    context: &Rc<ShardContext>,
+    context: &Rc<NetContext>,
     session: &mut Session,
     header: &RequestHeader,
     command: Command<'_>,
@@ -451,7 +452,7 @@ pub(crate) async fn prepare_and_apply(
 /// Send a complete metadata command to shard 0 and install the view that
 /// includes it before replying (read-your-writes on this shard).
 pub(crate) async fn apply(
-    context: &Rc<ShardContext>,
+    context: &Rc<NetContext>,
     command: MetadataCommand,
 ) -> Handled<(Applied, Arc<MetadataView>)> {
     let response = context
@@ -461,7 +462,9 @@ pub(crate) async fn apply(
         .map_err(|_| HandlerError::Status(Status::Error))?;
     match response {
         Response::Metadata(Ok((applied, view))) => {
-            context.install_view(view.clone());
+            if context.install_view(&view) {
+                context.view_installed(&view);
+            }
             // Shard 0 enqueued the view to every shard before answering; a
             // round trip through each other shard's inbox (FIFO) proves they
             // installed it, so the change is visible on every connection
@@ -483,7 +486,7 @@ pub(crate) async fn apply(
 
 /// Run one op on the pump of `owner` and wait for its answer.
 pub(crate) async fn partition_op<T>(
-    context: &ShardContext,
+    context: &NetContext,
     owner: ShardId,
     make: impl FnOnce(Reply<T>) -> PartitionOp,
 ) -> Result<T, PumpError> {
@@ -508,7 +511,7 @@ pub(crate) fn now_us() -> u64 {
 
 /// Logout, disconnect or eviction: leave every consumer group the session
 /// joined, so its partitions move to the remaining members.
-pub async fn session_ended(context: &Rc<ShardContext>, session: &mut Session) {
+pub async fn session_ended(context: &Rc<NetContext>, session: &mut Session) {
     if session.login.is_some() && !session.memberships.is_empty() {
         let member = member_key(session);
         if let Err(error) = apply(context, MetadataCommand::MemberGone { member }).await {
@@ -538,7 +541,7 @@ fn end_revoked(session: &Session, header: &RequestHeader, revoked: Revoked) -> O
 /// the next request: a silent consumer-group member (StaleClient) or a
 /// revoked login. Tell the client why, leave its groups; the caller closes.
 pub async fn evict<S: monoio::io::AsyncWriteRent>(
-    context: &Rc<ShardContext>,
+    context: &Rc<NetContext>,
     session: &mut Session,
     stream: &mut S,
     reason: EvictionReason,

@@ -10,8 +10,8 @@ use super::{
     Handled, HandlerError, Outcome, Request_, named_topic, partition_op, prepare_and_apply,
 };
 use crate::limits;
+use crate::net::context::{NetContext, PartitionReports, ReportsCache};
 use crate::net::session::Session;
-use crate::shard::context::{PartitionReports, ReportsCache, ShardContext};
 use crate::shard::op::PartitionOp;
 use crate::shard::partition::PartitionSettings;
 use crate::shard::router;
@@ -37,7 +37,7 @@ use std::time::Instant;
 /// asks sees its own messages; others' changes show at most that much
 /// later, as they would with any request in flight).
 pub(crate) async fn partition_reports(
-    context: &ShardContext,
+    context: &NetContext,
     session: &Session,
 ) -> Handled<Rc<PartitionReports>> {
     let now = Instant::now();
@@ -258,7 +258,7 @@ pub(crate) async fn get_topics(
 /// Open newly created partitions on their owners (so they exist on disk
 /// before the client hears of them).
 async fn open_partitions(
-    context: &ShardContext,
+    context: &NetContext,
     view: &MetadataView,
     created: &[PartitionRef],
 ) -> Handled<()> {
@@ -283,7 +283,7 @@ async fn open_partitions(
 /// Open one partition on its owner with `settings`, or hand an open one
 /// its new settings.
 async fn open_on_owner(
-    context: &ShardContext,
+    context: &NetContext,
     router::Route { key, owner }: router::Route,
     settings: PartitionSettings,
 ) -> Handled<()> {
@@ -298,7 +298,7 @@ async fn open_on_owner(
 
 /// Close removed partitions on their owners and move their data to the
 /// trash (removed in the background).
-async fn remove_partitions(context: &ShardContext, removed: &[PartitionRef]) -> Handled<()> {
+async fn remove_partitions(context: &NetContext, removed: &[PartitionRef]) -> Handled<()> {
     for partition in removed {
         let router::Route { key, owner } = router::ref_route(partition, context.shards);
         partition_op(context, owner, |reply| PartitionOp::Remove { key, reply }).await?;
@@ -308,7 +308,7 @@ async fn remove_partitions(context: &ShardContext, removed: &[PartitionRef]) -> 
 
 /// Push a topic's (possibly updated) settings to its partitions' owners.
 async fn refresh_settings(
-    context: &ShardContext,
+    context: &NetContext,
     view: &MetadataView,
     stream_id: u32,
     topic_id: u32,

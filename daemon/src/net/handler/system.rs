@@ -5,7 +5,8 @@
 //! on the control plane's `snapshot` thread while this task awaits it.
 
 use super::{Handled, HandlerError, Outcome, Request_, partition_op};
-use crate::shard::context::{self, ShardContext};
+use crate::net::context::NetContext;
+use crate::shard::front;
 use crate::shard::mesh::{Request, Response};
 use crate::shard::op::PartitionOp;
 use iggyd_metadata::TopicOptions;
@@ -19,7 +20,7 @@ use iggyd_wire::protocol::reply::{
 };
 
 /// Every connection of every shard.
-pub(crate) async fn all_clients(context: &ShardContext) -> Handled<Vec<context::ClientInfo>> {
+pub(crate) async fn all_clients(context: &NetContext) -> Handled<Vec<front::ClientInfo>> {
     let mut clients = Vec::new();
     for shard in 0..context.shards {
         if shard == context.shard {
@@ -39,7 +40,7 @@ pub(crate) async fn all_clients(context: &ShardContext) -> Handled<Vec<context::
     Ok(clients)
 }
 
-fn encode_details(out: &mut Vec<u8>, client: &context::ClientInfo) {
+fn encode_details(out: &mut Vec<u8>, client: &front::ClientInfo) {
     let address = client.peer.to_string();
     let groups: Vec<ClientGroup> = client
         .memberships
@@ -70,7 +71,7 @@ pub(crate) async fn snapshot_file(
     compression: u8,
     types: &[u8],
 ) -> Handled<Outcome> {
-    use crate::control::snapshot_file::{SnapshotFileError, SnapshotFileRequest};
+    use crate::net::snapshot_request::{SnapshotFileError, SnapshotFileRequest};
     principal.read_server()?;
     let status = |error: &SnapshotFileError| match error {
         SnapshotFileError::UnknownCompression(_)
@@ -93,7 +94,7 @@ pub(crate) async fn snapshot_file(
 }
 
 pub(crate) async fn me(request: &mut Request_<'_>) -> Handled<Outcome> {
-    let me = context::ClientInfo {
+    let me = front::ClientInfo {
         client_id: request.session.client_id,
         peer: request.session.peer,
         user_id: request.session.user_id(),

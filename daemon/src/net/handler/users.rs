@@ -6,9 +6,9 @@
 
 use super::{Handled, HandlerError, Outcome, Replier, Request_, now_us, prepare_and_apply};
 use crate::net::admission::SecurityCounters;
+use crate::net::context::NetContext;
 use crate::net::login::Busy;
 use crate::net::session::{Login, Session};
-use crate::shard::context::ShardContext;
 use iggyd_metadata::permissions::Principal;
 use iggyd_metadata::{Applied, Ident, MetadataError, MetadataView};
 use iggyd_wire::protocol::codes::{EvictionReason, Status};
@@ -34,7 +34,7 @@ use std::time::Instant;
 /// token, 11 inactive; after `limits.login_failures_before_close` of them
 /// the connection closes behind the eviction.
 pub(crate) async fn login(
-    context: &Rc<ShardContext>,
+    context: &Rc<NetContext>,
     session: &mut Session,
     header: &RequestHeader,
     register: &Register<'_>,
@@ -168,7 +168,7 @@ pub(crate) async fn login(
 /// `limits.login_failures_before_close` failures the connection closes
 /// behind the eviction.
 fn login_failed(
-    context: &ShardContext,
+    context: &NetContext,
     session: &mut Session,
     replier: &Replier<'_>,
     reason: EvictionReason,

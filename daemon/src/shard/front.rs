@@ -1,0 +1,78 @@
+//! The seam between a shard and what runs above it on the same thread: its
+//! client connections (`net`). The shard loop starts the front once its
+//! partitions are recovered, tells it about every newer metadata view and
+//! about stopping, asks it for its clients (GetClients gathers them from
+//! every shard over the mesh) and reads its counters for the shard's
+//! once-a-second report. Defined here, implemented by `net`, and handed to
+//! each shard by the supervisor as a [`FrontStart`], so the shard never
+//! imports the layer above it.
+//!
+//! Must not: hold state of its own; it is the contract, and the plain data
+//! that crosses it (a connection's [`ClientInfo`]).
+
+use super::context::ShardContext;
+use super::heartbeat::Latency;
+use iggyd_metadata::MetadataView;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// A consumer group membership, by numeric ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Membership {
+    pub stream: u32,
+    pub topic: u32,
+    pub group: u32,
+}
+
+/// One connection as GetClients/GetMe report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientInfo {
+    pub client_id: u32,
+    pub peer: SocketAddr,
+    /// `None` until the connection logs in.
+    pub user_id: Option<u32>,
+    pub memberships: Vec<Membership>,
+}
+
+/// What a front counts, published with the shard's gauges.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FrontCounters {
+    pub connections: u64,
+    /// Sends accepted here for partitions this shard owns.
+    pub sends_local: u64,
+    /// Sends accepted here and handed to another shard.
+    pub sends_forwarded: u64,
+}
+
+/// What runs above a shard on its thread.
+pub trait Front {
+    /// A newer view was installed on the shard: end every session it no
+    /// longer authorizes.
+    fn view_installed(&self, view: &Arc<MetadataView>);
+    /// The connections of this shard.
+    fn clients(&self) -> Vec<ClientInfo>;
+    /// Stop accepting; connections finish their current request and close
+    /// once idle.
+    fn begin_stopping(&self);
+    /// True once the listener is closed and no connection is left.
+    fn is_quiet(&self) -> bool;
+    /// Request latency since the last call (the window restarts).
+    fn take_request_latency(&self) -> Latency;
+    fn counters(&self) -> FrontCounters;
+}
+
+/// What a started front hands back: itself, and the task that ends when its
+/// accept loop ends (the shard awaits it when it stops).
+pub type StartedFront = (Rc<dyn Front>, monoio::task::JoinHandle<()>);
+
+/// Builds a shard's front on its thread, inside its runtime, from the
+/// shard's context. Made by the supervisor (which knows the layer above)
+/// and moved into the shard's thread.
+pub struct FrontStart(pub Box<dyn FnOnce(Rc<ShardContext>) -> Result<StartedFront, String> + Send>);
+
+impl std::fmt::Debug for FrontStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrontStart").finish_non_exhaustive()
+    }
+}
