@@ -429,6 +429,24 @@ impl<I: StorageIo> PartitionLog<I> {
     }
 
     /// Appended batches waiting for [`Self::write_pending`].
+    /// Asserts the order of the three watermarks every acknowledgement and
+    /// every read relies on: durable ≤ written ≤ assigned. The pump checks
+    /// it after each phase that moves one (`commit.rs`); the appends and
+    /// syncs that move them check their own side.
+    pub fn assert_watermarks(&self) {
+        let durable = self.durable_next_offset();
+        let written = self.written_next_offset();
+        assert!(
+            durable <= written,
+            "durable {durable} past written {written}"
+        );
+        assert!(
+            written <= self.next_offset,
+            "written {written} past assigned {}",
+            self.next_offset
+        );
+    }
+
     pub fn has_pending(&self) -> bool {
         !self.tail.pending.is_empty()
     }
@@ -553,6 +571,12 @@ impl<I: StorageIo> PartitionLog<I> {
             return Err(self.poison(format!("{} ({})", reason, path.display())));
         }
         // A rollback drops only unwritten batches, never what a sync covers.
+        assert!(
+            job.next_offset <= self.written_next_offset(),
+            "a sync covered {} but only {} is written",
+            job.next_offset,
+            self.written_next_offset()
+        );
         self.durable_next_offset = self.durable_next_offset.max(job.next_offset);
         self.synced_bytes = self.synced_bytes.max(job.written_bytes);
         self.synced_messages = self.synced_messages.max(job.written_messages);

@@ -103,7 +103,14 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 Err(error) => {
                     failed.insert(key, error.to_string());
                 }
-                Ok(()) => {}
+                Ok(()) => {
+                    // The write covered every pending batch: `Written`
+                    // waiters up to the assigned offset may go.
+                    if let Some(partition) = self.partitions.get(&key) {
+                        assert!(!partition.log.has_pending());
+                        assert!(partition.log.written_next_offset() == partition.log.next_offset());
+                    }
+                }
             }
         }
         for partition in self.partitions.values() {
@@ -142,8 +149,19 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             let Some(partition) = self.partitions.get_mut(&key) else {
                 continue;
             };
-            if let Err(error) = partition.log.end_sync(job, outcome) {
-                failed.insert(key, error.to_string());
+            let covers = job.next_offset();
+            let purges = partition.log.epoch().purges;
+            match partition.log.end_sync(job, outcome) {
+                Err(error) => {
+                    failed.insert(key, error.to_string());
+                }
+                // The sync made everything it covered durable: `Durable`
+                // waiters up to `covers` may go (unless a purge replaced
+                // the files it synced).
+                Ok(()) if partition.log.epoch().purges == purges => {
+                    assert!(partition.log.durable_next_offset() >= covers);
+                }
+                Ok(()) => {}
             }
         }
     }
@@ -170,6 +188,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 waiter.answer.succeed();
                 continue;
             }
+            partition.log.assert_watermarks();
             let ready = match waiter.need {
                 Need::OffsetsSynced => true,
                 Need::Written { .. } | Need::Durable { .. }
@@ -187,6 +206,16 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 Need::Durable { upto } => upto <= partition.log.durable_next_offset(),
             };
             if ready {
+                // What the acknowledgement promises holds now.
+                match waiter.need {
+                    Need::Written { upto } => {
+                        assert!(upto <= partition.log.written_next_offset());
+                    }
+                    Need::Durable { upto } => {
+                        assert!(upto <= partition.log.durable_next_offset());
+                    }
+                    Need::OffsetsSynced => assert!(!partition.offsets.is_unsynced()),
+                }
                 waiter.answer.succeed();
             } else {
                 self.waiters.push(waiter);

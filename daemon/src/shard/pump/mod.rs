@@ -34,6 +34,10 @@ pub use super::op::{
     StoredOffset,
 };
 mod commit;
+mod lifecycle;
+mod offsets;
+mod reads;
+mod retention;
 
 use super::op::{POLL_HEADROOM, answer as send, reply_stopping};
 use super::partition::{Durability, Partition, PartitionKey, PartitionSettings};
@@ -131,13 +135,6 @@ pub struct PumpCounters {
     pub offsets_refused: u64,
 }
 
-/// A poll whose read waits for the disk: answered when the read is done.
-struct ParkedPoll {
-    key: PartitionKey,
-    request: PollRequest,
-    reply: Reply<PollResult>,
-}
-
 /// A fatal storage failure: stop acknowledging, exit, let systemd restart.
 #[derive(Debug, thiserror::Error)]
 #[error("partition {key}: {error}")]
@@ -182,7 +179,7 @@ pub struct Pump<I: StorageIo + Clone + 'static> {
     background: Vec<BackgroundSync<I::File>>,
     /// Polls waiting for a disk read of their partition (see
     /// [`Pump::poll_parked`]); the pump serves other ops meanwhile.
-    parked: Vec<ParkedPoll>,
+    parked: Vec<reads::ParkedPoll>,
     pub counters: PumpCounters,
     /// An append or poll ran since the last idle check.
     busy: bool,
@@ -328,48 +325,6 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         }
     }
 
-    /// Open (or create) a partition and recover it. Used by `Open` and at
-    /// start-up for every partition this shard owns.
-    pub async fn open(
-        &mut self,
-        key: PartitionKey,
-        settings: PartitionSettings,
-    ) -> Result<(), PumpError> {
-        if let Some(partition) = self.partitions.get_mut(&key) {
-            partition.settings = settings;
-            return Ok(());
-        }
-        if self.removed.contains(&key.storage_id) {
-            // Removed already (an open or a settings refresh that lost the
-            // race with a delete): its directory must not come back.
-            return Ok(());
-        }
-        let dir = key.dir(&self.storage.data_dir);
-        let config = PartitionConfig::new(u64::from(key.partition), settings.segment_size_bytes)
-            .with_access(self.storage.access)
-            .with_read_window(self.storage.read_window_bytes);
-        let log = PartitionLog::open(
-            self.io.clone(),
-            &dir,
-            config,
-            self.clock.clone(),
-            self.storage.pool.clone(),
-        )
-        .await?;
-        let (mut offsets, _dropped) = ConsumerOffsets::open(self.io.clone(), &dir).await?;
-        repair_consumer_offsets(&key, &log, &mut offsets).await?;
-        self.partitions.insert(
-            key,
-            Partition {
-                key,
-                log,
-                offsets,
-                settings,
-            },
-        );
-        Ok(())
-    }
-
     fn partition(&mut self, key: PartitionKey) -> Result<&mut Partition<I>, PumpError> {
         self.partitions.get_mut(&key).ok_or(PumpError::NotHere(key))
     }
@@ -417,6 +372,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             PartitionOp::Append { key, batch, reply } => match self.append(key, &batch).await {
                 Ok((ack, durability)) => {
                     let upto = ack.last_offset + 1;
+                    assert!(ack.base_offset <= ack.last_offset);
                     let need = match durability {
                         Durability::Persisted => {
                             self.log_sync.insert(key);
@@ -547,27 +503,6 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         }
     }
 
-    /// Answers a consumer-offset store or delete: at once when its topic's
-    /// offsets are `replicated`, after the commit phase's sync otherwise.
-    fn answer_offset_change(
-        &mut self,
-        key: PartitionKey,
-        result: Result<Durability, PumpError>,
-        reply: Reply<()>,
-    ) {
-        match result {
-            Ok(Durability::Persisted) => {
-                self.offsets_sync.insert(key);
-                self.park(key, Need::OffsetsSynced, Answer::Done { reply });
-            }
-            Ok(Durability::Replicated) => send(reply, Ok(())),
-            Err(error) => {
-                self.note_fatal(key, &error);
-                send(reply, Err(error));
-            }
-        }
-    }
-
     async fn append(
         &mut self,
         key: PartitionKey,
@@ -575,7 +510,12 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
     ) -> Result<(AppendAck, Durability), PumpError> {
         let bytes = batch.len() as u64;
         let partition = self.partition(key)?;
+        let next_before = partition.log.next_offset();
         let appended = partition.log.append(batch).await?;
+        // Offsets are dense: the batch took the next ones, all of them
+        // (the acknowledgement's `upto` relies on it).
+        assert!(appended.base_offset == next_before);
+        assert!(appended.last_offset + 1 == partition.log.next_offset());
         let durability = partition.settings.durability;
         let messages = appended.last_offset - appended.base_offset + 1;
         self.counters.messages_in += messages;
@@ -585,283 +525,6 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             last_offset: appended.last_offset,
         };
         Ok((ack, durability))
-    }
-
-    /// Serve a poll; returns the offset durability when auto-commit stored
-    /// an offset that must be synced before the reply.
-    ///
-    /// On a `persisted` topic a poll sees only durable messages: a consumer
-    /// never reads a message that a crash could still take back (and that
-    /// its producer has not been acknowledged for).
-    /// Runs a poll and answers it. With `park`, a poll whose read must wait
-    /// for the disk is parked instead (its read goes on; the shard loop
-    /// resumes it when [`Pump::poll_parked`] is ready), so one consumer
-    /// reading old data does not hold up every other partition of the
-    /// shard. A resumed poll runs with `park` off: it waits for what is
-    /// still missing, so no poll is parked twice.
-    async fn run_poll(
-        &mut self,
-        key: PartitionKey,
-        request: PollRequest,
-        reply: Reply<PollResult>,
-        park: bool,
-    ) {
-        self.set_park_reads(key, park);
-        let outcome = self.poll(key, request).await;
-        self.set_park_reads(key, false);
-        match outcome {
-            Err(PumpError::Storage(StorageError::ReadInFlight)) => {
-                self.counters.polls_parked += 1;
-                self.parked.push(ParkedPoll {
-                    key,
-                    request,
-                    reply,
-                });
-            }
-            Ok((result, Some(Durability::Persisted))) => {
-                self.offsets_sync.insert(key);
-                self.park(key, Need::OffsetsSynced, Answer::Poll { result, reply });
-            }
-            Ok((result, _)) => send(reply, Ok(result)),
-            Err(error) => {
-                self.note_fatal(key, &error);
-                send(reply, Err(error));
-            }
-        }
-    }
-
-    fn set_park_reads(&self, key: PartitionKey, park: bool) {
-        if let Some(partition) = self.partitions.get(&key) {
-            partition.log.set_park_reads(park);
-        }
-    }
-
-    /// Ready when a parked poll can go on: its partition's read is done (or
-    /// gone). Polls every parked read, so `cx` is woken by the first that
-    /// completes.
-    pub fn poll_parked(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-        let mut ready = false;
-        for parked in &self.parked {
-            let done = self
-                .partitions
-                .get(&parked.key)
-                .is_none_or(|partition| partition.log.poll_read(cx).is_ready());
-            ready |= done;
-        }
-        if ready {
-            std::task::Poll::Ready(())
-        } else {
-            std::task::Poll::Pending
-        }
-    }
-
-    /// Answers every parked poll, each as soon as its read is done (for
-    /// callers that drive a pump without the shard loop).
-    pub async fn finish_parked(&mut self) {
-        while !self.parked.is_empty() {
-            std::future::poll_fn(|cx| self.poll_parked(cx)).await;
-            self.resume_parked(false).await;
-        }
-    }
-
-    /// Answers the parked polls whose reads are done (all of them with
-    /// `all`, waiting where needed: the shard is stopping).
-    pub async fn resume_parked(&mut self, all: bool) {
-        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-        for parked in std::mem::take(&mut self.parked) {
-            let ready = all
-                || self
-                    .partitions
-                    .get(&parked.key)
-                    .is_none_or(|partition| partition.log.poll_read(&mut context).is_ready());
-            if ready {
-                self.run_poll(parked.key, parked.request, parked.reply, false)
-                    .await;
-            } else {
-                self.parked.push(parked);
-            }
-        }
-    }
-
-    async fn poll(
-        &mut self,
-        key: PartitionKey,
-        request: PollRequest,
-    ) -> Result<(PollResult, Option<Durability>), PumpError> {
-        if request.auto_commit
-            && let Some(consumer) = request.consumer
-        {
-            self.admit_offset(key, consumer)?;
-        }
-        let partition = self.partition(key)?;
-        let highest_visible = match partition.settings.durability {
-            Durability::Persisted => partition.log.durable_offset(),
-            Durability::Replicated => partition.log.written_offset(),
-        };
-        let current_offset = highest_visible.unwrap_or(0);
-        let empty = PollResult::empty(current_offset);
-        let first = partition.log.first_offset();
-        let Some(highest) = highest_visible.filter(|highest| *highest >= first) else {
-            return Ok((empty, None));
-        };
-        if request.count == 0 {
-            return Ok((empty, None));
-        }
-        let cap = request.bytes_max;
-        let start = match request.strategy {
-            PollingStrategy::Offset(offset) => offset.max(first),
-            PollingStrategy::First => first,
-            PollingStrategy::Last => (highest + 1)
-                .saturating_sub(u64::from(request.count))
-                .max(first),
-            PollingStrategy::Next => {
-                let stored = request
-                    .consumer
-                    .and_then(|consumer| partition.offsets.get(consumer));
-                stored.map_or(0, |stored| stored + 1).max(first)
-            }
-            PollingStrategy::Timestamp(timestamp) => {
-                let probe = partition.log.read_by_timestamp(timestamp, 1, cap).await?;
-                match probe.first_offset {
-                    Some(offset) => offset,
-                    None => return Ok((empty, None)),
-                }
-            }
-        };
-        if start > highest {
-            return Ok((empty, None));
-        }
-        let visible = highest - start + 1;
-        let count = u64::from(request.count).min(visible) as u32;
-        let read = partition
-            .log
-            .read_by_offset_into(start, count, cap, POLL_HEADROOM)
-            .await?;
-        assert!(read.headroom == POLL_HEADROOM);
-        let records = read.records_len();
-        let result = PollResult {
-            current_offset,
-            message_count: read.message_count,
-            bytes: read.bytes,
-            shared: read.shared,
-        };
-        let mut stored = None;
-        if request.auto_commit
-            && let (Some(consumer), Some(last)) = (request.consumer, read.last_offset)
-        {
-            partition.offsets.store(consumer, last).await?;
-            stored = Some(partition.settings.offset_durability);
-        }
-        self.counters.messages_out += u64::from(result.message_count);
-        self.counters.bytes_out += records as u64;
-        Ok((result, stored))
-    }
-
-    /// Whether `consumer` may store an offset in partition `key`: it has
-    /// one already, or the partition holds fewer than
-    /// `limits.max_consumer_offsets_per_partition` (a client allowed to
-    /// poll could otherwise make it hold one per name it invents).
-    fn admit_offset(&mut self, key: PartitionKey, consumer: ConsumerKey) -> Result<(), PumpError> {
-        let max = self.storage.consumer_offsets_max;
-        let partition = self.partition(key)?;
-        if partition.offsets.get(consumer).is_some() || partition.offsets.len() < max {
-            return Ok(());
-        }
-        self.counters.offsets_refused += 1;
-        Err(PumpError::TooManyConsumerOffsets { max })
-    }
-
-    async fn store_offset(
-        &mut self,
-        key: PartitionKey,
-        consumer: ConsumerKey,
-        offset: u64,
-    ) -> Result<Durability, PumpError> {
-        self.admit_offset(key, consumer)?;
-        let partition = self.partition(key)?;
-        let written = partition.log.written_offset();
-        if written.is_none_or(|highest| offset > highest) {
-            return Err(PumpError::InvalidOffset {
-                offset,
-                current: written,
-            });
-        }
-        partition.offsets.store(consumer, offset).await?;
-        Ok(partition.settings.offset_durability)
-    }
-
-    async fn delete_offset(
-        &mut self,
-        key: PartitionKey,
-        consumer: ConsumerKey,
-    ) -> Result<Durability, PumpError> {
-        let partition = self.partition(key)?;
-        if !partition.offsets.delete(consumer).await? {
-            return Err(PumpError::OffsetNotFound);
-        }
-        Ok(partition.settings.offset_durability)
-    }
-
-    /// Purge: the partition's directory goes to the trash and a fresh one
-    /// (segment 0, no consumer offsets) takes its place, durably, before
-    /// the reply (see `storage::delete`).
-    async fn purge(&mut self, key: PartitionKey) -> Result<(), PumpError> {
-        let Some(partition) = self.partitions.get_mut(&key) else {
-            return Err(PumpError::NotHere(key));
-        };
-        partition.log.purge(&mut self.trash).await?;
-        // Anything parked for this partition refers to purged data (the
-        // epoch's purge count tells its waiters), and the purge itself is
-        // durable now.
-        self.log_sync.remove(&key);
-        self.background_due.remove(&key);
-        self.offsets_sync.remove(&key);
-        let dir = key.dir(&self.storage.data_dir);
-        match ConsumerOffsets::open(self.io.clone(), &dir).await {
-            Ok((offsets, _)) => {
-                partition.offsets = offsets;
-                Ok(())
-            }
-            // The old offsets went with the old directory: storing into
-            // them now would be storing into the trash.
-            Err(error) => Err(PumpError::Storage(StorageError::Poisoned {
-                reason: format!("purge could not open fresh consumer offsets: {error}"),
-            })),
-        }
-    }
-
-    /// A deleted partition: closed, its directory moved to the trash. The
-    /// delete is already durable in metadata (its storage id is never
-    /// listed or given out again), so this never fails: a directory that
-    /// cannot be moved is removed where it is, and a failure is reported
-    /// by the trash.
-    async fn remove(&mut self, key: PartitionKey) -> Result<(), PumpError> {
-        self.removed.insert(key.storage_id);
-        if self.removed.len() > crate::limits::REMOVED_PARTITIONS_REMEMBERED {
-            self.removed.pop_first();
-        }
-        let bytes = match self.partitions.remove(&key) {
-            Some(partition) => partition.log.stats().bytes,
-            None => 0,
-        };
-        self.log_sync.remove(&key);
-        self.background_due.remove(&key);
-        self.offsets_sync.remove(&key);
-        let dir = key.dir(&self.storage.data_dir);
-        let label = key.storage_id.to_string();
-        match self.trash.discard_durably(&dir, &label, bytes).await {
-            Ok(_) => {}
-            Err(error @ DiscardError::NotMoved { .. }) => {
-                tracing::warn!(partition = %key, %error, "the deleted partition's directory is removed in place");
-                self.trash.schedule(dir, bytes);
-            }
-            Err(error @ DiscardError::NotDurable { .. }) => {
-                // A power loss may bring the directory back under
-                // `partitions/`; start-up then moves it again.
-                tracing::warn!(partition = %key, %error, "moving the deleted partition's directory");
-            }
-        }
-        Ok(())
     }
 
     pub fn report(&self) -> Vec<PartitionReport> {
@@ -882,106 +545,6 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             })
             .collect()
     }
-
-    /// Retention, once per `retention.check_interval`: delete the sealed
-    /// segments whose newest message is older than the topic's expiry, then,
-    /// while a partition holds more than 90 % of its `max_topic_size` share
-    /// (`PartitionSettings::max_size_bytes`), its oldest sealed segments.
-    /// The active segment is never deleted, so a partition can stay above
-    /// its share by up to one segment.
-    async fn retain(&mut self) {
-        let now = self.clock.now_micros();
-        let mut failures = Vec::new();
-        for partition in self.partitions.values_mut() {
-            let sealed = partition.log.sealed_segments();
-            let expired = match partition.settings.message_expiry_us {
-                Some(expiry) => {
-                    let cutoff = now.saturating_sub(expiry);
-                    sealed
-                        .iter()
-                        .take_while(|segment| segment.last_timestamp < cutoff)
-                        .count()
-                }
-                None => 0,
-            };
-            let oversize = match partition.settings.max_size_bytes {
-                Some(share) => {
-                    let target = share / 10 * 9;
-                    let mut bytes = partition.log.stats().bytes;
-                    sealed
-                        .iter()
-                        .take_while(|segment| {
-                            let over = bytes > target;
-                            bytes = bytes.saturating_sub(segment.size_bytes);
-                            over
-                        })
-                        .count()
-                }
-                None => 0,
-            };
-            let count = expired.max(oversize);
-            if count == 0 {
-                continue;
-            }
-            match partition
-                .log
-                .delete_oldest_segments(count, &mut self.trash)
-                .await
-            {
-                Ok(deleted) => tracing::info!(
-                    partition = %partition.key,
-                    segments = deleted.segments,
-                    messages = deleted.messages,
-                    bytes = deleted.bytes,
-                    expired,
-                    oversize,
-                    "retention: deleted the oldest segments"
-                ),
-                Err(error) => failures.push((partition.key, PumpError::from(error))),
-            }
-        }
-        for (key, error) in failures {
-            tracing::warn!(partition = %key, %error, "retention failed");
-            self.note_fatal(key, &error);
-        }
-    }
-}
-
-/// A power loss can take back messages (the unsynced tail of a `replicated`
-/// topic, or a torn one) while a consumer offset pointing at them was
-/// already durable. Left alone, such an offset would make `Next` skip the
-/// messages later appended at those offsets. Before the partition serves
-/// anything, clamp it to the highest stored offset (delete it when nothing
-/// was ever stored), durably.
-async fn repair_consumer_offsets<I: StorageIo + Clone>(
-    key: &PartitionKey,
-    log: &PartitionLog<I>,
-    offsets: &mut ConsumerOffsets<I>,
-) -> Result<(), StorageError> {
-    let highest = log.written_offset();
-    let stale: Vec<(ConsumerKey, u64)> = offsets
-        .iter()
-        .filter(|(_, offset)| highest.is_none_or(|highest| *offset > highest))
-        .collect();
-    for (consumer, offset) in &stale {
-        tracing::warn!(
-            partition = %key,
-            ?consumer,
-            offset,
-            highest = ?highest,
-            "consumer offset points past the recovered log: clamped"
-        );
-        match highest {
-            Some(highest) => offsets.store(*consumer, highest).await?,
-            None => {
-                offsets.delete(*consumer).await?;
-            }
-        }
-    }
-    if !stale.is_empty() {
-        offsets.sync().await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

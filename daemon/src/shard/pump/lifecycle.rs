@@ -1,0 +1,152 @@
+//! The pump's partition lifecycle: opening (and recovering) a partition
+//! this shard owns, or refreshing the settings of one it holds; removing one
+//! (its directory into the trash, never opened again); purging one (a fresh
+//! directory in place of the old, durably, before the answer); and the
+//! repair of consumer offsets that point past a recovered log.
+//!
+//! Must not: serve reads or appends (the dispatch in `mod.rs` does).
+
+use super::*;
+
+impl<I: StorageIo + Clone + 'static> Pump<I> {
+    /// Open (or create) a partition and recover it. Used by `Open` and at
+    /// start-up for every partition this shard owns.
+    pub async fn open(
+        &mut self,
+        key: PartitionKey,
+        settings: PartitionSettings,
+    ) -> Result<(), PumpError> {
+        if let Some(partition) = self.partitions.get_mut(&key) {
+            partition.settings = settings;
+            return Ok(());
+        }
+        if self.removed.contains(&key.storage_id) {
+            // Removed already (an open or a settings refresh that lost the
+            // race with a delete): its directory must not come back.
+            return Ok(());
+        }
+        let dir = key.dir(&self.storage.data_dir);
+        let config = PartitionConfig::new(u64::from(key.partition), settings.segment_size_bytes)
+            .with_access(self.storage.access)
+            .with_read_window(self.storage.read_window_bytes);
+        let log = PartitionLog::open(
+            self.io.clone(),
+            &dir,
+            config,
+            self.clock.clone(),
+            self.storage.pool.clone(),
+        )
+        .await?;
+        let (mut offsets, _dropped) = ConsumerOffsets::open(self.io.clone(), &dir).await?;
+        repair_consumer_offsets(&key, &log, &mut offsets).await?;
+        self.partitions.insert(
+            key,
+            Partition {
+                key,
+                log,
+                offsets,
+                settings,
+            },
+        );
+        Ok(())
+    }
+
+    /// A deleted partition: closed, its directory moved to the trash. The
+    /// delete is already durable in metadata (its storage id is never
+    /// listed or given out again), so this never fails: a directory that
+    /// cannot be moved is removed where it is, and a failure is reported
+    /// by the trash.
+    pub(super) async fn remove(&mut self, key: PartitionKey) -> Result<(), PumpError> {
+        self.removed.insert(key.storage_id);
+        if self.removed.len() > crate::limits::REMOVED_PARTITIONS_REMEMBERED {
+            self.removed.pop_first();
+        }
+        let bytes = match self.partitions.remove(&key) {
+            Some(partition) => partition.log.stats().bytes,
+            None => 0,
+        };
+        self.log_sync.remove(&key);
+        self.background_due.remove(&key);
+        self.offsets_sync.remove(&key);
+        let dir = key.dir(&self.storage.data_dir);
+        let label = key.storage_id.to_string();
+        match self.trash.discard_durably(&dir, &label, bytes).await {
+            Ok(_) => {}
+            Err(error @ DiscardError::NotMoved { .. }) => {
+                tracing::warn!(partition = %key, %error, "the deleted partition's directory is removed in place");
+                self.trash.schedule(dir, bytes);
+            }
+            Err(error @ DiscardError::NotDurable { .. }) => {
+                // A power loss may bring the directory back under
+                // `partitions/`; start-up then moves it again.
+                tracing::warn!(partition = %key, %error, "moving the deleted partition's directory");
+            }
+        }
+        Ok(())
+    }
+
+    /// Purge: the partition's directory goes to the trash and a fresh one
+    /// (segment 0, no consumer offsets) takes its place, durably, before
+    /// the reply (see `storage::delete`).
+    pub(super) async fn purge(&mut self, key: PartitionKey) -> Result<(), PumpError> {
+        let Some(partition) = self.partitions.get_mut(&key) else {
+            return Err(PumpError::NotHere(key));
+        };
+        partition.log.purge(&mut self.trash).await?;
+        // Anything parked for this partition refers to purged data (the
+        // epoch's purge count tells its waiters), and the purge itself is
+        // durable now.
+        self.log_sync.remove(&key);
+        self.background_due.remove(&key);
+        self.offsets_sync.remove(&key);
+        let dir = key.dir(&self.storage.data_dir);
+        match ConsumerOffsets::open(self.io.clone(), &dir).await {
+            Ok((offsets, _)) => {
+                partition.offsets = offsets;
+                Ok(())
+            }
+            // The old offsets went with the old directory: storing into
+            // them now would be storing into the trash.
+            Err(error) => Err(PumpError::Storage(StorageError::Poisoned {
+                reason: format!("purge could not open fresh consumer offsets: {error}"),
+            })),
+        }
+    }
+}
+
+/// A power loss can take back messages (the unsynced tail of a `replicated`
+/// topic, or a torn one) while a consumer offset pointing at them was
+/// already durable. Left alone, such an offset would make `Next` skip the
+/// messages later appended at those offsets. Before the partition serves
+/// anything, clamp it to the highest stored offset (delete it when nothing
+/// was ever stored), durably.
+async fn repair_consumer_offsets<I: StorageIo + Clone>(
+    key: &PartitionKey,
+    log: &PartitionLog<I>,
+    offsets: &mut ConsumerOffsets<I>,
+) -> Result<(), StorageError> {
+    let highest = log.written_offset();
+    let stale: Vec<(ConsumerKey, u64)> = offsets
+        .iter()
+        .filter(|(_, offset)| highest.is_none_or(|highest| *offset > highest))
+        .collect();
+    for (consumer, offset) in &stale {
+        tracing::warn!(
+            partition = %key,
+            ?consumer,
+            offset,
+            highest = ?highest,
+            "consumer offset points past the recovered log: clamped"
+        );
+        match highest {
+            Some(highest) => offsets.store(*consumer, highest).await?,
+            None => {
+                offsets.delete(*consumer).await?;
+            }
+        }
+    }
+    if !stale.is_empty() {
+        offsets.sync().await?;
+    }
+    Ok(())
+}
