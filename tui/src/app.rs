@@ -433,7 +433,7 @@ mod tests {
     pub(crate) fn golden() -> Box<Snapshot> {
         let text = include_str!("../../daemon/tests/golden/control_v1_snapshot.json");
         match decode(text.as_bytes()) {
-            Ok(Payload::Snapshot { snapshot }) => snapshot,
+            Ok(Payload::Snapshot { snapshot, .. }) => snapshot,
             other => panic!("golden snapshot: {other:?}"),
         }
     }

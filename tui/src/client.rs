@@ -111,7 +111,7 @@ fn session(config: &ClientConfig, events: &Sender<Event>) -> SessionEnd {
             Err(reason) => return failed(reason, delivered),
         };
         let event = match payload {
-            Payload::Snapshot { snapshot } => Event::Snapshot(snapshot),
+            Payload::Snapshot { snapshot, .. } => Event::Snapshot(snapshot),
             other => {
                 return failed(
                     format!("unexpected line in a subscription: {other:?}"),

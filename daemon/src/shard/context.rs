@@ -74,6 +74,8 @@ pub struct ShardContext {
     pub started_at_us: u64,
     view: RefCell<Arc<MetadataView>>,
     clients: RefCell<BTreeMap<u32, ClientInfo>>,
+    /// Per connection: what the console shows (`net::activity`).
+    activities: RefCell<BTreeMap<u32, Rc<crate::net::activity::Activity>>>,
     /// When this shard first saw each pending hand-off to one of its
     /// sessions: (stream, topic, group, partition, new owner).
     handoffs_seen: RefCell<BTreeMap<HandoffKey, Instant>>,
@@ -169,6 +171,7 @@ impl ShardContext {
             net: settings.net,
             notices: RefCell::new(BTreeMap::new()),
             clients: RefCell::new(BTreeMap::new()),
+            activities: RefCell::new(BTreeMap::new()),
             grants: RefCell::new(BTreeMap::new()),
             handoffs_seen: RefCell::new(BTreeMap::new()),
             next_client: Cell::new(1),
@@ -344,7 +347,37 @@ impl ShardContext {
                 memberships: Vec::new(),
             },
         );
+        self.activities
+            .borrow_mut()
+            .insert(client_id, Rc::new(crate::net::activity::Activity::default()));
         client_id
+    }
+
+    /// The activity of a registered connection (for its task).
+    pub fn client_activity(&self, client_id: u32) -> Option<Rc<crate::net::activity::Activity>> {
+        self.activities.borrow().get(&client_id).cloned()
+    }
+
+    /// Ask a connection of this shard to close; false when there is none
+    /// (or it was asked already).
+    pub fn close_client(&self, client_id: u32) -> bool {
+        self.activities
+            .borrow()
+            .get(&client_id)
+            .is_some_and(|activity| activity.close())
+    }
+
+    /// Every connection's activity, for the once-a-second report.
+    pub fn client_reports(&self) -> Vec<crate::net::activity::ClientReport> {
+        let clients = self.clients.borrow();
+        self.activities
+            .borrow()
+            .iter()
+            .filter_map(|(client_id, activity)| {
+                let client = clients.get(client_id)?;
+                Some(activity.report(*client_id, client.peer, client.user_id))
+            })
+            .collect()
     }
 
     pub fn update_client(
@@ -361,6 +394,7 @@ impl ShardContext {
 
     pub fn unregister_client(&self, client_id: u32) {
         self.clients.borrow_mut().remove(&client_id);
+        self.activities.borrow_mut().remove(&client_id);
         self.grants.borrow_mut().remove(&client_id);
     }
 

@@ -434,6 +434,9 @@ impl ShardLoop {
                 });
             }
             ShardMessage::Stop => return true,
+            ShardMessage::CloseClient { client_id, reply } => {
+                let _ = reply.send(self.context.close_client(client_id));
+            }
             #[cfg(any(debug_assertions, feature = "fault-injection"))]
             ShardMessage::Freeze => {
                 tracing::warn!(
@@ -476,6 +479,7 @@ impl ShardLoop {
             fsync,
             histograms: *totals,
             published_at: Some(Instant::now()),
+            clients: self.context.client_reports(),
         };
         self.heartbeats.publish_report(self.context.shard, report);
     }

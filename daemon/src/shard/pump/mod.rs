@@ -879,6 +879,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                     .map(|segment| (segment.size_bytes, segment.last_timestamp))
                     .collect(),
                 consumer_offsets: partition.offsets.iter().collect(),
+                segments: partition.log.segment_infos(),
             })
             .collect()
     }
