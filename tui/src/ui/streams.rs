@@ -240,7 +240,7 @@ fn render_graphs(frame: &mut Frame, area: Rect, app: &App, partitions: &[String]
         Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(area)
     };
     graph::render(frame, areas[0], &app.theme, "appended msg/s", app.window, &[appended], fmt_rate);
-    graph::render(frame, areas[1], &app.theme, "stored", app.window, &[stored], |bytes| {
+    graph::render(frame, areas[1], &app.theme, "bytes", app.window, &[stored], |bytes| {
         fmt_bytes(bytes.max(0.0) as u64)
     });
 }
