@@ -489,8 +489,7 @@ mod tests {
     const GOLDEN_SNAPSHOT: &str =
         include_str!("../../daemon/tests/golden/control_v1_snapshot.json");
     const GOLDEN_HELLO: &str = include_str!("../../daemon/tests/golden/control_v1_hello.json");
-    const GOLDEN_HISTORY: &str =
-        include_str!("../../daemon/tests/golden/control_v1_history.json");
+    const GOLDEN_HISTORY: &str = include_str!("../../daemon/tests/golden/control_v1_history.json");
 
     fn round_trip(golden: &str) -> Response {
         let expected: serde_json::Value = serde_json::from_str(golden).unwrap();
@@ -523,7 +522,10 @@ mod tests {
         assert_eq!(snapshot.topics[0].lag_max(), 1500);
         assert_eq!(snapshot.topics[0].partitions[0].segment_list.len(), 4);
         assert!(!snapshot.topics[0].partitions[0].segment_list[3].sealed);
-        assert_eq!(snapshot.topics[0].consumer_groups[0].partitions[1].lag, 1000);
+        assert_eq!(
+            snapshot.topics[0].consumer_groups[0].partitions[1].lag,
+            1000
+        );
         assert_eq!(snapshot.clients.len(), 3);
         assert!(history.is_none());
         assert_eq!(

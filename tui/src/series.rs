@@ -119,7 +119,12 @@ pub fn latest(history: &HistoryWindow, name: &str) -> Option<f64> {
         .second
         .series(name)
         .and_then(|values| values.last())
-        .or_else(|| history.ten_second.series(name).and_then(|values| values.last()))
+        .or_else(|| {
+            history
+                .ten_second
+                .series(name)
+                .and_then(|values| values.last())
+        })
         .map(|value| f64::from(*value))
 }
 
@@ -164,10 +169,7 @@ mod tests {
     #[test]
     fn points_and_sums_align_to_the_newest_point() {
         let at_ms: Vec<u64> = (0..120).map(|second| 1_000_000 + second * 1000).collect();
-        let history = window(
-            at_ms,
-            &[("a", vec![1.0; 120]), ("b", vec![2.0; 30])],
-        );
+        let history = window(at_ms, &[("a", vec![1.0; 120]), ("b", vec![2.0; 30])]);
         let a = points(&history, Window::M1, "a");
         assert_eq!(a.len(), 60);
         assert_eq!(a.last(), Some(&(0.0, 1.0)));
@@ -177,7 +179,10 @@ mod tests {
         assert_eq!(both[30].1, 3.0);
         assert!(points(&history, Window::M1, "missing").is_empty());
         assert_eq!(latest(&history, "b"), Some(2.0));
-        assert_eq!(growth_per_second(&[(-10.0, 100.0), (0.0, 300.0)]), Some(20.0));
+        assert_eq!(
+            growth_per_second(&[(-10.0, 100.0), (0.0, 300.0)]),
+            Some(20.0)
+        );
         assert_eq!(growth_per_second(&[(0.0, 1.0)]), None);
         assert!(std::ptr::eq(Window::H1.ring(&history), &history.ten_second));
         assert_eq!(Window::H6.next(), Window::M1);

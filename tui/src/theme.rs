@@ -32,11 +32,7 @@ impl Default for Theme {
 
 impl Theme {
     /// The depth the environment asks for.
-    pub fn detect(
-        no_color: Option<&str>,
-        term: Option<&str>,
-        colorterm: Option<&str>,
-    ) -> Theme {
+    pub fn detect(no_color: Option<&str>, term: Option<&str>, colorterm: Option<&str>) -> Theme {
         let depth = if no_color.is_some() || term == Some("dumb") {
             Depth::Mono
         } else if matches!(colorterm, Some("truecolor" | "24bit"))

@@ -52,28 +52,92 @@ fn fixture_history(snapshot: &Snapshot) -> HistoryWindow {
         for shard in &snapshot.shards {
             let scale = if shard.shard == 0 { 1.0 } else { 0.4 };
             let id = shard.shard;
-            push(name::shard(id, name::MESSAGES_IN), (0..points).map(|i| scale * wave(i, 120.0, 15_000.0, 5_000.0)).collect());
-            push(name::shard(id, name::MESSAGES_OUT), (0..points).map(|i| scale * wave(i, 90.0, 30_000.0, 8_000.0)).collect());
-            push(name::shard(id, name::BYTES_IN), (0..points).map(|i| scale * wave(i, 120.0, 15.0e6, 5.0e6)).collect());
-            push(name::shard(id, name::BYTES_OUT), (0..points).map(|i| scale * wave(i, 90.0, 30.0e6, 8.0e6)).collect());
-            push(name::shard(id, name::REQUEST_P50), (0..points).map(|i| wave(i, 60.0, 85.0, 20.0)).collect());
-            push(name::shard(id, name::REQUEST_P99), (0..points).map(|i| wave(i, 45.0, 900.0, 300.0)).collect());
-            push(name::shard(id, name::FSYNC_P99), (0..points).map(|i| wave(i, 30.0, 1500.0, 400.0)).collect());
-            push(name::shard(id, name::QUEUE_WAIT_P99), (0..points).map(|i| wave(i, 50.0, 40.0, 10.0)).collect());
-            push(name::shard(id, name::BUSY_PERCENT), (0..points).map(|_| shard.cpu_percent as f32).collect());
-            push(name::shard(id, name::CONNECTIONS), vec![shard.connections as f32; points]);
+            push(
+                name::shard(id, name::MESSAGES_IN),
+                (0..points)
+                    .map(|i| scale * wave(i, 120.0, 15_000.0, 5_000.0))
+                    .collect(),
+            );
+            push(
+                name::shard(id, name::MESSAGES_OUT),
+                (0..points)
+                    .map(|i| scale * wave(i, 90.0, 30_000.0, 8_000.0))
+                    .collect(),
+            );
+            push(
+                name::shard(id, name::BYTES_IN),
+                (0..points)
+                    .map(|i| scale * wave(i, 120.0, 15.0e6, 5.0e6))
+                    .collect(),
+            );
+            push(
+                name::shard(id, name::BYTES_OUT),
+                (0..points)
+                    .map(|i| scale * wave(i, 90.0, 30.0e6, 8.0e6))
+                    .collect(),
+            );
+            push(
+                name::shard(id, name::REQUEST_P50),
+                (0..points).map(|i| wave(i, 60.0, 85.0, 20.0)).collect(),
+            );
+            push(
+                name::shard(id, name::REQUEST_P99),
+                (0..points).map(|i| wave(i, 45.0, 900.0, 300.0)).collect(),
+            );
+            push(
+                name::shard(id, name::FSYNC_P99),
+                (0..points).map(|i| wave(i, 30.0, 1500.0, 400.0)).collect(),
+            );
+            push(
+                name::shard(id, name::QUEUE_WAIT_P99),
+                (0..points).map(|i| wave(i, 50.0, 40.0, 10.0)).collect(),
+            );
+            push(
+                name::shard(id, name::BUSY_PERCENT),
+                (0..points).map(|_| shard.cpu_percent as f32).collect(),
+            );
+            push(
+                name::shard(id, name::CONNECTIONS),
+                vec![shard.connections as f32; points],
+            );
         }
-        push(name::PROCESS_CONNECTIONS.into(), (0..points).map(|i| 7.0 + (i % 50) as f32 / 10.0).collect());
-        push(name::DISK_USED.into(), (0..points).map(|i| 21.0e9 + i as f32 * step_ms as f32 * 1000.0).collect());
+        push(
+            name::PROCESS_CONNECTIONS.into(),
+            (0..points).map(|i| 7.0 + (i % 50) as f32 / 10.0).collect(),
+        );
+        push(
+            name::DISK_USED.into(),
+            (0..points)
+                .map(|i| 21.0e9 + i as f32 * step_ms as f32 * 1000.0)
+                .collect(),
+        );
         for topic in &snapshot.topics {
             for group in &topic.consumer_groups {
-                push(name::group(topic.stream_id, topic.topic_id, group.group_id), (0..points).map(|i| wave(i, 200.0, 1500.0, 1000.0)).collect());
+                push(
+                    name::group(topic.stream_id, topic.topic_id, group.group_id),
+                    (0..points)
+                        .map(|i| wave(i, 200.0, 1500.0, 1000.0))
+                        .collect(),
+                );
             }
             for partition in &topic.partitions {
                 let (s, t, p) = (topic.stream_id, topic.topic_id, partition.partition_id);
-                push(name::partition(s, t, p, name::MESSAGES_IN), (0..points).map(|i| wave(i, 100.0 + p as f32 * 30.0, 7_500.0, 2_500.0)).collect());
+                push(
+                    name::partition(s, t, p, name::MESSAGES_IN),
+                    (0..points)
+                        .map(|i| wave(i, 100.0 + p as f32 * 30.0, 7_500.0, 2_500.0))
+                        .collect(),
+                );
                 // Bytes stored grow, so the topic nears its limit.
-                push(name::partition(s, t, p, name::BYTES), (0..points).map(|i| partition.bytes as f32 - (points - 1 - i) as f32 * step_ms as f32 * 1000.0).collect());
+                push(
+                    name::partition(s, t, p, name::BYTES),
+                    (0..points)
+                        .map(|i| {
+                            partition.bytes as f32
+                                - (points - 1 - i) as f32 * step_ms as f32 * 1000.0
+                        })
+                        .collect(),
+                );
             }
         }
         History {
@@ -222,8 +286,16 @@ fn overview_grows_with_the_terminal() {
     assert_has(&large, "consumer lag");
     assert_has(&large, "connections");
     assert!(find(&small, "Busiest partitions").is_none());
-    let braille = |buffer: &Buffer| text(buffer).chars().filter(|c| ('\u{2801}'..='\u{28ff}').contains(c)).count();
-    assert!(braille(&large) > braille(&small) * 2, "longer and more graphs");
+    let braille = |buffer: &Buffer| {
+        text(buffer)
+            .chars()
+            .filter(|c| ('\u{2801}'..='\u{28ff}').contains(c))
+            .count()
+    };
+    assert!(
+        braille(&large) > braille(&small) * 2,
+        "longer and more graphs"
+    );
     assert!(count(&large, " top ") > count(&small, " top "));
     // The disk line: growth over the window and the topic's size limit.
     assert_has(&small, "full in");
@@ -245,7 +317,11 @@ fn colours_and_no_color() {
     for y in 0..40 {
         for x in 0..120 {
             let cell = &mono[(x, y)];
-            assert_eq!((cell.fg, cell.bg), (Color::Reset, Color::Reset), "at {x},{y}");
+            assert_eq!(
+                (cell.fg, cell.bg),
+                (Color::Reset, Color::Reset),
+                "at {x},{y}"
+            );
         }
     }
 }
@@ -283,7 +359,11 @@ fn prompts_and_confirmations() {
     assert!(rows(&buffer)[23].contains("Disconnect client 1 (10.0.0.5:51234)?"));
     keys(&mut app, "n/10.0.0.9");
     let buffer = draw(&app, 80, 24);
-    assert!(rows(&buffer)[23].contains("filter: 10.0.0.9"), "{}", rows(&buffer)[23]);
+    assert!(
+        rows(&buffer)[23].contains("filter: 10.0.0.9"),
+        "{}",
+        rows(&buffer)[23]
+    );
 }
 
 /// Proves tiny terminals do not panic: every view draws into exactly the

@@ -49,7 +49,10 @@ pub enum Request {
     Snapshot,
     /// `history`: whether each line also carries the history points this
     /// subscriber has not been sent yet.
-    Subscribe { interval: Duration, history: bool },
+    Subscribe {
+        interval: Duration,
+        history: bool,
+    },
     History,
     Action(Action),
 }

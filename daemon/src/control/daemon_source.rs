@@ -382,7 +382,10 @@ impl ControlSource for DaemonSource {
         self.history.record(self);
     }
 
-    fn history(&self, cursor: crate::control::history::Cursor) -> Option<(api::HistoryWindow, crate::control::history::Cursor)> {
+    fn history(
+        &self,
+        cursor: crate::control::history::Cursor,
+    ) -> Option<(api::HistoryWindow, crate::control::history::Cursor)> {
         Some(self.history.since(cursor))
     }
 
@@ -513,7 +516,9 @@ impl DaemonSource {
         match answer.recv_deadline(deadline) {
             Ok(true) => {
                 tracing::info!(client_id, shard, "client closed from the admin socket");
-                Ok(format!("client {client_id} on shard {shard} is being closed"))
+                Ok(format!(
+                    "client {client_id} on shard {shard} is being closed"
+                ))
             }
             Ok(false) => Err(format!("client {client_id} is gone or already closing")),
             Err(_) => Err(format!(
@@ -662,14 +667,13 @@ impl DaemonSource {
                             None => 0,
                         };
                         *lag_by_group.entry(group.id).or_default() += lag;
-                        partitions_by_group
-                            .entry(group.id)
-                            .or_default()
-                            .push(api::GroupPartitionStats {
+                        partitions_by_group.entry(group.id).or_default().push(
+                            api::GroupPartitionStats {
                                 partition_id: partition.id,
                                 offset: stored,
                                 lag,
-                            });
+                            },
+                        );
                         group_lags.push(GroupLag {
                             stream: stream.name.clone(),
                             topic: topic.name.clone(),

@@ -140,7 +140,8 @@ impl Ring {
 /// Per series: a `String` and a `VecDeque` header plus a B-tree slot.
 pub const SERIES_OVERHEAD_BYTES: usize = 96;
 /// The longest series name: a partition's, with every id at `u32::MAX`.
-pub const SERIES_NAME_BYTES_MAX: usize = "partition.4294967295.4294967295.4294967295.messages_in".len();
+pub const SERIES_NAME_BYTES_MAX: usize =
+    "partition.4294967295.4294967295.4294967295.messages_in".len();
 
 /// The ten-second point being built from one-second samples.
 #[derive(Debug, Default)]
@@ -189,7 +190,10 @@ impl Rings {
             .collect();
         self.second.push(at_ms, &pairs);
         let index = at_ms / TEN_SECOND_STEP_MS;
-        if self.bucket.as_ref().is_some_and(|bucket| bucket.index != index)
+        if self
+            .bucket
+            .as_ref()
+            .is_some_and(|bucket| bucket.index != index)
             && let Some(done) = self.bucket.take()
         {
             let pairs: Vec<(&str, f32)> = done
@@ -325,7 +329,11 @@ fn sample(source: &DaemonSource, previous: &mut Previous) -> Vec<Value> {
         });
     };
     if let Ok(disk) = sysinfo::disk_usage(&parts.data_dir) {
-        push(name::DISK_USED.into(), Aggregate::Last, disk.used_bytes as f64);
+        push(
+            name::DISK_USED.into(),
+            Aggregate::Last,
+            disk.used_bytes as f64,
+        );
     }
     let total = heartbeats.total();
     push(
@@ -360,7 +368,11 @@ fn sample(source: &DaemonSource, previous: &mut Previous) -> Vec<Value> {
             let rate = |now: u64, then: u64| now.saturating_sub(then) as f64 / seconds;
             for (metric, now, then) in [
                 (name::MESSAGES_IN, counters.messages_in, before.messages_in),
-                (name::MESSAGES_OUT, counters.messages_out, before.messages_out),
+                (
+                    name::MESSAGES_OUT,
+                    counters.messages_out,
+                    before.messages_out,
+                ),
                 (name::BYTES_IN, counters.bytes_in, before.bytes_in),
                 (name::BYTES_OUT, counters.bytes_out, before.bytes_out),
             ] {

@@ -52,10 +52,7 @@ pub trait ControlSource: Send + Sync {
     fn record_history(&self) {}
     /// The history points newer than `cursor` and the cursor after them;
     /// `None` when this source keeps no history.
-    fn history(
-        &self,
-        _cursor: history::Cursor,
-    ) -> Option<(api::HistoryWindow, history::Cursor)> {
+    fn history(&self, _cursor: history::Cursor) -> Option<(api::HistoryWindow, history::Cursor)> {
         None
     }
     /// Perform an admin action; `Ok` carries the message for the `done`

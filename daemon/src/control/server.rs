@@ -17,8 +17,8 @@
 //! (primary group, or supplementary membership from the group database).
 
 use crate::control::ControlSource;
-use crate::control::history::Cursor;
 use crate::control::api::{self, LineRead, Payload, Request, Response, read_line_capped};
+use crate::control::history::Cursor;
 use crate::limits;
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Write};

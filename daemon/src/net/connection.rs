@@ -323,7 +323,9 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
         };
         let request_started = std::time::Instant::now();
         if let Some(activity) = &session.activity {
-            let code = header.get(196..200).and_then(|code| <[u8; 4]>::try_from(code).ok());
+            let code = header
+                .get(196..200)
+                .and_then(|code| <[u8; 4]>::try_from(code).ok());
             activity.request(code.map_or(0, u32::from_le_bytes), frame.len());
         }
         let outcome = handler::handle_frame(context, session, frame).await;

@@ -347,9 +347,10 @@ impl ShardContext {
                 memberships: Vec::new(),
             },
         );
-        self.activities
-            .borrow_mut()
-            .insert(client_id, Rc::new(crate::net::activity::Activity::default()));
+        self.activities.borrow_mut().insert(
+            client_id,
+            Rc::new(crate::net::activity::Activity::default()),
+        );
         client_id
     }
 

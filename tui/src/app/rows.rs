@@ -14,9 +14,18 @@ use crate::api::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
     Streams,
-    Topics { stream_id: u32 },
-    Partitions { stream_id: u32, topic_id: u32 },
-    Segments { stream_id: u32, topic_id: u32, partition_id: u32 },
+    Topics {
+        stream_id: u32,
+    },
+    Partitions {
+        stream_id: u32,
+        topic_id: u32,
+    },
+    Segments {
+        stream_id: u32,
+        topic_id: u32,
+        partition_id: u32,
+    },
 }
 
 /// Order of shards inside their NUMA group.
@@ -159,7 +168,10 @@ impl App {
     pub fn stream_rows(&self) -> Vec<StreamRow> {
         let mut streams: Vec<StreamRow> = Vec::new();
         for topic in self.topics() {
-            match streams.iter_mut().find(|row| row.stream_id == topic.stream_id) {
+            match streams
+                .iter_mut()
+                .find(|row| row.stream_id == topic.stream_id)
+            {
                 Some(row) => {
                     row.topics += 1;
                     row.partitions += topic.partitions.len();
@@ -265,12 +277,9 @@ impl App {
     pub(super) fn selected_child(&self) -> Option<Level> {
         let selected = self.level_selected();
         match self.level() {
-            Level::Streams => self
-                .stream_rows()
-                .get(selected)
-                .map(|row| Level::Topics {
-                    stream_id: row.stream_id,
-                }),
+            Level::Streams => self.stream_rows().get(selected).map(|row| Level::Topics {
+                stream_id: row.stream_id,
+            }),
             Level::Topics { stream_id } => {
                 self.topic_rows(stream_id)
                     .get(selected)
@@ -327,7 +336,12 @@ impl App {
         let mut rows: Vec<(&TopicStats, &ConsumerGroupStats)> = self
             .topics()
             .iter()
-            .flat_map(|topic| topic.consumer_groups.iter().map(move |group| (topic, group)))
+            .flat_map(|topic| {
+                topic
+                    .consumer_groups
+                    .iter()
+                    .map(move |group| (topic, group))
+            })
             .filter(|(topic, group)| {
                 matches(
                     filter,
@@ -335,7 +349,9 @@ impl App {
                 )
             })
             .collect();
-        rows.sort_by(|a, b| (&a.0.stream, &a.0.topic, &a.1.name).cmp(&(&b.0.stream, &b.0.topic, &b.1.name)));
+        rows.sort_by(|a, b| {
+            (&a.0.stream, &a.0.topic, &a.1.name).cmp(&(&b.0.stream, &b.0.topic, &b.1.name))
+        });
         rows
     }
 
@@ -397,7 +413,9 @@ impl App {
         snapshot
             .events
             .iter()
-            .filter(|event| self.event_filter.admits(event.level) && matches(filter, &event.message))
+            .filter(|event| {
+                self.event_filter.admits(event.level) && matches(filter, &event.message)
+            })
             .collect()
     }
 }

@@ -54,7 +54,10 @@ fn views_windows_and_help() {
     assert_eq!(app.view, View::Events, "keys go to the help overlay");
     app.update(key(KeyCode::Esc));
     assert!(!app.help);
-    app.update(Event::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)));
+    app.update(Event::Key(KeyEvent::new(
+        KeyCode::Char('c'),
+        KeyModifiers::CONTROL,
+    )));
     assert!(app.should_quit);
 }
 
@@ -66,7 +69,10 @@ fn drill_down_reaches_a_segment_and_back() {
     let mut app = app();
     app.update(key(KeyCode::Char('3')));
     assert_eq!(
-        app.stream_rows().iter().map(|row| row.name.as_str()).collect::<Vec<_>>(),
+        app.stream_rows()
+            .iter()
+            .map(|row| row.name.as_str())
+            .collect::<Vec<_>>(),
         vec!["audit", "orders"]
     );
     app.update(key(KeyCode::Down));
@@ -208,9 +214,15 @@ fn pause_holds_snapshots_and_history() {
     app.update(Event::History(Box::new(window(2000, 2.0))));
     app.update(Event::History(Box::new(window(3000, 3.0))));
     assert_eq!(app.history.second.at_ms, vec![1000]);
-    assert_eq!(app.snapshot.as_ref().map(|s| s.taken_at_ms), Some(golden().taken_at_ms));
+    assert_eq!(
+        app.snapshot.as_ref().map(|s| s.taken_at_ms),
+        Some(golden().taken_at_ms)
+    );
     app.update(key(KeyCode::Char('p')));
-    assert_eq!(app.snapshot.as_ref().map(|s| s.taken_at_ms), Some(newer.taken_at_ms));
+    assert_eq!(
+        app.snapshot.as_ref().map(|s| s.taken_at_ms),
+        Some(newer.taken_at_ms)
+    );
     assert_eq!(app.history.second.series("x"), Some(&[1.0, 2.0, 3.0][..]));
 }
 

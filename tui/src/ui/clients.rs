@@ -13,7 +13,10 @@ use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, TableState};
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let theme = &app.theme;
     let clients = app.client_rows();
-    let total = app.snapshot.as_ref().map_or(0, |snapshot| snapshot.clients.len());
+    let total = app
+        .snapshot
+        .as_ref()
+        .map_or(0, |snapshot| snapshot.clients.len());
     let title = format!(
         " Clients · {} of {total} · sort: {} {}· d disconnects ",
         clients.len(),
@@ -56,7 +59,19 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         .collect();
     let (header, widths): (Vec<&str>, Vec<Constraint>) = if wide {
         (
-            vec!["id", "address", "user", "tls", "shard", "requests", "in", "out", "idle", "last command", "age"],
+            vec![
+                "id",
+                "address",
+                "user",
+                "tls",
+                "shard",
+                "requests",
+                "in",
+                "out",
+                "idle",
+                "last command",
+                "age",
+            ],
             vec![
                 Constraint::Length(9),
                 Constraint::Min(21),

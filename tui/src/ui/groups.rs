@@ -15,11 +15,19 @@ use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, TableState};
 
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let theme = &app.theme;
-    let graph_rows = if area.height >= 16 { area.height / 3 } else { 0 };
+    let graph_rows = if area.height >= 16 {
+        area.height / 3
+    } else {
+        0
+    };
     let [table_area, graph_area] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(graph_rows)]).areas(area);
     let lag_of = |stream_id: u32, topic_id: u32, group_id: u32| {
-        series::points(&app.history, app.window, &name::group(stream_id, topic_id, group_id))
+        series::points(
+            &app.history,
+            app.window,
+            &name::group(stream_id, topic_id, group_id),
+        )
     };
     let (table, lag) = if let Some((topic, group)) = app.open_group() {
         let title = format!(
@@ -45,7 +53,11 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             .map(|partition| {
                 Row::new(vec![
                     Cell::from(partition.partition_id.to_string()),
-                    Cell::from(partition.offset.map_or("-".into(), |offset| offset.to_string())),
+                    Cell::from(
+                        partition
+                            .offset
+                            .map_or("-".into(), |offset| offset.to_string()),
+                    ),
                     Cell::from(fmt_count(partition.lag)),
                     Cell::from(holder(partition.partition_id)),
                 ])
@@ -61,14 +73,15 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             ],
         )
         .header(Row::new(["partition", "offset", "lag", "member"]).style(theme.dim()))
-        .block(Block::bordered().border_style(theme.border()).title(Line::styled(title, theme.accent())))
+        .block(
+            Block::bordered()
+                .border_style(theme.border())
+                .title(Line::styled(title, theme.accent())),
+        )
         .row_highlight_style(theme.selected())
         .highlight_symbol("▶ ");
         let lag = lag_of(topic.stream_id, topic.topic_id, group.group_id);
-        (
-            (table, app.group_partition_selected),
-            lag,
-        )
+        ((table, app.group_partition_selected), lag)
     } else {
         let groups = app.group_rows();
         let rows: Vec<Row> = groups
@@ -84,7 +97,8 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             .collect();
         if rows.is_empty() {
             frame.render_widget(
-                Paragraph::new("No consumer groups.").block(Block::bordered().title(" Consumer groups ")),
+                Paragraph::new("No consumer groups.")
+                    .block(Block::bordered().title(" Consumer groups ")),
                 area,
             );
             return;
@@ -104,7 +118,11 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             ],
         )
         .header(Row::new(["topic", "group", "members", "lag"]).style(theme.dim()))
-        .block(Block::bordered().border_style(theme.border()).title(Line::styled(title, theme.accent())))
+        .block(
+            Block::bordered()
+                .border_style(theme.border())
+                .title(Line::styled(title, theme.accent())),
+        )
         .row_highlight_style(theme.selected())
         .highlight_symbol("▶ ");
         ((table, app.group_selected), lag)

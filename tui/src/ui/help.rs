@@ -11,10 +11,16 @@ use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 /// Every key the console reacts to, with what it does.
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
-    ("1-6, Tab, ←→, h l", "views: overview shards streams groups clients events"),
+    (
+        "1-6, Tab, ←→, h l",
+        "views: overview shards streams groups clients events",
+    ),
     ("↑↓, j k", "move the selection / scroll events"),
     ("PgUp PgDn g G", "page, first, last"),
-    ("Enter", "open: stream → topic → partition → segments; a group"),
+    (
+        "Enter",
+        "open: stream → topic → partition → segments; a group",
+    ),
     ("Esc, Backspace", "clear the filter, then go back one level"),
     ("w, W", "graph window: 1m 5m 15m 1h 6h"),
     ("s", "sort (shards, clients)"),

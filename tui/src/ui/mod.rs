@@ -90,7 +90,11 @@ fn status_span(app: &App) -> Span<'static> {
     match &app.connection {
         Connection::Connecting => Span::styled("… connecting", app.theme.warn()),
         Connection::Connected(_) => Span::styled(
-            format!("● live {} · {}", fmt_interval(app.interval), app.window.label()),
+            format!(
+                "● live {} · {}",
+                fmt_interval(app.interval),
+                app.window.label()
+            ),
             app.theme.good(),
         ),
         Connection::Disconnected { retry_in, .. } => Span::styled(
@@ -166,7 +170,10 @@ fn render_footer(frame: &mut Frame, area: Rect, app: &App) {
     let theme = &app.theme;
     if let Some(action) = &app.confirm {
         let line = Line::from(vec![
-            Span::styled(format!(" {}? ", capitalized(&action.describe())), theme.banner()),
+            Span::styled(
+                format!(" {}? ", capitalized(&action.describe())),
+                theme.banner(),
+            ),
             Span::raw("  y confirms, any other key cancels"),
         ]);
         frame.render_widget(Paragraph::new(line), area);

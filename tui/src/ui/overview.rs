@@ -53,12 +53,15 @@ pub fn render_header(frame: &mut Frame, area: Rect, app: &App) {
         return;
     };
     let process = &snapshot.process;
-    let sum = |rate: fn(&crate::api::ShardStats) -> f64| snapshot.shards.iter().map(rate).sum::<f64>();
+    let sum =
+        |rate: fn(&crate::api::ShardStats) -> f64| snapshot.shards.iter().map(rate).sum::<f64>();
     let watchdog = match process.watchdog.state {
         WatchdogState::Ok => Span::styled(
             format!(
                 "ok, every {}",
-                fmt_interval(std::time::Duration::from_millis(process.watchdog.interval_ms))
+                fmt_interval(std::time::Duration::from_millis(
+                    process.watchdog.interval_ms
+                ))
             ),
             theme.good(),
         ),
@@ -79,7 +82,12 @@ pub fn render_header(frame: &mut Frame, area: Rect, app: &App) {
         label("  RSS ".into()),
         value(fmt_bytes(process.rss_bytes)),
         label("  shards ".into()),
-        value(format!("{}/{} cores/{} NUMA", snapshot.shards.len(), process.cores, process.numa_nodes)),
+        value(format!(
+            "{}/{} cores/{} NUMA",
+            snapshot.shards.len(),
+            process.cores,
+            process.numa_nodes
+        )),
         label("  conns ".into()),
         value(process.connections.to_string()),
         label("  watchdog ".into()),
@@ -130,7 +138,11 @@ fn clients_spans(app: &App, security: &SecurityStats) -> Vec<Span<'static>> {
         spans.push(Span::styled(text, theme.dim()));
         spans.push(Span::styled(
             count.to_string(),
-            if count > 0 { theme.warn() } else { theme.value() },
+            if count > 0 {
+                theme.warn()
+            } else {
+                theme.value()
+            },
         ));
     }
     spans
@@ -148,14 +160,24 @@ fn disk_line(app: &App, snapshot: &Snapshot) -> Line<'static> {
     };
     let mut spans = vec![
         Span::styled("disk ", theme.dim()),
-        Span::styled(format!("{} used", fmt_bytes(process.disk_used_bytes)), theme.meter(used_percent)),
+        Span::styled(
+            format!("{} used", fmt_bytes(process.disk_used_bytes)),
+            theme.meter(used_percent),
+        ),
         Span::styled(format!(" ({used_percent:.0}%) "), theme.dim()),
-        Span::styled(format!("{} free", fmt_bytes(process.disk_free_bytes)), theme.value()),
+        Span::styled(
+            format!("{} free", fmt_bytes(process.disk_free_bytes)),
+            theme.value(),
+        ),
     ];
     let disk = series::points(&app.history, app.window, name::DISK_USED);
     if let Some(rate) = growth_per_second(&disk) {
         spans.push(Span::styled(
-            format!(" {}{}/s", if rate < 0.0 { "-" } else { "+" }, fmt_bytes(rate.abs() as u64)),
+            format!(
+                " {}{}/s",
+                if rate < 0.0 { "-" } else { "+" },
+                fmt_bytes(rate.abs() as u64)
+            ),
             theme.value(),
         ));
         if rate > 0.0 {
@@ -163,16 +185,29 @@ fn disk_line(app: &App, snapshot: &Snapshot) -> Line<'static> {
             spans.push(Span::styled(" full in ", theme.dim()));
             spans.push(Span::styled(
                 fmt_uptime((seconds * 1000.0).min(u64::MAX as f64) as u64),
-                if seconds < 86_400.0 { theme.bad() } else { theme.value() },
+                if seconds < 86_400.0 {
+                    theme.bad()
+                } else {
+                    theme.value()
+                },
             ));
         }
     }
     if let Some((topic, seconds)) = nearest_topic_limit(app, snapshot) {
-        spans.push(Span::styled(format!(" · {topic} at its size limit in "), theme.dim()));
-        spans.push(Span::styled(fmt_uptime((seconds * 1000.0) as u64), theme.warn()));
+        spans.push(Span::styled(
+            format!(" · {topic} at its size limit in "),
+            theme.dim(),
+        ));
+        spans.push(Span::styled(
+            fmt_uptime((seconds * 1000.0) as u64),
+            theme.warn(),
+        ));
     }
     spans.push(Span::styled("  logs ", theme.dim()));
-    spans.push(Span::styled(fmt_bytes(process.log_dir_bytes), theme.value()));
+    spans.push(Span::styled(
+        fmt_bytes(process.log_dir_bytes),
+        theme.value(),
+    ));
     let pending = &process.pending_removal;
     if pending.entries > 0 {
         let text = format!(
@@ -181,7 +216,10 @@ fn disk_line(app: &App, snapshot: &Snapshot) -> Line<'static> {
             pending.entries
         );
         if pending.failing > 0 {
-            spans.push(Span::styled(format!("{text}, {} failing", pending.failing), theme.bad()));
+            spans.push(Span::styled(
+                format!("{text}, {} failing", pending.failing),
+                theme.bad(),
+            ));
         } else {
             spans.push(Span::styled(text, theme.dim()));
         }
@@ -199,7 +237,12 @@ fn nearest_topic_limit(app: &App, snapshot: &Snapshot) -> Option<(String, f64)> 
         .filter_map(|topic| {
             let limit = topic.max_size_bytes?;
             let names = topic.partitions.iter().map(|partition| {
-                name::partition(topic.stream_id, topic.topic_id, partition.partition_id, name::BYTES)
+                name::partition(
+                    topic.stream_id,
+                    topic.topic_id,
+                    partition.partition_id,
+                    name::BYTES,
+                )
             });
             let rate = growth_per_second(&series::sum(&app.history, app.window, names))?;
             (rate > 0.0).then(|| {
@@ -212,9 +255,13 @@ fn nearest_topic_limit(app: &App, snapshot: &Snapshot) -> Option<(String, f64)> 
 
 pub fn render(frame: &mut Frame, area: Rect, app: &App, snapshot: &Snapshot) {
     let shards = app.shard_rows();
-    let meter_columns: u16 = if area.width >= 160 && shards.len() > 4 { 2 } else { 1 };
-    let meter_rows_wanted = u16::try_from(shards.len().div_ceil(usize::from(meter_columns)))
-        .unwrap_or(u16::MAX);
+    let meter_columns: u16 = if area.width >= 160 && shards.len() > 4 {
+        2
+    } else {
+        1
+    };
+    let meter_rows_wanted =
+        u16::try_from(shards.len().div_ceil(usize::from(meter_columns))).unwrap_or(u16::MAX);
     // Meters never take more than a third of the body.
     let meter_rows = meter_rows_wanted.min((area.height / 3).max(1));
     let [meters, rest] =
@@ -222,7 +269,8 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, snapshot: &Snapshot) {
     render_meters(frame, meters, app, &shards, meter_columns);
     let (graphs, side) = if rest.width >= TOP_PANEL_FROM_WIDTH {
         let [graphs, side] =
-            Layout::horizontal([Constraint::Min(0), Constraint::Length(TOP_PANEL_WIDTH)]).areas(rest);
+            Layout::horizontal([Constraint::Min(0), Constraint::Length(TOP_PANEL_WIDTH)])
+                .areas(rest);
         (graphs, Some(side))
     } else {
         (rest, None)
@@ -277,62 +325,100 @@ fn render_meters(
             Span::styled("▏", theme.dim()),
             Span::styled(
                 figures,
-                if crate::app::is_stale(shard) { theme.bad() } else { theme.value() },
+                if crate::app::is_stale(shard) {
+                    theme.bad()
+                } else {
+                    theme.value()
+                },
             ),
         ]);
         frame.render_widget(Paragraph::new(line), cell);
     }
 }
 
-type Figure = (&'static str, fn(&App) -> Vec<Line3<'static>>, fn(f64) -> String);
+type Figure = (
+    &'static str,
+    fn(&App) -> Vec<Line3<'static>>,
+    fn(f64) -> String,
+);
 
 /// The graphs in the order they are given room.
 fn figures() -> [Figure; 6] {
     [
-        ("throughput msg/s", |app| {
-            vec![
-                shard_sum(app, name::MESSAGES_IN, "in", app.theme.series_in()),
-                shard_sum(app, name::MESSAGES_OUT, "out", app.theme.series_out()),
-            ]
-        }, fmt_rate),
-        ("request latency", |app| {
-            vec![
-                shard_max(app, name::REQUEST_P50, "p50", app.theme.series_in()),
-                shard_max(app, name::REQUEST_P99, "p99", app.theme.series_third()),
-            ]
-        }, fmt_micros),
-        ("consumer lag", |app| {
-            let names = app
-                .snapshot
-                .iter()
-                .flat_map(|snapshot| snapshot.topics.iter())
-                .flat_map(|topic| {
-                    topic
-                        .consumer_groups
-                        .iter()
-                        .map(|group| name::group(topic.stream_id, topic.topic_id, group.group_id))
-                })
-                .collect::<Vec<_>>();
-            vec![Line3 {
-                label: "total",
-                points: series::sum(&app.history, app.window, names),
-                style: app.theme.series_third(),
-            }]
-        }, fmt_rate),
-        ("fsync", |app| vec![shard_max(app, name::FSYNC_P99, "p99", app.theme.series_out())], fmt_micros),
-        ("throughput MB/s", |app| {
-            vec![
-                shard_sum(app, name::BYTES_IN, "in", app.theme.series_in()),
-                shard_sum(app, name::BYTES_OUT, "out", app.theme.series_out()),
-            ]
-        }, |bytes| fmt_mb_per_sec(bytes)),
-        ("connections", |app| {
-            vec![Line3 {
-                label: "open",
-                points: series::points(&app.history, app.window, name::PROCESS_CONNECTIONS),
-                style: app.theme.series_in(),
-            }]
-        }, fmt_rate),
+        (
+            "throughput msg/s",
+            |app| {
+                vec![
+                    shard_sum(app, name::MESSAGES_IN, "in", app.theme.series_in()),
+                    shard_sum(app, name::MESSAGES_OUT, "out", app.theme.series_out()),
+                ]
+            },
+            fmt_rate,
+        ),
+        (
+            "request latency",
+            |app| {
+                vec![
+                    shard_max(app, name::REQUEST_P50, "p50", app.theme.series_in()),
+                    shard_max(app, name::REQUEST_P99, "p99", app.theme.series_third()),
+                ]
+            },
+            fmt_micros,
+        ),
+        (
+            "consumer lag",
+            |app| {
+                let names = app
+                    .snapshot
+                    .iter()
+                    .flat_map(|snapshot| snapshot.topics.iter())
+                    .flat_map(|topic| {
+                        topic.consumer_groups.iter().map(|group| {
+                            name::group(topic.stream_id, topic.topic_id, group.group_id)
+                        })
+                    })
+                    .collect::<Vec<_>>();
+                vec![Line3 {
+                    label: "total",
+                    points: series::sum(&app.history, app.window, names),
+                    style: app.theme.series_third(),
+                }]
+            },
+            fmt_rate,
+        ),
+        (
+            "fsync",
+            |app| {
+                vec![shard_max(
+                    app,
+                    name::FSYNC_P99,
+                    "p99",
+                    app.theme.series_out(),
+                )]
+            },
+            fmt_micros,
+        ),
+        (
+            "throughput MB/s",
+            |app| {
+                vec![
+                    shard_sum(app, name::BYTES_IN, "in", app.theme.series_in()),
+                    shard_sum(app, name::BYTES_OUT, "out", app.theme.series_out()),
+                ]
+            },
+            |bytes| fmt_mb_per_sec(bytes),
+        ),
+        (
+            "connections",
+            |app| {
+                vec![Line3 {
+                    label: "open",
+                    points: series::points(&app.history, app.window, name::PROCESS_CONNECTIONS),
+                    style: app.theme.series_in(),
+                }]
+            },
+            fmt_rate,
+        ),
     ]
 }
 
@@ -352,7 +438,12 @@ fn shard_names(app: &App, metric: &str) -> Vec<String> {
         .collect()
 }
 
-fn shard_sum(app: &App, metric: &str, label: &'static str, style: ratatui::style::Style) -> Line3<'static> {
+fn shard_sum(
+    app: &App,
+    metric: &str,
+    label: &'static str,
+    style: ratatui::style::Style,
+) -> Line3<'static> {
     Line3 {
         label,
         points: series::sum(&app.history, app.window, shard_names(app, metric)),
@@ -361,7 +452,12 @@ fn shard_sum(app: &App, metric: &str, label: &'static str, style: ratatui::style
 }
 
 /// The worst shard at each point (latencies do not add up).
-fn shard_max(app: &App, metric: &str, label: &'static str, style: ratatui::style::Style) -> Line3<'static> {
+fn shard_max(
+    app: &App,
+    metric: &str,
+    label: &'static str,
+    style: ratatui::style::Style,
+) -> Line3<'static> {
     let mut points: Vec<(f64, f64)> = Vec::new();
     for series_name in shard_names(app, metric) {
         let one = series::points(&app.history, app.window, &series_name);
@@ -377,7 +473,11 @@ fn shard_max(app: &App, metric: &str, label: &'static str, style: ratatui::style
             }
         }
     }
-    Line3 { label, points, style }
+    Line3 {
+        label,
+        points,
+        style,
+    }
 }
 
 fn render_graphs(frame: &mut Frame, area: Rect, app: &App, _snapshot: &Snapshot) {
@@ -385,17 +485,32 @@ fn render_graphs(frame: &mut Frame, area: Rect, app: &App, _snapshot: &Snapshot)
     let rows = (area.height / GRAPH_HEIGHT_MIN).max(1);
     let figures = figures();
     let count = usize::from(columns * rows).min(figures.len());
-    let rows = u16::try_from(count.div_ceil(usize::from(columns))).unwrap_or(1).max(1);
-    let row_areas = Layout::vertical(vec![Constraint::Ratio(1, u32::from(rows)); usize::from(rows)]).split(area);
+    let rows = u16::try_from(count.div_ceil(usize::from(columns)))
+        .unwrap_or(1)
+        .max(1);
+    let row_areas = Layout::vertical(vec![
+        Constraint::Ratio(1, u32::from(rows));
+        usize::from(rows)
+    ])
+    .split(area);
     for (row_index, row_area) in row_areas.iter().enumerate() {
         let first = row_index * usize::from(columns);
         let in_row = count.saturating_sub(first).min(usize::from(columns));
         if in_row == 0 {
             break;
         }
-        let cells = Layout::horizontal(vec![Constraint::Ratio(1, in_row as u32); in_row]).split(*row_area);
+        let cells =
+            Layout::horizontal(vec![Constraint::Ratio(1, in_row as u32); in_row]).split(*row_area);
         for (cell, (title, lines, format)) in cells.iter().zip(&figures[first..first + in_row]) {
-            graph::render(frame, *cell, &app.theme, title, app.window, &lines(app), *format);
+            graph::render(
+                frame,
+                *cell,
+                &app.theme,
+                title,
+                app.window,
+                &lines(app),
+                *format,
+            );
         }
     }
 }
@@ -410,11 +525,19 @@ fn render_busiest(frame: &mut Frame, area: Rect, app: &App, snapshot: &Snapshot)
             topic.partitions.iter().map(move |partition| {
                 let rate = series::latest(
                     &app.history,
-                    &name::partition(topic.stream_id, topic.topic_id, partition.partition_id, name::MESSAGES_IN),
+                    &name::partition(
+                        topic.stream_id,
+                        topic.topic_id,
+                        partition.partition_id,
+                        name::MESSAGES_IN,
+                    ),
                 )
                 .unwrap_or(0.0);
                 (
-                    format!("{}/{}/{}", topic.stream, topic.topic, partition.partition_id),
+                    format!(
+                        "{}/{}/{}",
+                        topic.stream, topic.topic, partition.partition_id
+                    ),
                     rate,
                     partition.bytes,
                     partition.shard,

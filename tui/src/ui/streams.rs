@@ -10,7 +10,7 @@ use crate::api::history::name;
 use crate::app::{App, Level};
 use crate::series;
 use crate::ui::graph::{self, Line3};
-use crate::ui::{fmt_bytes, fmt_count, fmt_rate, fmt_clock};
+use crate::ui::{fmt_bytes, fmt_clock, fmt_count, fmt_rate};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
@@ -20,10 +20,15 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let wide = area.width >= 110;
     let (table_area, graph_area) = if wide {
         let [table, graphs] =
-            Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(area);
+            Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)])
+                .areas(area);
         (table, graphs)
     } else {
-        let graphs = if area.height >= 18 { area.height / 3 } else { 0 };
+        let graphs = if area.height >= 18 {
+            area.height / 3
+        } else {
+            0
+        };
         let [table, graphs] =
             Layout::vertical([Constraint::Min(0), Constraint::Length(graphs)]).areas(area);
         (table, graphs)
@@ -62,15 +67,23 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     }
 }
 
-type Table4 = (Vec<&'static str>, Vec<Row<'static>>, Vec<Constraint>, Vec<String>);
+type Table4 = (
+    Vec<&'static str>,
+    Vec<Row<'static>>,
+    Vec<Constraint>,
+    Vec<String>,
+);
 
 /// Header, rows, widths, and the partitions (as series-name prefixes) the
 /// selected row holds, for its graphs.
 fn level_table(app: &App) -> Table4 {
     let selected = app.level_selected();
     let rate = |stream: u32, topic: u32, partition: u32| {
-        series::latest(&app.history, &name::partition(stream, topic, partition, name::MESSAGES_IN))
-            .unwrap_or(0.0)
+        series::latest(
+            &app.history,
+            &name::partition(stream, topic, partition, name::MESSAGES_IN),
+        )
+        .unwrap_or(0.0)
     };
     match app.level() {
         Level::Streams => {
@@ -99,20 +112,31 @@ fn level_table(app: &App) -> Table4 {
             (
                 vec!["stream", "topics", "parts", "messages", "stored"],
                 rows,
-                vec![Constraint::Min(12), Constraint::Length(6), Constraint::Length(6), Constraint::Length(9), Constraint::Length(10)],
+                vec![
+                    Constraint::Min(12),
+                    Constraint::Length(6),
+                    Constraint::Length(6),
+                    Constraint::Length(9),
+                    Constraint::Length(10),
+                ],
                 partitions,
             )
         }
         Level::Topics { stream_id } => {
             let topics = app.topic_rows(stream_id);
-            let partitions = topics.get(selected).map(|topic| partition_keys(topic)).unwrap_or_default();
+            let partitions = topics
+                .get(selected)
+                .map(|topic| partition_keys(topic))
+                .unwrap_or_default();
             let rows = topics
                 .iter()
                 .map(|topic| {
                     let appended: f64 = topic
                         .partitions
                         .iter()
-                        .map(|partition| rate(topic.stream_id, topic.topic_id, partition.partition_id))
+                        .map(|partition| {
+                            rate(topic.stream_id, topic.topic_id, partition.partition_id)
+                        })
                         .sum();
                     Row::new(vec![
                         Cell::from(topic.topic.clone()),
@@ -126,13 +150,26 @@ fn level_table(app: &App) -> Table4 {
                 })
                 .collect();
             (
-                vec!["topic", "parts", "messages", "stored", "msg/s", "max lag", "limit"],
+                vec![
+                    "topic", "parts", "messages", "stored", "msg/s", "max lag", "limit",
+                ],
                 rows,
-                vec![Constraint::Min(10), Constraint::Length(5), Constraint::Length(9), Constraint::Length(10), Constraint::Length(7), Constraint::Length(7), Constraint::Length(10)],
+                vec![
+                    Constraint::Min(10),
+                    Constraint::Length(5),
+                    Constraint::Length(9),
+                    Constraint::Length(10),
+                    Constraint::Length(7),
+                    Constraint::Length(7),
+                    Constraint::Length(10),
+                ],
                 partitions,
             )
         }
-        Level::Partitions { stream_id, topic_id } => {
+        Level::Partitions {
+            stream_id,
+            topic_id,
+        } => {
             let partitions = app.partition_rows(stream_id, topic_id);
             let keys = partitions
                 .get(selected)
@@ -154,13 +191,28 @@ fn level_table(app: &App) -> Table4 {
                 })
                 .collect();
             (
-                vec!["part", "shard", "messages", "stored", "segs", "offset", "durable", "msg/s"],
+                vec![
+                    "part", "shard", "messages", "stored", "segs", "offset", "durable", "msg/s",
+                ],
                 rows,
-                vec![Constraint::Length(4), Constraint::Length(5), Constraint::Length(9), Constraint::Length(10), Constraint::Length(4), Constraint::Length(10), Constraint::Length(10), Constraint::Length(7)],
+                vec![
+                    Constraint::Length(4),
+                    Constraint::Length(5),
+                    Constraint::Length(9),
+                    Constraint::Length(10),
+                    Constraint::Length(4),
+                    Constraint::Length(10),
+                    Constraint::Length(10),
+                    Constraint::Length(7),
+                ],
                 keys,
             )
         }
-        Level::Segments { stream_id, topic_id, partition_id } => {
+        Level::Segments {
+            stream_id,
+            topic_id,
+            partition_id,
+        } => {
             let durable = app
                 .partition(stream_id, topic_id, partition_id)
                 .map_or(0, |partition| partition.durable_next_offset);
@@ -170,9 +222,9 @@ fn level_table(app: &App) -> Table4 {
                 .enumerate()
                 .map(|(index, segment)| {
                     // Newest first: the next row is the older neighbour.
-                    let from = segments
-                        .get(index + 1)
-                        .map_or("-".to_string(), |older| fmt_time_us(older.last_timestamp_us));
+                    let from = segments.get(index + 1).map_or("-".to_string(), |older| {
+                        fmt_time_us(older.last_timestamp_us)
+                    });
                     let state = if !segment.sealed {
                         "active"
                     } else if durable >= segment.next_offset {
@@ -182,7 +234,13 @@ fn level_table(app: &App) -> Table4 {
                     };
                     Row::new(vec![
                         Cell::from(segment.start_offset.to_string()),
-                        Cell::from(segment.next_offset.saturating_sub(1).max(segment.start_offset).to_string()),
+                        Cell::from(
+                            segment
+                                .next_offset
+                                .saturating_sub(1)
+                                .max(segment.start_offset)
+                                .to_string(),
+                        ),
                         Cell::from(fmt_bytes(segment.size_bytes)),
                         Cell::from(from),
                         Cell::from(fmt_time_us(segment.last_timestamp_us)),
@@ -191,9 +249,23 @@ fn level_table(app: &App) -> Table4 {
                 })
                 .collect();
             (
-                vec!["first offset", "last offset", "size", "after", "newest", "state"],
+                vec![
+                    "first offset",
+                    "last offset",
+                    "size",
+                    "after",
+                    "newest",
+                    "state",
+                ],
                 rows,
-                vec![Constraint::Length(12), Constraint::Length(12), Constraint::Length(10), Constraint::Length(9), Constraint::Length(9), Constraint::Length(7)],
+                vec![
+                    Constraint::Length(12),
+                    Constraint::Length(12),
+                    Constraint::Length(10),
+                    Constraint::Length(9),
+                    Constraint::Length(9),
+                    Constraint::Length(7),
+                ],
                 vec![format!("{stream_id}.{topic_id}.{partition_id}")],
             )
         }
@@ -204,7 +276,12 @@ fn partition_keys(topic: &crate::api::TopicStats) -> Vec<String> {
     topic
         .partitions
         .iter()
-        .map(|partition| format!("{}.{}.{}", topic.stream_id, topic.topic_id, partition.partition_id))
+        .map(|partition| {
+            format!(
+                "{}.{}.{}",
+                topic.stream_id, topic.topic_id, partition.partition_id
+            )
+        })
         .collect()
 }
 
@@ -239,8 +316,22 @@ fn render_graphs(frame: &mut Frame, area: Rect, app: &App, partitions: &[String]
     } else {
         Layout::horizontal([Constraint::Ratio(1, 2); 2]).split(area)
     };
-    graph::render(frame, areas[0], &app.theme, "appended msg/s", app.window, &[appended], fmt_rate);
-    graph::render(frame, areas[1], &app.theme, "bytes", app.window, &[stored], |bytes| {
-        fmt_bytes(bytes.max(0.0) as u64)
-    });
+    graph::render(
+        frame,
+        areas[0],
+        &app.theme,
+        "appended msg/s",
+        app.window,
+        &[appended],
+        fmt_rate,
+    );
+    graph::render(
+        frame,
+        areas[1],
+        &app.theme,
+        "bytes",
+        app.window,
+        &[stored],
+        |bytes| fmt_bytes(bytes.max(0.0) as u64),
+    );
 }

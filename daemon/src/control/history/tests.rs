@@ -75,12 +75,24 @@ fn series_align_to_the_end_and_cursors_follow() {
     assert_eq!(window.second.series("always").unwrap().len(), SECOND_POINTS);
     assert_eq!(window.second.series("late").unwrap().len(), 5);
     assert_eq!(window.second.series("early"), None);
-    assert_eq!(cursor.second, Some(start + (SECOND_POINTS as u64 + 4) * 1000));
+    assert_eq!(
+        cursor.second,
+        Some(start + (SECOND_POINTS as u64 + 4) * 1000)
+    );
     let (nothing, same) = rings.since(cursor);
     assert!(nothing.second.at_ms.is_empty());
-    assert!(nothing.second.series.iter().all(|series| series.values.is_empty()));
+    assert!(
+        nothing
+            .second
+            .series
+            .iter()
+            .all(|series| series.values.is_empty())
+    );
     assert_eq!(same, cursor);
-    rings.record(start + (SECOND_POINTS as u64 + 5) * 1000, &[value("always", Aggregate::Last, 7.0)]);
+    rings.record(
+        start + (SECOND_POINTS as u64 + 5) * 1000,
+        &[value("always", Aggregate::Last, 7.0)],
+    );
     let (next, _) = rings.since(cursor);
     assert_eq!(next.second.at_ms.len(), 1);
     assert_eq!(next.second.series("always"), Some(&[7.0][..]));
@@ -116,7 +128,11 @@ fn memory_stays_within_the_bound() {
     assert_eq!(window.ten_second.series.len(), HISTORY_SERIES_MAX);
     let used = rings.memory_bytes();
     assert!(used <= HISTORY_BYTES_MAX, "{used} > {HISTORY_BYTES_MAX}");
-    assert!(used <= memory_bound_bytes(), "{used} > {}", memory_bound_bytes());
+    assert!(
+        used <= memory_bound_bytes(),
+        "{used} > {}",
+        memory_bound_bytes()
+    );
     // The bound is tight enough to mean something: the full rings of this
     // many series use most of it.
     assert!(used > memory_bound_bytes() / 2, "{used}");
@@ -124,10 +140,7 @@ fn memory_stays_within_the_bound() {
 
 /// A daemon source with `shards` shards and `partitions` partitions of one
 /// topic, published as a loaded daemon would.
-fn loaded_source(
-    shards: usize,
-    partitions: u32,
-) -> (DaemonSource, Heartbeats, tempfile::TempDir) {
+fn loaded_source(shards: usize, partitions: u32) -> (DaemonSource, Heartbeats, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let heartbeats = Heartbeats::new(shards);
     let plan = (0..shards)
@@ -227,7 +240,10 @@ fn samples_follow_published_state() {
     let rate = series(&name::shard(1, name::MESSAGES_IN));
     assert_eq!(rate.len(), 1, "rates start with the second sample");
     assert!((8_000.0..=10_000.0).contains(&rate[0]), "{rate:?}");
-    assert_eq!(series(&name::shard(0, name::REQUEST_P99)), vec![900.0, 900.0]);
+    assert_eq!(
+        series(&name::shard(0, name::REQUEST_P99)),
+        vec![900.0, 900.0]
+    );
     assert_eq!(series(&name::shard(0, name::CONNECTIONS)), vec![4.0, 4.0]);
     // Partitions are routed to shards by the view; each shows its bytes.
     assert_eq!(
@@ -267,7 +283,11 @@ fn one_sample_costs_well_under_a_millisecond() {
         recorder.since(Cursor::default()).0.second.series.len(),
         recorder.memory_bytes()
     );
-    let budget_us = if cfg!(debug_assertions) { 20_000 } else { 1_000 };
+    let budget_us = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        1_000
+    };
     assert!(per_sample_us < budget_us, "{per_sample_us} µs per sample");
 }
 
