@@ -440,8 +440,14 @@ fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
     };
     // The graph panel's title: "throughput msg/s in 65.4k out 0".
     let graph_in = |screen: &str| -> Option<(f64, String)> {
-        let title = screen.lines().find(|line| line.contains("throughput msg/s in "))?;
-        let rate = title.split("throughput msg/s in ").nth(1)?.split_whitespace().next()?;
+        let title = screen
+            .lines()
+            .find(|line| line.contains("throughput msg/s in "))?;
+        let rate = title
+            .split("throughput msg/s in ")
+            .nth(1)?
+            .split_whitespace()
+            .next()?;
         let (digits, scale) = match rate.strip_suffix('k') {
             Some(digits) => (digits, 1e3),
             None => match rate.strip_suffix('M') {
@@ -453,7 +459,10 @@ fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
             .chars()
             .filter(|c| ('\u{2801}'..='\u{28ff}').contains(c))
             .collect();
-        digits.parse::<f64>().ok().map(|value| (value * scale, braille))
+        digits
+            .parse::<f64>()
+            .ok()
+            .map(|value| (value * scale, braille))
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     let (first, first_braille) = loop {
@@ -474,14 +483,19 @@ fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
         if graph_in(&screen).is_some_and(|(_, braille)| braille != first_braille) {
             break;
         }
-        assert!(Instant::now() < deadline, "the graph stood still:\n{screen}");
+        assert!(
+            Instant::now() < deadline,
+            "the graph stood still:\n{screen}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(first > 0.0);
     let history = ask(&path, &[r#"{"v":1,"op":"history"}"#]);
     let second = &history[0]["history"]["second"];
     assert!(
-        second["at_ms"].as_array().is_some_and(|points| points.len() >= 2),
+        second["at_ms"]
+            .as_array()
+            .is_some_and(|points| points.len() >= 2),
         "{history:?}"
     );
     assert!(
@@ -511,7 +525,10 @@ fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
         std::thread::sleep(Duration::from_millis(100));
     };
     println!("segments:\n{segments}");
-    assert!(segments.contains("first") && segments.contains("newest"), "{segments}");
+    assert!(
+        segments.contains("first") && segments.contains("newest"),
+        "{segments}"
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let batches = producer.join().expect("producer");
     assert!(batches > 0);
