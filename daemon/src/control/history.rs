@@ -72,7 +72,9 @@ impl Ring {
     /// Append a point; series missing from `values` are gone (their entity
     /// no longer exists), new ones start here.
     fn push(&mut self, at_ms: u64, values: &[(&str, f32)]) {
-        assert!(values.len() <= HISTORY_SERIES_MAX);
+        // The series a point may carry are capped here too: the ten-second
+        // bucket is a union of ten seconds' series.
+        let values = &values[..values.len().min(HISTORY_SERIES_MAX)];
         if self.times.len() == self.capacity {
             self.times.pop_front();
         }
@@ -216,6 +218,7 @@ impl Rings {
         bucket.at_ms = at_ms;
         for value in values {
             let sample = f64::from(value.value);
+            let full = bucket.values.len() >= HISTORY_SERIES_MAX;
             match bucket.values.get_mut(&value.name) {
                 Some((aggregate, running, count)) => {
                     *count += 1;
@@ -225,11 +228,12 @@ impl Rings {
                         Aggregate::Last => *running = sample,
                     }
                 }
-                None => {
+                None if !full => {
                     bucket
                         .values
                         .insert(value.name.clone(), (value.aggregate, sample, 1));
                 }
+                None => {}
             }
         }
     }

@@ -471,7 +471,7 @@ impl ShardLoop {
         totals.queue_wait.add(&queue_wait.window);
         totals.fsync.add(&fsync.window);
         let report = heartbeat::ShardReport {
-            partitions: self.pump.report(),
+            partitions: self.pump.published_report(),
             consumer_offsets_refused: self.pump.counters.offsets_refused,
             trash: self.pump.trash_stats(),
             request,

@@ -1,6 +1,6 @@
 //! Unit tests of `App::update`: navigation, the drill-down, filters,
-//! sorting, pause with history, prompts and confirmations, and the help's
-//! key list against the keys `update` reacts to.
+//! sorting, pause with history, prompts and confirmations, groups and
+//! events, and the connection states.
 
 use super::*;
 use crate::api::{Payload, decode};

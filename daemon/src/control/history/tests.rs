@@ -123,6 +123,20 @@ fn memory_stays_within_the_bound() {
     for second in 0..12u64 {
         rings.record(1_000_000 + second * 1000, &values);
     }
+    // Seconds whose series differ (partitions come and go): the union in a
+    // ten-second bucket is capped as well.
+    for second in 12..24u64 {
+        let shifted: Vec<Value> = (0..HISTORY_SERIES_MAX as u32)
+            .map(|id| {
+                value(
+                    &name::partition(7, 7, id + second as u32 * 100, name::BYTES),
+                    Aggregate::Last,
+                    1.0,
+                )
+            })
+            .collect();
+        rings.record(1_000_000 + second * 1000, &shifted);
+    }
     let (window, _) = rings.since(Cursor::default());
     assert_eq!(window.second.series.len(), HISTORY_SERIES_MAX);
     assert_eq!(window.ten_second.series.len(), HISTORY_SERIES_MAX);
