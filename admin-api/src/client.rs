@@ -3,7 +3,7 @@
 //! for a status line. It builds and parses values only (no I/O) and never
 //! panics on what the daemon sends.
 
-use crate::{PROTOCOL_VERSION, Payload};
+use crate::{HistoryWindow, PROTOCOL_VERSION, Payload};
 
 /// Request lines (newline included).
 pub fn hello_request() -> String {
@@ -16,6 +16,27 @@ pub fn snapshot_request() -> String {
 
 pub fn subscribe_request(interval_ms: u64) -> String {
     format!("{{\"v\":{PROTOCOL_VERSION},\"op\":\"subscribe\",\"interval_ms\":{interval_ms}}}\n")
+}
+
+/// A subscription whose lines also carry the history points not sent yet.
+pub fn subscribe_history_request(interval_ms: u64) -> String {
+    format!(
+        "{{\"v\":{PROTOCOL_VERSION},\"op\":\"subscribe\",\"interval_ms\":{interval_ms},\"history\":true}}\n"
+    )
+}
+
+pub fn history_request() -> String {
+    format!("{{\"v\":{PROTOCOL_VERSION},\"op\":\"history\"}}\n")
+}
+
+/// `level` is JSON-escaped, so any text makes one valid line.
+pub fn set_log_level_request(level: &str) -> String {
+    let level = serde_json::Value::String(level.to_string());
+    format!("{{\"v\":{PROTOCOL_VERSION},\"op\":\"set_log_level\",\"level\":{level}}}\n")
+}
+
+pub fn disconnect_client_request(client_id: u64) -> String {
+    format!("{{\"v\":{PROTOCOL_VERSION},\"op\":\"disconnect_client\",\"client_id\":{client_id}}}\n")
 }
 
 /// Decode one response line into its payload; a daemon error, another
@@ -50,11 +71,30 @@ pub fn decode(line: &[u8]) -> Result<Payload, String> {
                 .get_mut("snapshot")
                 .map(serde_json::Value::take)
                 .unwrap_or_default();
+            let history = match value.get_mut("history").map(serde_json::Value::take) {
+                None | Some(serde_json::Value::Null) => None,
+                Some(history) => Some(Box::new(
+                    serde_json::from_value::<HistoryWindow>(history)
+                        .map_err(|error| format!("bad history from the daemon: {error}"))?,
+                )),
+            };
             serde_json::from_value(snapshot)
                 .map(|snapshot| Payload::Snapshot {
                     snapshot: Box::new(snapshot),
+                    history,
                 })
                 .map_err(|error| format!("bad snapshot from the daemon: {error}"))
+        }
+        Some("history") => {
+            let history = value
+                .get_mut("history")
+                .map(serde_json::Value::take)
+                .unwrap_or_default();
+            serde_json::from_value::<HistoryWindow>(history)
+                .map(|history| Payload::History {
+                    history: Box::new(history),
+                })
+                .map_err(|error| format!("bad history from the daemon: {error}"))
         }
         Some("done") => Ok(Payload::Done {
             message: value
@@ -113,5 +153,18 @@ mod tests {
             "{\"v\":1,\"op\":\"subscribe\",\"interval_ms\":250}\n"
         );
         assert_eq!(snapshot_request(), "{\"v\":1,\"op\":\"snapshot\"}\n");
+        assert_eq!(
+            subscribe_history_request(100),
+            "{\"v\":1,\"op\":\"subscribe\",\"interval_ms\":100,\"history\":true}\n"
+        );
+        assert_eq!(history_request(), "{\"v\":1,\"op\":\"history\"}\n");
+        assert_eq!(
+            set_log_level_request("in\"fo"),
+            "{\"v\":1,\"op\":\"set_log_level\",\"level\":\"in\\\"fo\"}\n"
+        );
+        assert_eq!(
+            disconnect_client_request(7),
+            "{\"v\":1,\"op\":\"disconnect_client\",\"client_id\":7}\n"
+        );
     }
 }

@@ -14,6 +14,9 @@
 //! {"v":1,"op":"hello"}                        -> {"v":1,"ok":true,"type":"hello","version":"0.1.0","pid":123,"uptime_ms":4567}
 //! {"v":1,"op":"snapshot"}                     -> {"v":1,"ok":true,"type":"snapshot","snapshot":{...}}
 //! {"v":1,"op":"subscribe","interval_ms":1000} -> a snapshot line now, then one per interval
+//!   (with "history":true each line also carries the history points it has not sent yet)
+//! {"v":1,"op":"history"}                      -> {"v":1,"ok":true,"type":"history","history":{...}}
+//! {"v":1,"op":"disconnect_client","client_id":N} -> done (closes that client's connection)
 //! {"v":1,"op":"set_log_level","level":"debug"}-> {"v":1,"ok":true,"type":"done","message":"..."}
 //! {"v":1,"op":"rotate_logs"} / {"v":1,"op":"flush"} -> done
 //! {"v":1,"op":"fault","fault":"freeze_shard","shard":N} (debug builds and `fault-injection`)
@@ -26,9 +29,14 @@
 //! never panics on what a peer sends.
 
 pub mod client;
+pub mod history;
 pub mod line;
 
-pub use client::{decode, hello_request, snapshot_request, subscribe_request};
+pub use client::{
+    decode, disconnect_client_request, hello_request, history_request, set_log_level_request,
+    snapshot_request, subscribe_history_request, subscribe_request,
+};
+pub use history::{History, HistoryWindow, Series};
 pub use line::{LineRead, read_line_capped};
 
 use serde::{Deserialize, Serialize};
@@ -65,6 +73,38 @@ pub struct Snapshot {
     pub topics: Vec<TopicStats>,
     /// Recent warnings and errors, newest last, at most `EVENTS_MAX`.
     pub events: Vec<EventRecord>,
+    /// Every client connection, at most `CLIENTS_MAX` (added within v1:
+    /// absent from older daemons).
+    #[serde(default)]
+    pub clients: Vec<ClientStats>,
+}
+
+/// At most this many client connections travel in one snapshot.
+pub const CLIENTS_MAX: usize = 10_000;
+
+/// One client connection as its shard last published it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientStats {
+    /// The daemon's id of the connection (what `disconnect_client` takes).
+    pub client_id: u64,
+    /// Peer address, `ip:port`.
+    pub address: String,
+    /// The logged-in user's name; `None` before login.
+    pub user: Option<String>,
+    pub tls: bool,
+    /// The shard whose loop serves the connection.
+    pub shard: u32,
+    pub requests_total: u64,
+    /// Bytes of frames read from the client and of replies written to it.
+    pub bytes_in_total: u64,
+    pub bytes_out_total: u64,
+    /// The command code of the last request (Iggy's numbering), 0 before
+    /// the first.
+    pub last_command: u32,
+    /// Milliseconds since the last request (or since connect).
+    pub idle_ms: u64,
+    /// Milliseconds since the connection was accepted.
+    pub connected_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -273,6 +313,14 @@ pub struct TopicStats {
     pub bytes: u64,
     pub partitions: Vec<PartitionStats>,
     pub consumer_groups: Vec<ConsumerGroupStats>,
+    /// The topic's size limit (`max_topic_size`); `None` = unlimited
+    /// (added within v1).
+    #[serde(default)]
+    pub max_size_bytes: Option<u64>,
+    /// Messages older than this are deleted by retention; `None` = kept
+    /// (added within v1).
+    #[serde(default)]
+    pub message_expiry_us: Option<u64>,
 }
 
 impl TopicStats {
@@ -298,6 +346,28 @@ pub struct PartitionStats {
     /// Stored consumer offsets (single consumers and groups).
     #[serde(default)]
     pub consumer_offsets: u64,
+    /// One past the last fsynced offset (added within v1).
+    #[serde(default)]
+    pub durable_next_offset: u64,
+    /// The partition's segments, oldest first, the active one last (added
+    /// within v1).
+    #[serde(default)]
+    pub segment_list: Vec<SegmentStats>,
+}
+
+/// One segment of a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentStats {
+    pub start_offset: u64,
+    /// One past its last offset (`start_offset` when empty).
+    pub next_offset: u64,
+    pub size_bytes: u64,
+    /// Server timestamp (µs since the Unix epoch) of its newest batch; 0
+    /// when empty. Its oldest message is newer than the previous segment's
+    /// newest.
+    pub last_timestamp_us: u64,
+    /// Sealed segments are read-only; the last one is active.
+    pub sealed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -307,6 +377,28 @@ pub struct ConsumerGroupStats {
     pub members: u32,
     /// Messages behind the end of the topic, summed over its partitions.
     pub lag: u64,
+    /// Per partition: the group's stored offset, its lag and the member it
+    /// is assigned to (added within v1).
+    #[serde(default)]
+    pub partitions: Vec<GroupPartitionStats>,
+    /// The members and the partitions each holds (added within v1).
+    #[serde(default)]
+    pub member_list: Vec<GroupMemberStats>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupPartitionStats {
+    pub partition_id: u32,
+    /// The group's stored offset; `None` before its first commit.
+    pub offset: Option<u64>,
+    pub lag: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupMemberStats {
+    /// The member's key as the daemon knows it (hex).
+    pub member: String,
+    pub partitions: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -330,8 +422,19 @@ pub enum EventLevel {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Payload {
     Hello(Hello),
-    Snapshot { snapshot: Box<Snapshot> },
-    Done { message: String },
+    Snapshot {
+        snapshot: Box<Snapshot>,
+        /// In a subscription that asked for history: the points it has not
+        /// sent yet (the whole window on the first line).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        history: Option<Box<HistoryWindow>>,
+    },
+    History {
+        history: Box<HistoryWindow>,
+    },
+    Done {
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -386,6 +489,7 @@ mod tests {
     const GOLDEN_SNAPSHOT: &str =
         include_str!("../../daemon/tests/golden/control_v1_snapshot.json");
     const GOLDEN_HELLO: &str = include_str!("../../daemon/tests/golden/control_v1_hello.json");
+    const GOLDEN_HISTORY: &str = include_str!("../../daemon/tests/golden/control_v1_history.json");
 
     fn round_trip(golden: &str) -> Response {
         let expected: serde_json::Value = serde_json::from_str(golden).unwrap();
@@ -401,14 +505,14 @@ mod tests {
         response
     }
 
-    /// Proves the v1 snapshot and hello shapes: the golden files parse into
+    /// Proves the v1 snapshot, history and hello shapes: the golden files parse into
     /// the typed values and serialize back to exactly the same JSON, so no
     /// field is missing, renamed or retyped; the console's decoder reads
     /// them into the same values.
     #[test]
     fn golden_files_round_trip() {
         let snapshot = round_trip(GOLDEN_SNAPSHOT);
-        let Body::Payload(Payload::Snapshot { snapshot }) = snapshot.body else {
+        let Body::Payload(Payload::Snapshot { snapshot, history }) = snapshot.body else {
             panic!("golden snapshot is not a snapshot payload");
         };
         assert_eq!(snapshot.shards.len(), 2);
@@ -416,9 +520,31 @@ mod tests {
         assert_eq!(snapshot.process.watchdog.state, WatchdogState::Ok);
         assert_eq!(snapshot.topics[0].partitions.len(), 2);
         assert_eq!(snapshot.topics[0].lag_max(), 1500);
+        assert_eq!(snapshot.topics[0].partitions[0].segment_list.len(), 4);
+        assert!(!snapshot.topics[0].partitions[0].segment_list[3].sealed);
+        assert_eq!(
+            snapshot.topics[0].consumer_groups[0].partitions[1].lag,
+            1000
+        );
+        assert_eq!(snapshot.clients.len(), 3);
+        assert!(history.is_none());
         assert_eq!(
             decode(GOLDEN_SNAPSHOT.as_bytes()),
-            Ok(Payload::Snapshot { snapshot })
+            Ok(Payload::Snapshot { snapshot, history })
+        );
+        let history = round_trip(GOLDEN_HISTORY);
+        let Body::Payload(Payload::History { history }) = history.body else {
+            panic!("golden history is not a history payload");
+        };
+        assert_eq!(history.second.at_ms.len(), 3);
+        assert_eq!(
+            history.second.series("partition.1.1.1.messages_in"),
+            Some(&[15_000.0, 15_001.0][..]),
+            "a series that started late is aligned to the newest point"
+        );
+        assert_eq!(
+            decode(GOLDEN_HISTORY.as_bytes()),
+            Ok(Payload::History { history })
         );
         let hello = round_trip(GOLDEN_HELLO);
         assert!(matches!(

@@ -413,3 +413,18 @@ pub const LOG_DISK_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 pub const RECENT_EVENTS_MAX: usize = 200;
 /// Longest event text kept (a bounded buffer in bytes, too).
 pub const RECENT_EVENT_TEXT_MAX: usize = 512;
+
+// The control plane's history (`control/history.rs`) and console support.
+// These bound what the admin side keeps in memory; no shard touches them.
+
+/// Series the history rings keep at most (process, then shards, then
+/// consumer groups, then partitions, in that order; the rest are not
+/// recorded, and the console says so). 1,024 covers 2 shards with about
+/// 500 partitions, or 64 shards with 150.
+pub const HISTORY_SERIES_MAX: usize = 1024;
+/// What the history rings may hold in memory: 1,024 series of `f32` at
+/// 900 one-second plus 2,160 ten-second points, with their names and
+/// headers (`history::memory_bound_bytes`, checked at compile time, is
+/// about 12.8 MB). A daemon with 2 shards and 8 partitions uses about
+/// 0.5 MB.
+pub const HISTORY_BYTES_MAX: usize = 13 * 1024 * 1024;

@@ -594,6 +594,19 @@ impl<I: StorageIo> PartitionLog<I> {
         self.end_sync(job, outcome)
     }
 
+    /// Every segment, oldest first, the active one last (for the console).
+    pub fn segment_infos(&self) -> Vec<SegmentInfo> {
+        self.segments
+            .iter()
+            .map(|segment| SegmentInfo {
+                start_offset: segment.start_offset,
+                next_offset: segment.next_offset,
+                size_bytes: segment.size_bytes,
+                last_timestamp: segment.last_timestamp,
+            })
+            .collect()
+    }
+
     /// The sealed segments (all but the active one), oldest first: what
     /// retention may delete.
     pub fn sealed_segments(&self) -> Vec<SegmentInfo> {

@@ -1,17 +1,24 @@
 //! The console's state and its one transition function, `App::update`:
-//! which view is shown, what is selected, sort and filter, pause, help, the
-//! last snapshot and the throughput history. It does no I/O and reads no
-//! clock, so every behaviour is a unit test; rendering (`ui`) only reads it.
+//! which view is shown, the drill-down path (streams → topics → partitions
+//! → segments; groups → one group), selections, sorts and filters, the
+//! graph window, pause, help, the confirmation line and the action waiting
+//! for the socket, the last snapshot and the daemon's history. It does no
+//! I/O and reads no clock, so every behaviour is a unit test; rendering
+//! (`ui`) only reads it. Row lists (`rows`) are computed here so that the
+//! selection and the screen agree on order.
 
-use crate::api::{Hello, ShardStats, Snapshot, TopicStats};
+pub mod rows;
+
+use crate::api::{Hello, HistoryWindow, Snapshot};
 use crate::event::Event;
+use crate::series::Window;
+use crate::theme::Theme;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Throughput samples kept per shard (two minutes at the default 1 s).
-pub const HISTORY_SAMPLES: usize = 120;
+pub use rows::{ClientSort, EventFilter, Level, ShardSort};
+
 /// A shard whose heartbeat has not moved for longer than this is stale.
 pub const STALE_HEARTBEAT_MS: u64 = 2_000;
 /// A shard above this CPU share (of one core) is hot.
@@ -19,28 +26,41 @@ pub const HOT_CPU_PERCENT: f64 = 85.0;
 /// A shard with more messages than this waiting in its inbox is hot (a
 /// quarter of the daemon's 4096-deep inbox).
 pub const HOT_QUEUE_DEPTH: u64 = 1_024;
-/// Longest filter text.
-const FILTER_CHARS_MAX: usize = 64;
+/// Longest text typed into a prompt.
+const INPUT_CHARS_MAX: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
+    Overview,
     Shards,
-    Topics,
+    Streams,
+    Groups,
+    Clients,
     Events,
 }
 
 impl View {
-    pub const ALL: [View; 3] = [View::Shards, View::Topics, View::Events];
+    pub const ALL: [View; 6] = [
+        View::Overview,
+        View::Shards,
+        View::Streams,
+        View::Groups,
+        View::Clients,
+        View::Events,
+    ];
 
     pub fn title(self) -> &'static str {
         match self {
+            View::Overview => "Overview",
             View::Shards => "Shards",
-            View::Topics => "Topics",
+            View::Streams => "Streams",
+            View::Groups => "Groups",
+            View::Clients => "Clients",
             View::Events => "Events",
         }
     }
 
-    fn index(self) -> usize {
+    pub fn index(self) -> usize {
         View::ALL.iter().position(|view| *view == self).unwrap_or(0)
     }
 
@@ -53,63 +73,6 @@ impl View {
     }
 }
 
-/// Order of shards inside their NUMA group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShardSort {
-    Id,
-    Cpu,
-    Throughput,
-    Queue,
-}
-
-impl ShardSort {
-    pub fn label(self) -> &'static str {
-        match self {
-            ShardSort::Id => "shard",
-            ShardSort::Cpu => "CPU% ↓",
-            ShardSort::Throughput => "msg/s ↓",
-            ShardSort::Queue => "queue ↓",
-        }
-    }
-
-    fn next(self) -> ShardSort {
-        match self {
-            ShardSort::Id => ShardSort::Cpu,
-            ShardSort::Cpu => ShardSort::Throughput,
-            ShardSort::Throughput => ShardSort::Queue,
-            ShardSort::Queue => ShardSort::Id,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TopicSort {
-    Name,
-    Messages,
-    Bytes,
-    Lag,
-}
-
-impl TopicSort {
-    pub fn label(self) -> &'static str {
-        match self {
-            TopicSort::Name => "name",
-            TopicSort::Messages => "messages ↓",
-            TopicSort::Bytes => "bytes ↓",
-            TopicSort::Lag => "lag ↓",
-        }
-    }
-
-    fn next(self) -> TopicSort {
-        match self {
-            TopicSort::Name => TopicSort::Messages,
-            TopicSort::Messages => TopicSort::Bytes,
-            TopicSort::Bytes => TopicSort::Lag,
-            TopicSort::Lag => TopicSort::Name,
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub enum Connection {
     Connecting,
@@ -117,62 +80,78 @@ pub enum Connection {
     Disconnected { reason: String, retry_in: Duration },
 }
 
-/// Recent throughput (messages in + out per second), per shard and in
-/// total, oldest first.
-#[derive(Debug, Clone, Default)]
-pub struct History {
-    pub shards: BTreeMap<u32, VecDeque<u64>>,
-    pub total: VecDeque<u64>,
+/// An admin request the operator confirmed; the event loop sends it on a
+/// connection of its own and reports back with `Event::ActionDone`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    SetLogLevel(String),
+    DisconnectClient { client_id: u64, address: String },
 }
 
-impl History {
-    fn record(&mut self, snapshot: &Snapshot) {
-        let mut total = 0.0;
-        for shard in &snapshot.shards {
-            let rate = shard.messages_in_per_sec + shard.messages_out_per_sec;
-            total += rate;
-            push_bounded(self.shards.entry(shard.shard).or_default(), rate);
+impl Action {
+    pub fn describe(&self) -> String {
+        match self {
+            Action::SetLogLevel(level) => format!("set the daemon's log level to {level:?}"),
+            Action::DisconnectClient { client_id, address } => {
+                format!("disconnect client {client_id} ({address})")
+            }
         }
-        // Shards that are gone (a restart with another plan) stop growing;
-        // drop their history so the panel shows the current plan only.
-        self.shards
-            .retain(|id, _| snapshot.shards.iter().any(|shard| shard.shard == *id));
-        push_bounded(&mut self.total, total);
     }
 }
 
-fn push_bounded(samples: &mut VecDeque<u64>, rate: f64) {
-    if samples.len() == HISTORY_SAMPLES {
-        samples.pop_front();
-    }
-    // Rates are non-negative; `as` saturates, and NaN becomes 0.
-    samples.push_back(rate.max(0.0).round() as u64);
+/// What a prompt line is typing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    Filter,
+    LogLevel,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    pub kind: InputKind,
+    pub text: String,
 }
 
 #[derive(Debug, Clone)]
 pub struct App {
     pub socket: PathBuf,
     pub interval: Duration,
+    pub theme: Theme,
     pub connection: Connection,
     pub snapshot: Option<Box<Snapshot>>,
-    pub history: History,
+    /// The daemon's history as far as it was sent.
+    pub history: HistoryWindow,
     pub view: View,
+    pub window: Window,
     pub help: bool,
     pub paused: bool,
-    /// The newest snapshot that arrived while paused, shown on resume.
+    /// The newest snapshot and the history that arrived while paused.
     pub held: Option<Box<Snapshot>>,
+    pub held_history: Option<HistoryWindow>,
     pub should_quit: bool,
     pub shard_sort: ShardSort,
-    pub topic_sort: TopicSort,
+    pub client_sort: ClientSort,
+    pub event_filter: EventFilter,
+    /// The drill-down of the Streams view, root first; never empty.
+    pub path: Vec<(Level, usize)>,
+    /// The Groups view: the list (selected row) and the opened group.
+    pub group_selected: usize,
+    pub group_open: Option<(u32, u32, u32)>,
+    pub group_partition_selected: usize,
     pub shard_selected: usize,
-    pub topic_selected: usize,
+    pub client_selected: usize,
     /// Event lines scrolled up from the newest.
     pub event_scroll: usize,
-    /// The applied topic filter (case-insensitive substring of
-    /// "stream/topic").
-    pub filter: String,
-    /// While typing a filter after `/`: the text so far.
-    pub filter_input: Option<String>,
+    /// Applied filters, one per view (case-insensitive substring).
+    pub filters: [String; View::ALL.len()],
+    pub input: Option<Input>,
+    /// A confirmation line waiting for y/n.
+    pub confirm: Option<Action>,
+    /// A confirmed action for the event loop to send (taken with
+    /// `take_action`).
+    pub outbox: Option<Action>,
+    /// The answer to the last action: (ok, message).
+    pub status: Option<(bool, String)>,
 }
 
 impl App {
@@ -180,21 +159,32 @@ impl App {
         App {
             socket,
             interval,
+            theme: Theme::default(),
             connection: Connection::Connecting,
             snapshot: None,
-            history: History::default(),
-            view: View::Shards,
+            history: HistoryWindow::default(),
+            view: View::Overview,
+            window: Window::M5,
             help: false,
             paused: false,
             held: None,
+            held_history: None,
             should_quit: false,
             shard_sort: ShardSort::Id,
-            topic_sort: TopicSort::Name,
+            client_sort: ClientSort::BytesIn,
+            event_filter: EventFilter::All,
+            path: vec![(Level::Streams, 0)],
+            group_selected: 0,
+            group_open: None,
+            group_partition_selected: 0,
             shard_selected: 0,
-            topic_selected: 0,
+            client_selected: 0,
             event_scroll: 0,
-            filter: String::new(),
-            filter_input: None,
+            filters: Default::default(),
+            input: None,
+            confirm: None,
+            outbox: None,
+            status: None,
         }
     }
 
@@ -202,9 +192,18 @@ impl App {
     pub fn needs_redraw(&self, event: &Event) -> bool {
         match event {
             Event::Tick => matches!(self.connection, Connection::Disconnected { .. }),
-            Event::Snapshot(_) => !self.paused,
+            Event::Snapshot(_) | Event::History(_) => !self.paused,
             _ => true,
         }
+    }
+
+    /// The confirmed action, if any, for the event loop to send.
+    pub fn take_action(&mut self) -> Option<Action> {
+        self.outbox.take()
+    }
+
+    pub fn filter(&self) -> &str {
+        &self.filters[self.view.index()]
     }
 
     pub fn update(&mut self, event: Event) {
@@ -215,20 +214,31 @@ impl App {
             Event::Disconnected { reason, retry_in } => {
                 self.connection = Connection::Disconnected { reason, retry_in };
             }
+            Event::History(history) => {
+                if self.paused {
+                    match &mut self.held_history {
+                        Some(held) => held.append(*history),
+                        None => self.held_history = Some(*history),
+                    }
+                } else {
+                    self.history.append(*history);
+                }
+            }
             Event::Snapshot(snapshot) => {
                 if self.paused {
                     self.held = Some(snapshot);
                 } else {
-                    self.apply(snapshot);
+                    self.snapshot = Some(snapshot);
                 }
+            }
+            Event::ActionDone(result) => {
+                self.status = Some(match result {
+                    Ok(message) => (true, message),
+                    Err(message) => (false, message),
+                });
             }
         }
         self.clamp_selection();
-    }
-
-    fn apply(&mut self, snapshot: Box<Snapshot>) {
-        self.history.record(&snapshot);
-        self.snapshot = Some(snapshot);
     }
 
     fn on_key(&mut self, key: KeyEvent) {
@@ -239,21 +249,44 @@ impl App {
             self.should_quit = true;
             return;
         }
-        if let Some(input) = &mut self.filter_input {
+        if let Some(action) = self.confirm.take() {
+            if matches!(key.code, KeyCode::Char('y' | 'Y')) {
+                self.status = Some((true, format!("sent: {}", action.describe())));
+                self.outbox = Some(action);
+            } else {
+                self.status = Some((true, "cancelled".into()));
+            }
+            return;
+        }
+        if let Some(input) = &mut self.input {
             match key.code {
                 KeyCode::Enter => {
-                    self.filter = input.trim().to_string();
-                    self.filter_input = None;
-                    self.topic_selected = 0;
+                    let text = input.text.trim().to_string();
+                    let kind = input.kind;
+                    self.input = None;
+                    match kind {
+                        InputKind::Filter => {
+                            self.filters[self.view.index()] = text;
+                            self.reset_selection();
+                        }
+                        InputKind::LogLevel if !text.is_empty() => {
+                            self.confirm = Some(Action::SetLogLevel(text));
+                        }
+                        InputKind::LogLevel => {}
+                    }
                 }
                 KeyCode::Esc => {
-                    self.filter_input = None;
-                    self.filter.clear();
+                    if input.kind == InputKind::Filter {
+                        self.filters[self.view.index()].clear();
+                    }
+                    self.input = None;
                 }
                 KeyCode::Backspace => {
-                    input.pop();
+                    input.text.pop();
                 }
-                KeyCode::Char(c) if input.chars().count() < FILTER_CHARS_MAX => input.push(c),
+                KeyCode::Char(c) if input.text.chars().count() < INPUT_CHARS_MAX => {
+                    input.text.push(c);
+                }
                 _ => {}
             }
             return;
@@ -273,37 +306,109 @@ impl App {
             KeyCode::BackTab | KeyCode::Left | KeyCode::Char('h') => {
                 self.view = self.view.previous();
             }
-            KeyCode::Char('1') => self.view = View::Shards,
-            KeyCode::Char('2') => self.view = View::Topics,
-            KeyCode::Char('3') => self.view = View::Events,
+            KeyCode::Char(digit @ '1'..='6') => {
+                let index = usize::from(digit as u8 - b'1');
+                self.view = View::ALL[index];
+            }
+            KeyCode::Char('w') => self.window = self.window.next(),
+            KeyCode::Char('W') => self.window = self.window.previous(),
             KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
             KeyCode::Up | KeyCode::Char('k') => self.move_selection(-1),
             KeyCode::PageDown => self.move_selection(10),
             KeyCode::PageUp => self.move_selection(-10),
             KeyCode::Home | KeyCode::Char('g') => self.move_selection(isize::MIN),
             KeyCode::End | KeyCode::Char('G') => self.move_selection(isize::MAX),
+            KeyCode::Enter => self.enter(),
+            KeyCode::Esc | KeyCode::Backspace => self.back(),
             KeyCode::Char('s') => match self.view {
-                View::Shards => self.shard_sort = self.shard_sort.next(),
-                View::Topics => {
-                    self.topic_sort = self.topic_sort.next();
-                    self.topic_selected = 0;
-                }
-                View::Events => {}
+                View::Shards | View::Overview => self.shard_sort = self.shard_sort.next(),
+                View::Clients => self.client_sort = self.client_sort.next(),
+                _ => {}
             },
-            KeyCode::Char('/') => {
-                self.view = View::Topics;
-                self.filter_input = Some(self.filter.clone());
+            KeyCode::Char('e') if self.view == View::Events => {
+                self.event_filter = self.event_filter.next();
+                self.event_scroll = 0;
             }
-            KeyCode::Esc => self.filter.clear(),
+            KeyCode::Char('/') => {
+                self.input = Some(Input {
+                    kind: InputKind::Filter,
+                    text: self.filter().to_string(),
+                });
+            }
+            KeyCode::Char('L') => {
+                self.input = Some(Input {
+                    kind: InputKind::LogLevel,
+                    text: String::new(),
+                });
+            }
+            KeyCode::Char('d') if self.view == View::Clients => {
+                if let Some(client) = self.client_rows().get(self.client_selected) {
+                    self.confirm = Some(Action::DisconnectClient {
+                        client_id: client.client_id,
+                        address: client.address.clone(),
+                    });
+                }
+            }
             KeyCode::Char('p') => {
                 self.paused = !self.paused;
-                if !self.paused
-                    && let Some(held) = self.held.take()
-                {
-                    self.apply(held);
+                if !self.paused {
+                    if let Some(held) = self.held.take() {
+                        self.snapshot = Some(held);
+                    }
+                    if let Some(held) = self.held_history.take() {
+                        self.history.append(held);
+                    }
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Enter: go one level deeper in Streams or Groups.
+    fn enter(&mut self) {
+        match self.view {
+            View::Streams => {
+                if let Some(next) = self.selected_child() {
+                    self.path.push((next, 0));
+                    self.filters[self.view.index()].clear();
+                }
+            }
+            View::Groups if self.group_open.is_none() => {
+                if let Some((topic, group)) = self.group_rows().get(self.group_selected) {
+                    self.group_open = Some((topic.stream_id, topic.topic_id, group.group_id));
+                    self.group_partition_selected = 0;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Esc: clear this view's filter first, then go one level up.
+    fn back(&mut self) {
+        if !self.filter().is_empty() {
+            self.filters[self.view.index()].clear();
+            return;
+        }
+        match self.view {
+            View::Streams if self.path.len() > 1 => {
+                self.path.pop();
+            }
+            View::Groups => self.group_open = None,
+            _ => {}
+        }
+    }
+
+    fn reset_selection(&mut self) {
+        match self.view {
+            View::Streams => {
+                if let Some(last) = self.path.last_mut() {
+                    last.1 = 0;
+                }
+            }
+            View::Groups => self.group_selected = 0,
+            View::Clients => self.client_selected = 0,
+            View::Events => self.event_scroll = 0,
+            View::Overview | View::Shards => self.shard_selected = 0,
         }
     }
 
@@ -313,98 +418,55 @@ impl App {
                 .saturating_add_signed(delta)
                 .min(rows.saturating_sub(1))
         };
+        let rows = self.row_count();
         match self.view {
-            View::Shards => {
-                let rows = self.snapshot_shards();
+            View::Overview | View::Shards => {
                 self.shard_selected = move_by(self.shard_selected, rows, delta);
             }
-            View::Topics => {
-                let rows = self.visible_topics().len();
-                self.topic_selected = move_by(self.topic_selected, rows, delta);
+            View::Streams => {
+                if let Some(last) = self.path.last_mut() {
+                    last.1 = move_by(last.1, rows, delta);
+                }
             }
+            View::Groups if self.group_open.is_some() => {
+                self.group_partition_selected = move_by(self.group_partition_selected, rows, delta);
+            }
+            View::Groups => self.group_selected = move_by(self.group_selected, rows, delta),
+            View::Clients => self.client_selected = move_by(self.client_selected, rows, delta),
             View::Events => {
                 // Up scrolls towards older events: away from the bottom.
-                let rows = self
-                    .snapshot
-                    .as_ref()
-                    .map_or(0, |snapshot| snapshot.events.len());
                 self.event_scroll = move_by(self.event_scroll, rows, delta.saturating_neg());
             }
         }
     }
 
-    fn snapshot_shards(&self) -> usize {
-        self.snapshot
-            .as_ref()
-            .map_or(0, |snapshot| snapshot.shards.len())
-    }
-
     fn clamp_selection(&mut self) {
-        self.shard_selected = self
-            .shard_selected
-            .min(self.snapshot_shards().saturating_sub(1));
-        let topics = self.visible_topics().len();
-        self.topic_selected = self.topic_selected.min(topics.saturating_sub(1));
-        let events = self
-            .snapshot
-            .as_ref()
-            .map_or(0, |snapshot| snapshot.events.len());
-        self.event_scroll = self.event_scroll.min(events.saturating_sub(1));
+        let last = |rows: usize| rows.saturating_sub(1);
+        let shards = last(self.shard_rows().len());
+        let streams = last(self.level_row_count());
+        let groups = last(self.group_rows().len());
+        let group_partitions = last(self.group_partition_rows().len());
+        let clients = last(self.client_rows().len());
+        let events = last(self.event_rows().len());
+        self.shard_selected = self.shard_selected.min(shards);
+        if let Some(level) = self.path.last_mut() {
+            level.1 = level.1.min(streams);
+        }
+        self.group_selected = self.group_selected.min(groups);
+        self.group_partition_selected = self.group_partition_selected.min(group_partitions);
+        self.client_selected = self.client_selected.min(clients);
+        self.event_scroll = self.event_scroll.min(events);
     }
 
-    /// Shards in display order: grouped by NUMA node (nodes ascending, an
-    /// unknown node last), sorted inside each group by `shard_sort`.
-    pub fn shard_rows(&self) -> Vec<&ShardStats> {
-        let Some(snapshot) = &self.snapshot else {
-            return Vec::new();
-        };
-        let mut rows: Vec<&ShardStats> = snapshot.shards.iter().collect();
-        let throughput =
-            |shard: &ShardStats| shard.messages_in_per_sec + shard.messages_out_per_sec;
-        rows.sort_by(|a, b| {
-            let node = |shard: &ShardStats| shard.numa_node.unwrap_or(u32::MAX);
-            node(a).cmp(&node(b)).then_with(|| match self.shard_sort {
-                ShardSort::Id => a.shard.cmp(&b.shard),
-                ShardSort::Cpu => b.cpu_percent.total_cmp(&a.cpu_percent),
-                ShardSort::Throughput => throughput(b).total_cmp(&throughput(a)),
-                ShardSort::Queue => b.queue_depth.cmp(&a.queue_depth),
-            })
-        });
-        rows
-    }
-
-    /// The shard under the cursor, in display order.
-    pub fn selected_shard(&self) -> Option<&ShardStats> {
-        self.shard_rows().get(self.shard_selected).copied()
-    }
-
-    /// Topics matching the filter, in `topic_sort` order.
-    pub fn visible_topics(&self) -> Vec<&TopicStats> {
-        let Some(snapshot) = &self.snapshot else {
-            return Vec::new();
-        };
-        let needle = self.filter.to_lowercase();
-        let mut topics: Vec<&TopicStats> = snapshot
-            .topics
-            .iter()
-            .filter(|topic| {
-                needle.is_empty()
-                    || format!("{}/{}", topic.stream, topic.topic)
-                        .to_lowercase()
-                        .contains(&needle)
-            })
-            .collect();
-        topics.sort_by(|a, b| match self.topic_sort {
-            TopicSort::Name => (&a.stream, &a.topic).cmp(&(&b.stream, &b.topic)),
-            TopicSort::Messages => b.messages.cmp(&a.messages),
-            TopicSort::Bytes => b.bytes.cmp(&a.bytes),
-            TopicSort::Lag => b.lag_max().cmp(&a.lag_max()),
-        });
-        topics
-    }
-
-    pub fn selected_topic(&self) -> Option<&TopicStats> {
-        self.visible_topics().get(self.topic_selected).copied()
+    fn row_count(&self) -> usize {
+        match self.view {
+            View::Overview | View::Shards => self.shard_rows().len(),
+            View::Streams => self.level_row_count(),
+            View::Groups if self.group_open.is_some() => self.group_partition_rows().len(),
+            View::Groups => self.group_rows().len(),
+            View::Clients => self.client_rows().len(),
+            View::Events => self.event_rows().len(),
+        }
     }
 
     pub fn is_disconnected(&self) -> bool {
@@ -413,245 +475,17 @@ impl App {
 }
 
 /// Whether a shard's heartbeat is older than `STALE_HEARTBEAT_MS`.
-pub fn is_stale(shard: &ShardStats) -> bool {
+pub fn is_stale(shard: &crate::api::ShardStats) -> bool {
     shard.heartbeat_age_ms > STALE_HEARTBEAT_MS
 }
 
-pub fn is_hot_cpu(shard: &ShardStats) -> bool {
+pub fn is_hot_cpu(shard: &crate::api::ShardStats) -> bool {
     shard.cpu_percent >= HOT_CPU_PERCENT
 }
 
-pub fn is_hot_queue(shard: &ShardStats) -> bool {
+pub fn is_hot_queue(shard: &crate::api::ShardStats) -> bool {
     shard.queue_depth >= HOT_QUEUE_DEPTH
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::{Payload, decode};
-
-    pub(crate) fn golden() -> Box<Snapshot> {
-        let text = include_str!("../../daemon/tests/golden/control_v1_snapshot.json");
-        match decode(text.as_bytes()) {
-            Ok(Payload::Snapshot { snapshot }) => snapshot,
-            other => panic!("golden snapshot: {other:?}"),
-        }
-    }
-
-    fn key(code: KeyCode) -> Event {
-        Event::Key(KeyEvent::new(code, KeyModifiers::NONE))
-    }
-
-    fn chars(app: &mut App, text: &str) {
-        for c in text.chars() {
-            app.update(key(KeyCode::Char(c)));
-        }
-    }
-
-    fn app() -> App {
-        let mut app = App::new("/tmp/iggyd.sock".into(), Duration::from_secs(1));
-        app.update(Event::Snapshot(golden()));
-        app
-    }
-
-    /// Proves q and Ctrl-C quit, and that q typed into the filter does not.
-    #[test]
-    fn quit_keys() {
-        let mut app = app();
-        app.update(key(KeyCode::Char('q')));
-        assert!(app.should_quit);
-        let mut app = app_with_filter_open();
-        app.update(key(KeyCode::Char('q')));
-        assert!(!app.should_quit);
-        assert_eq!(app.filter_input.as_deref(), Some("q"));
-        app.update(Event::Key(KeyEvent::new(
-            KeyCode::Char('c'),
-            KeyModifiers::CONTROL,
-        )));
-        assert!(app.should_quit);
-    }
-
-    fn app_with_filter_open() -> App {
-        let mut app = app();
-        app.update(key(KeyCode::Char('/')));
-        app
-    }
-
-    /// Proves Tab/arrows/hjkl/digits switch views and move the selection,
-    /// clamped to the rows there are.
-    #[test]
-    fn navigation() {
-        let mut app = app();
-        assert_eq!(app.view, View::Shards);
-        app.update(key(KeyCode::Tab));
-        assert_eq!(app.view, View::Topics);
-        app.update(key(KeyCode::Char('l')));
-        assert_eq!(app.view, View::Events);
-        app.update(key(KeyCode::Right));
-        assert_eq!(app.view, View::Shards);
-        app.update(key(KeyCode::Char('h')));
-        assert_eq!(app.view, View::Events);
-        app.update(key(KeyCode::BackTab));
-        assert_eq!(app.view, View::Topics);
-        app.update(key(KeyCode::Char('1')));
-        assert_eq!(app.view, View::Shards);
-        app.update(key(KeyCode::Char('j')));
-        app.update(key(KeyCode::Down));
-        app.update(key(KeyCode::Down));
-        assert_eq!(app.shard_selected, 1, "two shards: clamped");
-        app.update(key(KeyCode::Char('k')));
-        assert_eq!(app.shard_selected, 0);
-        app.update(key(KeyCode::Up));
-        assert_eq!(app.shard_selected, 0);
-        app.update(key(KeyCode::End));
-        assert_eq!(app.selected_shard().map(|shard| shard.shard), Some(1));
-        app.update(key(KeyCode::Char('?')));
-        assert!(app.help);
-        app.update(key(KeyCode::Char('j')));
-        assert_eq!(app.shard_selected, 1, "keys go to the help overlay");
-        app.update(key(KeyCode::Esc));
-        assert!(!app.help);
-    }
-
-    /// Proves `s` cycles the sort of the current view and the orders hold:
-    /// shards stay grouped by NUMA node; topics sort by name, messages,
-    /// bytes and lag.
-    #[test]
-    fn sorting() {
-        let mut app = app();
-        let ids = |app: &App| {
-            app.shard_rows()
-                .iter()
-                .map(|shard| shard.shard)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(ids(&app), vec![0, 1]);
-        app.update(key(KeyCode::Char('s')));
-        assert_eq!(app.shard_sort, ShardSort::Cpu);
-        // Node 0 comes first whatever the sort: shard 0 (node 0) leads.
-        assert_eq!(ids(&app), vec![0, 1]);
-        app.update(key(KeyCode::Char('2')));
-        let names = |app: &App| {
-            app.visible_topics()
-                .iter()
-                .map(|topic| format!("{}/{}", topic.stream, topic.topic))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(names(&app), vec!["audit/events", "orders/created"]);
-        app.update(key(KeyCode::Char('s')));
-        assert_eq!(app.topic_sort, TopicSort::Messages);
-        assert_eq!(names(&app), vec!["orders/created", "audit/events"]);
-        app.update(key(KeyCode::Char('s')));
-        app.update(key(KeyCode::Char('s')));
-        assert_eq!(app.topic_sort, TopicSort::Lag);
-        assert_eq!(names(&app)[0], "orders/created");
-        app.update(key(KeyCode::Char('s')));
-        assert_eq!(app.topic_sort, TopicSort::Name);
-    }
-
-    /// Proves the filter: `/` opens it, typing edits, Enter applies
-    /// (case-insensitive substring of stream/topic), Esc clears.
-    #[test]
-    fn filtering() {
-        let mut app = app_with_filter_open();
-        assert_eq!(app.view, View::Topics);
-        chars(&mut app, "ORDX");
-        app.update(key(KeyCode::Backspace));
-        assert_eq!(app.filter_input.as_deref(), Some("ORD"));
-        assert_eq!(app.visible_topics().len(), 2, "not applied while typing");
-        app.update(key(KeyCode::Enter));
-        assert_eq!(app.filter, "ORD");
-        assert!(app.filter_input.is_none());
-        assert_eq!(app.visible_topics().len(), 1);
-        assert_eq!(
-            app.selected_topic().map(|topic| topic.topic.as_str()),
-            Some("created")
-        );
-        app.update(key(KeyCode::Char('/')));
-        assert_eq!(
-            app.filter_input.as_deref(),
-            Some("ORD"),
-            "editing starts from the filter"
-        );
-        app.update(key(KeyCode::Esc));
-        assert!(app.filter.is_empty());
-        assert_eq!(app.visible_topics().len(), 2);
-        chars(&mut app, "/nomatch\n");
-        app.update(key(KeyCode::Enter));
-        assert_eq!(app.visible_topics().len(), 0);
-        assert_eq!(app.topic_selected, 0);
-    }
-
-    /// Proves pause freezes the display and history, keeps the newest
-    /// snapshot aside, and shows it on resume.
-    #[test]
-    fn pause_holds_snapshots() {
-        let mut app = app();
-        assert_eq!(app.history.total.len(), 1);
-        app.update(key(KeyCode::Char('p')));
-        assert!(app.paused);
-        let mut newer = golden();
-        newer.taken_at_ms += 1000;
-        assert!(!app.needs_redraw(&Event::Snapshot(newer.clone())));
-        app.update(Event::Snapshot(newer.clone()));
-        assert_eq!(
-            app.snapshot.as_ref().map(|s| s.taken_at_ms),
-            Some(golden().taken_at_ms)
-        );
-        assert_eq!(app.history.total.len(), 1);
-        app.update(key(KeyCode::Char('p')));
-        assert!(!app.paused);
-        assert_eq!(
-            app.snapshot.as_ref().map(|s| s.taken_at_ms),
-            Some(newer.taken_at_ms)
-        );
-        assert_eq!(app.history.total.len(), 2);
-    }
-
-    /// Proves the history is bounded and follows the plan's shards.
-    #[test]
-    fn history_is_bounded() {
-        let mut app = app();
-        for _ in 0..HISTORY_SAMPLES + 10 {
-            app.update(Event::Snapshot(golden()));
-        }
-        assert_eq!(app.history.total.len(), HISTORY_SAMPLES);
-        assert_eq!(app.history.shards[&0].len(), HISTORY_SAMPLES);
-        assert_eq!(app.history.shards[&0].back(), Some(&45_001));
-        let mut fewer = golden();
-        fewer.shards.truncate(1);
-        app.update(Event::Snapshot(fewer));
-        assert!(!app.history.shards.contains_key(&1));
-    }
-
-    /// Proves connection state transitions and the redraw policy.
-    #[test]
-    fn connection_states() {
-        let mut app = App::new("/x".into(), Duration::from_secs(1));
-        assert_eq!(app.connection, Connection::Connecting);
-        assert!(!app.needs_redraw(&Event::Tick));
-        app.update(Event::Disconnected {
-            reason: "refused".into(),
-            retry_in: Duration::from_millis(400),
-        });
-        assert!(app.is_disconnected());
-        assert!(app.needs_redraw(&Event::Tick));
-        app.update(Event::Connected(Hello {
-            version: "0.1.0".into(),
-            pid: 1,
-            uptime_ms: 2,
-        }));
-        assert!(!app.is_disconnected());
-        assert!(app.shard_rows().is_empty());
-    }
-
-    #[test]
-    fn hot_and_stale_thresholds() {
-        let snapshot = golden();
-        assert!(!is_stale(&snapshot.shards[0]));
-        assert!(is_stale(&snapshot.shards[1]));
-        assert!(is_hot_cpu(&snapshot.shards[1]));
-        assert!(is_hot_queue(&snapshot.shards[1]));
-        assert!(!is_hot_queue(&snapshot.shards[0]));
-    }
-}
+mod tests;

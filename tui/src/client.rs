@@ -1,9 +1,11 @@
 //! The socket side of the console: a reader thread that connects to the
-//! daemon's admin socket, says hello, subscribes, and turns every response
-//! line into an `Event` for the UI thread. When the connection fails or
-//! breaks it reports `Disconnected` and tries again with exponential
+//! daemon's admin socket, says hello, subscribes with history (the whole
+//! window on the first line, then only newer points), and turns every
+//! response line into `Event`s for the UI thread. When the connection fails
+//! or breaks it reports `Disconnected` and tries again with exponential
 //! backoff (200 ms doubling to at most 3 s). It also serves `--once` (one
-//! snapshot line for scripts).
+//! snapshot line, optionally the history line, for scripts) and sends the
+//! operator's confirmed actions, each on a connection of its own.
 //!
 //! It never touches the terminal and never panics on what the socket
 //! sends: lines are length-capped and decoded into typed errors.
@@ -101,7 +103,8 @@ fn session(config: &ClientConfig, events: &Sender<Event>) -> SessionEnd {
         return SessionEnd::ReceiverGone;
     }
     let interval_ms = u64::try_from(config.interval.as_millis()).unwrap_or(u64::MAX);
-    if let Err(error) = (&stream).write_all(api::subscribe_request(interval_ms).as_bytes()) {
+    if let Err(error) = (&stream).write_all(api::subscribe_history_request(interval_ms).as_bytes())
+    {
         return failed(format!("cannot subscribe: {error}"), false);
     }
     let mut delivered = false;
@@ -111,7 +114,14 @@ fn session(config: &ClientConfig, events: &Sender<Event>) -> SessionEnd {
             Err(reason) => return failed(reason, delivered),
         };
         let event = match payload {
-            Payload::Snapshot { snapshot } => Event::Snapshot(snapshot),
+            Payload::Snapshot { snapshot, history } => {
+                if let Some(history) = history
+                    && events.send(Event::History(history)).is_err()
+                {
+                    return SessionEnd::ReceiverGone;
+                }
+                Event::Snapshot(snapshot)
+            }
             other => {
                 return failed(
                     format!("unexpected line in a subscription: {other:?}"),
@@ -165,6 +175,31 @@ fn read_payload(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Result<Payload
             Err("the daemon stopped answering (no line within the timeout)".into())
         }
         Err(error) => Err(format!("reading from the daemon failed: {error}")),
+    }
+}
+
+/// Send one request line on a connection of its own and return the
+/// daemon's `done` message (or its error), for the operator's actions.
+pub fn send_action(socket: &Path, line: &str, timeout: Duration) -> Result<String, String> {
+    let stream = connect(socket, timeout)?;
+    let mut reader = BufReader::new(&stream);
+    let mut buffer = Vec::new();
+    match request(&stream, &mut reader, &mut buffer, line)? {
+        Payload::Done { message } => Ok(message),
+        other => Err(format!("unexpected answer: {other:?}")),
+    }
+}
+
+/// Ask for the whole history and return its line as the daemon sent it
+/// (for `--once --json --history`).
+pub fn fetch_history_line(socket: &Path, timeout: Duration) -> Result<String, String> {
+    let stream =
+        connect(socket, timeout).map_err(|reason| format!("no iggyd answers: {reason}"))?;
+    let mut reader = BufReader::new(&stream);
+    let mut line = Vec::new();
+    match request(&stream, &mut reader, &mut line, &api::history_request())? {
+        Payload::History { .. } => Ok(String::from_utf8_lossy(&line).trim_end().to_string()),
+        other => Err(format!("unexpected answer to history: {other:?}")),
     }
 }
 

@@ -3,7 +3,7 @@
 //! thread, the client thread) only send these; `App::update` is the only
 //! consumer.
 
-use crate::api::{Hello, Snapshot};
+use crate::api::{Hello, HistoryWindow, Snapshot};
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +19,11 @@ pub enum Event {
     /// The client (re)connected and the daemon said hello.
     Connected(Hello),
     Snapshot(Box<Snapshot>),
+    /// History points the console has not seen yet (the whole window after
+    /// a (re)connect), sent just before the snapshot they came with.
+    History(Box<HistoryWindow>),
+    /// The daemon's answer to an action the operator confirmed.
+    ActionDone(Result<String, String>),
     /// The connection failed or broke; the next attempt is in `retry_in`.
     Disconnected {
         reason: String,

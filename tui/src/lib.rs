@@ -3,7 +3,8 @@
 //! everything but the terminal itself, so tests can drive it: `api` (the
 //! v1 wire types: the shared `iggyd-admin-api` crate), `event` (what the
 //! app reacts to), `app` (state and `update`, no I/O), `client` (the socket
-//! reader thread), `ui` (pure render functions). `main.rs` owns the
+//! reader thread and actions), `series` (windows over the daemon's
+//! history), `theme` (colour depth), `ui` (pure render functions). `main.rs` owns the
 //! terminal and the event loop.
 //!
 //! This crate must not depend on the daemon crate (`iggyd`); the socket's
@@ -14,4 +15,6 @@ pub use iggyd_admin_api as api;
 pub mod app;
 pub mod client;
 pub mod event;
+pub mod series;
+pub mod theme;
 pub mod ui;

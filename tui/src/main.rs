@@ -1,9 +1,11 @@
 //! The `iggy-top` binary: parses the command line, then either prints one
-//! snapshot line (`--once --json`) or runs the dashboard: it puts the
+//! snapshot line (`--once --json`, plus the history line with `--history`)
+//! or runs the dashboard: it puts the
 //! terminal in raw mode on the alternate screen (restored on exit and by a
 //! panic hook), starts the input and socket threads, and runs the event
 //! loop. The loop blocks on one channel and redraws only when an event
-//! changes what is shown, so an idle console costs almost no CPU.
+//! changes what is shown, so an idle console costs almost no CPU; actions
+//! the operator confirmed go out on threads of their own.
 
 use clap::Parser;
 use crossterm::event::{self as terminal_event, KeyEventKind};
@@ -11,9 +13,11 @@ use crossterm::execute;
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
-use iggy_top::app::App;
+use iggy_top::api;
+use iggy_top::app::{Action, App};
 use iggy_top::client::{self, ClientConfig};
 use iggy_top::event::Event;
+use iggy_top::theme::Theme;
 use iggy_top::ui;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
@@ -51,6 +55,10 @@ struct Cli {
     /// With --once: print the snapshot as the daemon's JSON line.
     #[arg(long, requires = "once")]
     json: bool,
+    /// With --once --json: also print the daemon's history (15 min of
+    /// one-second points, 6 h of ten-second points) as a second line.
+    #[arg(long, requires = "once")]
+    history: bool,
 }
 
 fn parse_interval(text: &str) -> Result<Duration, String> {
@@ -75,9 +83,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let socket = cli.socket.unwrap_or_else(default_socket);
     if cli.once {
-        return match client::fetch_snapshot_line(&socket, ONCE_TIMEOUT) {
-            Ok(line) => {
-                println!("{line}");
+        let lines = client::fetch_snapshot_line(&socket, ONCE_TIMEOUT).and_then(|snapshot| {
+            if cli.history {
+                client::fetch_history_line(&socket, ONCE_TIMEOUT)
+                    .map(|history| format!("{snapshot}\n{history}"))
+            } else {
+                Ok(snapshot)
+            }
+        });
+        return match lines {
+            Ok(lines) => {
+                println!("{lines}");
                 ExitCode::SUCCESS
             }
             Err(message) => {
@@ -129,6 +145,7 @@ fn run_dashboard(socket: PathBuf, interval: Duration) -> io::Result<()> {
     )?;
     let mut terminal = init_terminal()?;
     // Input: crossterm's read blocks until the terminal has something.
+    let events_for_actions = events.clone();
     let input = events;
     std::thread::Builder::new()
         .name("iggy-top-input".into())
@@ -150,14 +167,38 @@ fn run_dashboard(socket: PathBuf, interval: Duration) -> io::Result<()> {
             }
         })?;
     let mut app = App::new(socket, interval);
-    let result = event_loop(&mut terminal, &receiver, &mut app);
+    app.theme = Theme::detect(
+        std::env::var("NO_COLOR").ok().as_deref(),
+        std::env::var("TERM").ok().as_deref(),
+        std::env::var("COLORTERM").ok().as_deref(),
+    );
+    let result = event_loop(&mut terminal, &receiver, &events_for_actions, &mut app);
     restore_terminal();
     result
+}
+
+/// Send a confirmed action on a connection of its own, off the UI thread;
+/// its answer comes back as `Event::ActionDone`.
+fn send_action(socket: PathBuf, action: Action, events: mpsc::Sender<Event>) {
+    let line = match &action {
+        Action::SetLogLevel(level) => api::set_log_level_request(level),
+        Action::DisconnectClient { client_id, .. } => api::disconnect_client_request(*client_id),
+    };
+    let spawned = std::thread::Builder::new()
+        .name("iggy-top-action".into())
+        .spawn(move || {
+            let result = client::send_action(&socket, &line, ONCE_TIMEOUT);
+            let _ = events.send(Event::ActionDone(result));
+        });
+    if let Err(error) = spawned {
+        eprintln!("iggy-top: cannot start a thread for the action: {error}");
+    }
 }
 
 fn event_loop(
     terminal: &mut Term,
     receiver: &mpsc::Receiver<Event>,
+    events: &mpsc::Sender<Event>,
     app: &mut App,
 ) -> io::Result<()> {
     terminal.draw(|frame| ui::render(frame, app))?;
@@ -176,6 +217,9 @@ fn event_loop(
         }
         if app.should_quit {
             return Ok(());
+        }
+        if let Some(action) = app.take_action() {
+            send_action(app.socket.clone(), action, events.clone());
         }
         if redraw {
             terminal.draw(|frame| ui::render(frame, app))?;

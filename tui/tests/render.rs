@@ -1,25 +1,154 @@
-//! Renders every view, the help overlay and the disconnected states with
-//! ratatui's `TestBackend` at 80×24 and 160×48, and checks the buffer: the
-//! expected text on the expected rows, columns that appear or drop with the
-//! width, and the colour of hot and stale cells.
+//! Golden screens: every view rendered with ratatui's `TestBackend` at
+//! 80×24, 120×40 and 200×60 from one fixed fixture (the golden v1
+//! snapshot plus a deterministic 15-minute / 6-hour history), compared
+//! with the text files in `tests/screens/`. After a deliberate change to
+//! the screens, regenerate them with
+//! `UPDATE_SCREENS=1 cargo nextest run -p iggy-top --test render` and
+//! review the diff. A few targeted checks follow (colours, NO_COLOR, tiny
+//! terminals).
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use iggy_top::api::{Payload, Snapshot, decode};
+use iggy_top::api::history::{self, name};
+use iggy_top::api::{History, HistoryWindow, Payload, Series, Snapshot, decode};
 use iggy_top::app::App;
 use iggy_top::event::Event;
+use iggy_top::theme::{Depth, Theme};
 use iggy_top::ui;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::style::Color;
+use std::path::PathBuf;
 use std::time::Duration;
 
 const GOLDEN: &str = include_str!("../../daemon/tests/golden/control_v1_snapshot.json");
+const SIZES: [(u16, u16); 3] = [(80, 24), (120, 40), (200, 60)];
 
 fn golden() -> Box<Snapshot> {
     match decode(GOLDEN.as_bytes()) {
-        Ok(Payload::Snapshot { snapshot }) => snapshot,
+        Ok(Payload::Snapshot { snapshot, .. }) => snapshot,
         other => panic!("golden snapshot: {other:?}"),
+    }
+}
+
+/// A deterministic history ending at the snapshot's time: waves and ramps
+/// with a different shape per series, so graphs have something to show.
+fn fixture_history(snapshot: &Snapshot) -> HistoryWindow {
+    let ring = |step_ms: u64, points: usize| {
+        let end = snapshot.taken_at_ms;
+        let at_ms: Vec<u64> = (0..points as u64)
+            .map(|index| end - (points as u64 - 1 - index) * step_ms)
+            .collect();
+        let wave = |index: usize, period: f32, base: f32, swing: f32| {
+            base + swing * ((index as f32) * std::f32::consts::TAU / period).sin()
+        };
+        let mut series = Vec::new();
+        let mut push = |series_name: String, values: Vec<f32>| {
+            series.push(Series {
+                name: series_name,
+                values,
+            });
+        };
+        for shard in &snapshot.shards {
+            let scale = if shard.shard == 0 { 1.0 } else { 0.4 };
+            let id = shard.shard;
+            push(
+                name::shard(id, name::MESSAGES_IN),
+                (0..points)
+                    .map(|i| scale * wave(i, 120.0, 15_000.0, 5_000.0))
+                    .collect(),
+            );
+            push(
+                name::shard(id, name::MESSAGES_OUT),
+                (0..points)
+                    .map(|i| scale * wave(i, 90.0, 30_000.0, 8_000.0))
+                    .collect(),
+            );
+            push(
+                name::shard(id, name::BYTES_IN),
+                (0..points)
+                    .map(|i| scale * wave(i, 120.0, 15.0e6, 5.0e6))
+                    .collect(),
+            );
+            push(
+                name::shard(id, name::BYTES_OUT),
+                (0..points)
+                    .map(|i| scale * wave(i, 90.0, 30.0e6, 8.0e6))
+                    .collect(),
+            );
+            push(
+                name::shard(id, name::REQUEST_P50),
+                (0..points).map(|i| wave(i, 60.0, 85.0, 20.0)).collect(),
+            );
+            push(
+                name::shard(id, name::REQUEST_P99),
+                (0..points).map(|i| wave(i, 45.0, 900.0, 300.0)).collect(),
+            );
+            push(
+                name::shard(id, name::FSYNC_P99),
+                (0..points).map(|i| wave(i, 30.0, 1500.0, 400.0)).collect(),
+            );
+            push(
+                name::shard(id, name::QUEUE_WAIT_P99),
+                (0..points).map(|i| wave(i, 50.0, 40.0, 10.0)).collect(),
+            );
+            push(
+                name::shard(id, name::BUSY_PERCENT),
+                (0..points).map(|_| shard.cpu_percent as f32).collect(),
+            );
+            push(
+                name::shard(id, name::CONNECTIONS),
+                vec![shard.connections as f32; points],
+            );
+        }
+        push(
+            name::PROCESS_CONNECTIONS.into(),
+            (0..points).map(|i| 7.0 + (i % 50) as f32 / 10.0).collect(),
+        );
+        push(
+            name::DISK_USED.into(),
+            (0..points)
+                .map(|i| 21.0e9 + i as f32 * step_ms as f32 * 1000.0)
+                .collect(),
+        );
+        for topic in &snapshot.topics {
+            for group in &topic.consumer_groups {
+                push(
+                    name::group(topic.stream_id, topic.topic_id, group.group_id),
+                    (0..points)
+                        .map(|i| wave(i, 200.0, 1500.0, 1000.0))
+                        .collect(),
+                );
+            }
+            for partition in &topic.partitions {
+                let (s, t, p) = (topic.stream_id, topic.topic_id, partition.partition_id);
+                push(
+                    name::partition(s, t, p, name::MESSAGES_IN),
+                    (0..points)
+                        .map(|i| wave(i, 100.0 + p as f32 * 30.0, 7_500.0, 2_500.0))
+                        .collect(),
+                );
+                // Bytes stored grow, so the topic nears its limit.
+                push(
+                    name::partition(s, t, p, name::BYTES),
+                    (0..points)
+                        .map(|i| {
+                            partition.bytes as f32
+                                - (points - 1 - i) as f32 * step_ms as f32 * 1000.0
+                        })
+                        .collect(),
+                );
+            }
+        }
+        History {
+            step_ms,
+            at_ms,
+            series,
+        }
+    };
+    HistoryWindow {
+        second: ring(history::SECOND_STEP_MS, history::SECOND_POINTS),
+        ten_second: ring(history::TEN_SECOND_STEP_MS, history::TEN_SECOND_POINTS),
     }
 }
 
@@ -30,12 +159,20 @@ fn app() -> App {
         pid: 4242,
         uptime_ms: 1,
     }));
-    app.update(Event::Snapshot(golden()));
+    let snapshot = golden();
+    app.update(Event::History(Box::new(fixture_history(&snapshot))));
+    app.update(Event::Snapshot(snapshot));
     app
 }
 
 fn key(app: &mut App, code: KeyCode) {
     app.update(Event::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+}
+
+fn keys(app: &mut App, text: &str) {
+    for c in text.chars() {
+        key(app, KeyCode::Char(c));
+    }
 }
 
 fn draw(app: &App, width: u16, height: u16) -> Buffer {
@@ -44,300 +181,200 @@ fn draw(app: &App, width: u16, height: u16) -> Buffer {
     terminal.backend().buffer().clone()
 }
 
-fn row(buffer: &Buffer, y: u16) -> String {
-    (0..buffer.area.width)
-        .map(|x| buffer[(x, y)].symbol())
+fn rows(buffer: &Buffer) -> Vec<String> {
+    (0..buffer.area.height)
+        .map(|y| {
+            (0..buffer.area.width)
+                .map(|x| buffer[(x, y)].symbol())
+                .collect::<String>()
+        })
         .collect()
 }
 
-fn rows(buffer: &Buffer) -> Vec<String> {
-    (0..buffer.area.height).map(|y| row(buffer, y)).collect()
+fn text(buffer: &Buffer) -> String {
+    let mut text = rows(buffer)
+        .iter()
+        .map(|row| row.trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    text.push('\n');
+    text
 }
 
-/// The row and column where `needle` first appears.
 fn find(buffer: &Buffer, needle: &str) -> Option<(u16, u16)> {
-    rows(buffer).iter().enumerate().find_map(|(y, text)| {
-        text.find(needle).map(|byte| {
-            let x = text[..byte].chars().count();
-            (x as u16, y as u16)
-        })
+    rows(buffer).iter().enumerate().find_map(|(y, row)| {
+        row.find(needle)
+            .map(|byte| (row[..byte].chars().count() as u16, y as u16))
     })
 }
 
 fn assert_has(buffer: &Buffer, needle: &str) -> (u16, u16) {
-    find(buffer, needle)
-        .unwrap_or_else(|| panic!("{needle:?} not on screen:\n{}", rows(buffer).join("\n")))
+    find(buffer, needle).unwrap_or_else(|| panic!("{needle:?} not on screen:\n{}", text(buffer)))
 }
 
-/// The column of `needle` in row `y`.
-fn find_in_row(buffer: &Buffer, y: u16, needle: &str) -> u16 {
-    let text = row(buffer, y);
-    let byte = text
-        .find(needle)
-        .unwrap_or_else(|| panic!("{needle:?} not in row {y}: {text}"));
-    text[..byte].chars().count() as u16
-}
+/// Every screen the golden files pin: (name, keys typed from a fresh app).
+const SCREENS: &[(&str, &str)] = &[
+    ("overview", ""),
+    ("overview_15m", "w"),
+    ("shards", "2"),
+    ("streams", "3"),
+    ("topic_partitions", "3G\n\n"),
+    ("segments", "3G\n\nG\n"),
+    ("groups", "4"),
+    ("group", "4\n"),
+    ("clients", "5"),
+    ("events", "6"),
+    ("help", "?"),
+];
 
-const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
-
-/// Proves the header and shards view at both sizes: header facts on the
-/// first rows, a NUMA group row per node, one row per shard under it, and
-/// hot (CPU, queue) and stale (heartbeat) cells in red.
-#[test]
-fn shards_view() {
-    let app = app();
-    for (width, height) in SIZES {
-        let buffer = draw(&app, width, height);
-        assert_eq!(assert_has(&buffer, "iggyd 0.1.0").1, 0);
-        assert!(row(&buffer, 0).contains("up 1h02m"));
-        assert!(row(&buffer, 1).contains("shards 2 on cores 2  NUMA nodes 2"));
-        assert!(row(&buffer, 1).contains("durability persisted"));
-        assert!(row(&buffer, 1).contains("watchdog ok, every 10s"));
-        assert!(
-            row(&buffer, 2).contains("in  15.3k msg/s 15.6 MB/s"),
-            "{}",
-            row(&buffer, 2)
-        );
-        assert!(row(&buffer, 2).contains("out 30.0k msg/s 30.7 MB/s"));
-        assert!(
-            row(&buffer, 3).contains("clients refused 412  failed logins 37  evicted 13"),
-            "{}",
-            row(&buffer, 3)
-        );
-        // Counters that moved stand out.
-        let x = find_in_row(&buffer, 3, "412");
-        assert_eq!(buffer[(x, 3)].fg, Color::Yellow);
-        assert!(row(&buffer, 4).contains("free of 100.0 GiB"));
-        assert!(row(&buffer, 5).contains("1 Shards"));
-        assert!(row(&buffer, 5).contains("live"));
-        let (_, header_y) = assert_has(&buffer, "In msg/s");
-        let (_, node0) = assert_has(&buffer, "node 0");
-        let (_, node1) = assert_has(&buffer, "node 1");
-        assert_eq!(node0, header_y + 1);
-        assert_eq!(node1, node0 + 2, "shard 0 sits between the two groups");
-        assert!(
-            row(&buffer, node0 + 1).contains("▶   0"),
-            "{}",
-            row(&buffer, node0 + 1)
-        );
-        assert!(row(&buffer, node1 + 1).contains("  1 "));
-        // Stale heartbeat of shard 1: red, marked with "!".
-        let (x, y) = assert_has(&buffer, "3.5s!");
-        assert_eq!(y, node1 + 1);
-        assert_eq!(buffer[(x, y)].fg, Color::Red);
-        // Hot CPU of shard 1 in red; shard 0's calm CPU in the default colour.
-        let x = find_in_row(&buffer, node1 + 1, "97.0");
-        assert_eq!(buffer[(x, node1 + 1)].fg, Color::Red);
-        let x = find_in_row(&buffer, node0 + 1, "42.5");
-        assert_eq!(buffer[(x, node0 + 1)].fg, Color::Reset);
-        let x = find_in_row(&buffer, node1 + 1, "2048");
-        assert_eq!(buffer[(x, node1 + 1)].fg, Color::Red);
-        // The group rows are summaries in cyan, not alerts.
-        let x = find_in_row(&buffer, node1, "97.0");
-        assert_eq!(buffer[(x, node1)].fg, Color::Cyan);
-        assert_has(&buffer, "Throughput msg/s");
-        assert_has(&buffer, "q quit");
-    }
-    // Wide terminals show every column; 80 columns drop the least useful.
-    let wide = draw(&app, 160, 48);
-    let narrow = draw(&app, 80, 24);
-    for column in ["Driver", "Parts", "Conns", "p50 µs", "Out MB/s"] {
-        assert_has(&wide, column);
-        assert!(
-            find(&narrow, column).is_none(),
-            "{column} shown at 80 columns"
-        );
-    }
-    for column in ["CPU%", "In msg/s", "Out msg/s", "Queue", "p99 µs", "HB age"] {
-        assert_has(&narrow, column);
-    }
-    assert_has(&wide, "io_uring");
-}
-
-/// Proves deleted data still on the disk shows on the disk line (in red
-/// while a removal keeps failing) when the terminal is wide enough, and
-/// not at all when the trash is empty.
-#[test]
-fn pending_removal_on_the_disk_line() {
+fn screen(keys_typed: &str) -> App {
     let mut app = app();
-    let buffer = draw(&app, 160, 48);
-    let (x, y) = assert_has(&buffer, "trash 3.0 MiB in 2 pending removal, 1 failing");
-    assert_eq!(y, 4, "the disk line, under the clients line");
-    assert_eq!(buffer[(x, y)].fg, Color::Red);
-    let mut calm = golden();
-    calm.taken_at_ms += 1000;
-    calm.process.pending_removal.failing = 0;
-    app.update(Event::Snapshot(calm.clone()));
-    let buffer = draw(&app, 160, 48);
-    let (x, y) = assert_has(&buffer, "trash 3.0 MiB in 2 pending removal");
-    assert_ne!(buffer[(x, y)].fg, Color::Red);
-    assert!(find(&buffer, "failing").is_none());
-    let mut empty = calm;
-    empty.taken_at_ms += 1000;
-    empty.process.pending_removal = Default::default();
-    app.update(Event::Snapshot(empty));
-    assert!(find(&draw(&app, 160, 48), "trash").is_none());
+    for c in keys_typed.chars() {
+        match c {
+            '\n' => key(&mut app, KeyCode::Enter),
+            other => key(&mut app, KeyCode::Char(other)),
+        }
+    }
+    app
 }
 
-/// Proves sparklines give way when the shards need the rows: 16 shards at
-/// 80×24 show the table (scrolled) but no throughput panel.
+/// Proves every view at every size matches its golden text exactly (or,
+/// with `UPDATE_SCREENS=1`, writes the files to review).
 #[test]
-fn sparklines_hide_when_short() {
-    let mut app = app();
-    let mut many = golden();
-    let template = many.shards[0].clone();
-    many.shards = (0..16)
-        .map(|id| {
-            let mut shard = template.clone();
-            shard.shard = id;
-            shard
-        })
-        .collect();
-    app.update(Event::Snapshot(many));
-    let buffer = draw(&app, 80, 24);
-    assert!(find(&buffer, "Throughput").is_none());
-    assert_has(&buffer, "node 0");
-    let tall = draw(&app, 160, 48);
-    assert_has(&tall, "Throughput");
-    assert_has(&tall, "shard 15");
-}
-
-/// Proves the topics view: topics with messages and max lag, the selected
-/// topic's partitions and consumer groups, sort and filter in the title,
-/// and the filter being typed in the footer.
-#[test]
-fn topics_view() {
-    let mut app = app();
-    key(&mut app, KeyCode::Tab);
-    for (width, height) in SIZES {
-        let buffer = draw(&app, width, height);
-        let (_, header_y) = assert_has(&buffer, "Stream");
-        let (_, audit) = assert_has(&buffer, "audit");
-        let (_, orders) = assert_has(&buffer, "orders");
-        assert_eq!(
-            (audit, orders),
-            (header_y + 1, header_y + 2),
-            "sorted by name"
-        );
-        assert!(row(&buffer, orders).contains("1.5k") || row(&buffer, orders).contains("1500"));
-        assert_has(&buffer, "sort: name");
+fn golden_screens() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/screens");
+    let update = std::env::var_os("UPDATE_SCREENS").is_some();
+    let mut mismatches = Vec::new();
+    for (screen_name, typed) in SCREENS {
+        let app = screen(typed);
+        for (width, height) in SIZES {
+            let actual = text(&draw(&app, width, height));
+            let path = dir.join(format!("{screen_name}_{width}x{height}.txt"));
+            if update {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, &actual).unwrap();
+                continue;
+            }
+            let expected = std::fs::read_to_string(&path).unwrap_or_default();
+            if expected != actual {
+                mismatches.push(format!("{}:\n{actual}", path.display()));
+            }
+        }
     }
-    key(&mut app, KeyCode::Down);
-    let buffer = draw(&app, 160, 48);
-    let (_, partitions_title) = assert_has(&buffer, "Partitions of orders/created");
-    let (_, groups_title) = assert_has(&buffer, "Consumer groups");
-    assert_eq!(partitions_title, groups_title, "side by side when wide");
-    assert_has(&buffer, "billing");
-    assert_has(&buffer, "1799999");
-    let narrow = draw(&app, 80, 24);
-    assert_has(&narrow, "Partitions of orders/created");
-
-    key(&mut app, KeyCode::Char('s'));
-    let buffer = draw(&app, 80, 24);
-    assert_has(&buffer, "sort: messages ↓");
-    key(&mut app, KeyCode::Char('/'));
-    for c in "aud".chars() {
-        key(&mut app, KeyCode::Char(c));
-    }
-    let buffer = draw(&app, 80, 24);
     assert!(
-        row(&buffer, 23).contains("filter: aud"),
-        "{}",
-        row(&buffer, 23)
+        mismatches.is_empty(),
+        "{} screens differ (UPDATE_SCREENS=1 regenerates them):\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
     );
-    key(&mut app, KeyCode::Enter);
-    let buffer = draw(&app, 80, 24);
-    assert_has(&buffer, "filter: \"aud\"");
-    assert!(find(&buffer, "orders").is_none());
-    key(&mut app, KeyCode::Char('/'));
-    key(&mut app, KeyCode::Char('x'));
-    key(&mut app, KeyCode::Enter);
-    assert_has(&draw(&app, 80, 24), "No topic matches \"audx\"");
 }
 
-/// Proves the events view lists warnings and errors, newest last, with
-/// errors in red.
+/// Proves the overview uses the screen: at 80×24 it shows the meters and
+/// at least two graphs; larger terminals get more graph panels and the
+/// busiest partitions; graphs draw braille points from the history.
 #[test]
-fn events_view() {
-    let mut app = app();
-    key(&mut app, KeyCode::Char('3'));
-    for (width, height) in SIZES {
-        let buffer = draw(&app, width, height);
-        let (_, warn) = assert_has(&buffer, "WARN");
-        let (x, error) = assert_has(&buffer, "ERROR");
-        assert!(error > warn, "newest last");
-        assert_eq!(buffer[(x, error)].fg, Color::Red);
-        assert!(row(&buffer, warn).contains("23:59:50"));
-        assert!(row(&buffer, error).contains("fsync of orders/created/2"));
-    }
-    let mut quiet = golden();
-    quiet.events.clear();
-    app.update(Event::Snapshot(quiet));
-    assert_has(&draw(&app, 80, 24), "No recent warnings or errors.");
+fn overview_grows_with_the_terminal() {
+    let app = app();
+    let count = |buffer: &Buffer, needle: &str| text(buffer).matches(needle).count();
+    let small = draw(&app, 80, 24);
+    assert_has(&small, "shard 0");
+    assert_has(&small, "throughput msg/s");
+    assert_has(&small, "request latency");
+    let large = draw(&app, 200, 60);
+    assert_has(&large, "Busiest partitions");
+    assert_has(&large, "orders/created/1");
+    assert_has(&large, "consumer lag");
+    assert_has(&large, "connections");
+    assert!(find(&small, "Busiest partitions").is_none());
+    let braille = |buffer: &Buffer| {
+        text(buffer)
+            .chars()
+            .filter(|c| ('\u{2801}'..='\u{28ff}').contains(c))
+            .count()
+    };
+    assert!(
+        braille(&large) > braille(&small) * 2,
+        "longer and more graphs"
+    );
+    assert!(count(&large, " top ") > count(&small, " top "));
+    // The disk line: growth over the window and the topic's size limit.
+    assert_has(&small, "full in");
+    assert_has(&draw(&app, 200, 60), "orders/created at its size limit in");
 }
 
-/// Proves the help overlay draws over any view at both sizes.
+/// Proves stale and hot shards stand out in colour, and NO_COLOR leaves no
+/// colour anywhere on screen while keeping the text.
 #[test]
-fn help_overlay() {
+fn colours_and_no_color() {
     let mut app = app();
-    key(&mut app, KeyCode::Char('?'));
-    for (width, height) in SIZES {
-        let buffer = draw(&app, width, height);
-        assert_has(&buffer, "iggy-top help");
-        assert_has(&buffer, "pause / resume updates");
+    key(&mut app, KeyCode::Char('2'));
+    let buffer = draw(&app, 120, 40);
+    let (x, y) = assert_has(&buffer, "3.5s!");
+    assert_eq!(buffer[(x, y)].fg, Color::Red);
+    app.theme = Theme { depth: Depth::Mono };
+    let mono = draw(&app, 120, 40);
+    assert_eq!(text(&mono), text(&buffer));
+    for y in 0..40 {
+        for x in 0..120 {
+            let cell = &mono[(x, y)];
+            assert_eq!(
+                (cell.fg, cell.bg),
+                (Color::Reset, Color::Reset),
+                "at {x},{y}"
+            );
+        }
     }
 }
 
 /// Proves the disconnected states: before any snapshot the body says who
-/// does not answer and when the next try is; after one, a red banner keeps
-/// the last data on screen. Pause shows in the status.
+/// does not answer; after one, a banner says "reconnecting" and keeps the
+/// last data on screen.
 #[test]
-fn disconnected_and_paused() {
+fn reconnecting() {
     let mut app = App::new("/tmp/nowhere.sock".into(), Duration::from_secs(1));
     app.update(Event::Disconnected {
         reason: "cannot connect to /tmp/nowhere.sock: Connection refused".into(),
         retry_in: Duration::from_millis(800),
     });
-    for (width, height) in SIZES {
-        let buffer = draw(&app, width, height);
-        assert_has(&buffer, "No iggyd answers at /tmp/nowhere.sock");
-        assert_has(&buffer, "Retrying in 800ms");
-        assert!(row(&buffer, 5).contains("disconnected, retry in 800ms"));
-        let (x, y) = assert_has(&buffer, "No iggyd answers");
-        assert_eq!(buffer[(x, y)].fg, Color::Red);
-    }
+    let buffer = draw(&app, 80, 24);
+    assert_has(&buffer, "No iggyd answers at /tmp/nowhere.sock");
+    assert_has(&buffer, "reconnecting in 800ms");
     let mut app = self::app();
     app.update(Event::Disconnected {
         reason: "the daemon closed the connection".into(),
         retry_in: Duration::from_millis(200),
     });
-    for (width, height) in SIZES {
-        let buffer = draw(&app, width, height);
-        let (x, y) = assert_has(&buffer, "disconnected: the daemon closed the connection");
-        assert_eq!(y, 6);
-        assert_eq!(buffer[(x, y)].bg, Color::Red);
-        assert_has(&buffer, "node 1");
-    }
-    key(&mut app, KeyCode::Char('p'));
-    assert!(row(&draw(&app, 80, 24), 5).contains("PAUSED"));
+    let buffer = draw(&app, 80, 24);
+    let (x, y) = assert_has(&buffer, "reconnecting: the daemon closed the connection");
+    assert_eq!(buffer[(x, y)].bg, Color::Red);
+    assert_has(&buffer, "shard 1");
+}
+
+/// Proves the confirmation line and the filter prompt take the footer.
+#[test]
+fn prompts_and_confirmations() {
+    let mut app = app();
+    keys(&mut app, "5d");
+    let buffer = draw(&app, 80, 24);
+    assert!(rows(&buffer)[23].contains("Disconnect client 1 (10.0.0.5:51234)?"));
+    keys(&mut app, "n/10.0.0.9");
+    let buffer = draw(&app, 80, 24);
+    assert!(
+        rows(&buffer)[23].contains("filter: 10.0.0.9"),
+        "{}",
+        rows(&buffer)[23]
+    );
 }
 
 /// Proves tiny terminals do not panic: every view draws into exactly the
-/// area it was given, and draws something once there is room for a line.
+/// area it was given.
 #[test]
 fn tiny_terminals_do_not_panic() {
-    let mut app = app();
-    for view in ['1', '2', '3', '?'] {
-        key(&mut app, KeyCode::Char(view));
+    for (_, typed) in SCREENS {
+        let app = screen(typed);
         for (width, height) in [(1, 1), (10, 5), (40, 10), (80, 8)] {
             let buffer = draw(&app, width, height);
             assert_eq!((buffer.area.width, buffer.area.height), (width, height));
-            if width >= 10 {
-                assert!(
-                    rows(&buffer).iter().any(|line| !line.trim().is_empty()),
-                    "view {view} at {width}x{height} is blank"
-                );
-            }
         }
     }
 }

@@ -74,7 +74,7 @@ impl SdkDaemon {
             .read_line(&mut line)
             .expect("admin response");
         match iggyd_admin_api::decode(line.as_bytes()) {
-            Ok(iggyd_admin_api::Payload::Snapshot { snapshot }) => *snapshot,
+            Ok(iggyd_admin_api::Payload::Snapshot { snapshot, .. }) => *snapshot,
             other => panic!("admin snapshot: {other:?}"),
         }
     }

@@ -20,10 +20,12 @@ pub const OPS: &[&str] = &[
     "hello",
     "snapshot",
     "subscribe",
+    "history",
     "set_log_level",
     "rotate_logs",
     "flush",
     "fault",
+    "disconnect_client",
 ];
 
 /// An admin action the daemon performs on request.
@@ -33,6 +35,8 @@ pub enum Action {
     SetLogLevel(String),
     RotateLogs,
     Flush,
+    /// Close one client connection (by the `client_id` snapshots show).
+    DisconnectClient(u64),
     /// Stop shard N's pump from making progress (watchdog tests).
     #[cfg(any(debug_assertions, feature = "fault-injection"))]
     FreezeShard(usize),
@@ -43,7 +47,13 @@ pub enum Action {
 pub enum Request {
     Hello,
     Snapshot,
-    Subscribe { interval: Duration },
+    /// `history`: whether each line also carries the history points this
+    /// subscriber has not been sent yet.
+    Subscribe {
+        interval: Duration,
+        history: bool,
+    },
+    History,
     Action(Action),
 }
 
@@ -122,10 +132,31 @@ pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
                     }
                 },
             };
+            let history = match object.get("history") {
+                None => false,
+                Some(serde_json::Value::Bool(history)) => *history,
+                Some(other) => {
+                    return Err(RequestError::BadField {
+                        op: "subscribe",
+                        field: "history",
+                        problem: format!("must be true or false, not {other}"),
+                    });
+                }
+            };
             Ok(Request::Subscribe {
                 interval: Duration::from_millis(interval_ms),
+                history,
             })
         }
+        "history" => Ok(Request::History),
+        "disconnect_client" => match object.get("client_id").and_then(serde_json::Value::as_u64) {
+            Some(client_id) => Ok(Request::Action(Action::DisconnectClient(client_id))),
+            None => Err(RequestError::BadField {
+                op: "disconnect_client",
+                field: "client_id",
+                problem: "must be a client id (a whole number, as snapshots show it)".into(),
+            }),
+        },
         "set_log_level" => match object.get("level") {
             Some(serde_json::Value::String(level))
                 if !level.trim().is_empty() && level.len() <= LOG_LEVEL_BYTES_MAX =>
@@ -198,8 +229,25 @@ mod tests {
         assert_eq!(
             parse(subscribe_request(250)),
             Ok(Request::Subscribe {
-                interval: Duration::from_millis(250)
+                interval: Duration::from_millis(250),
+                history: false,
             })
+        );
+        assert_eq!(
+            parse(subscribe_history_request(100)),
+            Ok(Request::Subscribe {
+                interval: Duration::from_millis(100),
+                history: true,
+            })
+        );
+        assert_eq!(parse(history_request()), Ok(Request::History));
+        assert_eq!(
+            parse(disconnect_client_request(1 << 24)),
+            Ok(Request::Action(Action::DisconnectClient(1 << 24)))
+        );
+        assert_eq!(
+            parse(set_log_level_request("debug")),
+            Ok(Request::Action(Action::SetLogLevel("debug".into())))
         );
     }
 
@@ -217,13 +265,15 @@ mod tests {
         assert_eq!(
             parse_request(br#"{"v":1,"op":"subscribe","interval_ms":250}"#),
             Ok(Request::Subscribe {
-                interval: Duration::from_millis(250)
+                interval: Duration::from_millis(250),
+                history: false,
             })
         );
         assert_eq!(
             parse_request(br#"{"v":1,"op":"subscribe"}"#),
             Ok(Request::Subscribe {
-                interval: Duration::from_millis(SUBSCRIBE_INTERVAL_MS_DEFAULT)
+                interval: Duration::from_millis(SUBSCRIBE_INTERVAL_MS_DEFAULT),
+                history: false,
             })
         );
         for bound in [SUBSCRIBE_INTERVAL_MS_MIN, SUBSCRIBE_INTERVAL_MS_MAX] {
@@ -286,6 +336,14 @@ mod tests {
                 "level must be a non-empty string",
             ),
             (br#"{"v":1,"op":"set_log_level","level":" "}"#, "non-empty"),
+            (
+                br#"{"v":1,"op":"subscribe","history":"yes"}"#,
+                "history must be true or false",
+            ),
+            (
+                br#"{"v":1,"op":"disconnect_client","client_id":-1}"#,
+                "client_id must be a client id",
+            ),
         ];
         for (line, needle) in cases {
             let error = parse_request(line).expect_err("must be refused");

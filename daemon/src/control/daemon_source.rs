@@ -62,6 +62,9 @@ pub struct DaemonSourceParts {
 pub struct DaemonSource {
     parts: DaemonSourceParts,
     samples: Mutex<Samples>,
+    /// The history rings (`control/history.rs`), fed by the admin server's
+    /// `history` thread.
+    history: crate::control::history::Recorder,
 }
 
 #[derive(Debug)]
@@ -126,7 +129,18 @@ impl DaemonSource {
                     .collect(),
             }),
             parts,
+            history: crate::control::history::Recorder::default(),
         }
+    }
+
+    /// What this source reads from (for `control/history.rs`).
+    pub(super) fn parts(&self) -> &DaemonSourceParts {
+        &self.parts
+    }
+
+    /// Bytes the history rings hold.
+    pub fn history_memory_bytes(&self) -> usize {
+        self.history.memory_bytes()
     }
 
     fn uptime_ms(&self) -> u64 {
@@ -309,7 +323,7 @@ fn cpu_percent(previous: &mut Option<CpuSample>, now: Instant, cpu_ms: u64, upti
 }
 
 /// Fill in the thread ids of threads named `shard-N`.
-fn find_shard_threads(tids: &mut [Option<i32>]) {
+pub(super) fn find_shard_threads(tids: &mut [Option<i32>]) {
     let Ok(threads) = sysinfo::threads_named("shard-") else {
         return;
     };
@@ -327,7 +341,7 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn unix_ms() -> u64 {
+pub(super) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, millis)
@@ -348,6 +362,7 @@ impl ControlSource for DaemonSource {
             process: self.process(),
             shards: self.shards(),
             topics: self.topics(),
+            clients: self.clients(),
             events: crate::logging::recent_events()
                 .into_iter()
                 .map(|event| api::EventRecord {
@@ -361,6 +376,17 @@ impl ControlSource for DaemonSource {
                 })
                 .collect(),
         }
+    }
+
+    fn record_history(&self) {
+        self.history.record(self);
+    }
+
+    fn history(
+        &self,
+        cursor: crate::control::history::Cursor,
+    ) -> Option<(api::HistoryWindow, crate::control::history::Cursor)> {
+        Some(self.history.since(cursor))
     }
 
     fn action(&self, action: Action) -> Result<String, String> {
@@ -406,6 +432,7 @@ impl ControlSource for DaemonSource {
                 }
                 Ok(format!("flushed: {fsyncs} files fsynced"))
             }
+            Action::DisconnectClient(client_id) => self.disconnect_client(client_id),
             #[cfg(any(debug_assertions, feature = "fault-injection"))]
             Action::FreezeShard(shard) if shard >= self.parts.shards.len() => Err(format!(
                 "freeze_shard: no shard {shard}; this daemon has {} shards",
@@ -426,6 +453,80 @@ impl ControlSource for DaemonSource {
 }
 
 impl DaemonSource {
+    /// Every client connection from the shards' last reports, at most
+    /// `api::CLIENTS_MAX`, with user names from the published view.
+    fn clients(&self) -> Vec<api::ClientStats> {
+        let view = self.parts.heartbeats.view();
+        let mut clients = Vec::new();
+        for shard in 0..self.parts.shards.len() {
+            let report = self.parts.heartbeats.report(shard);
+            for client in &report.clients {
+                if clients.len() >= api::CLIENTS_MAX {
+                    return clients;
+                }
+                clients.push(api::ClientStats {
+                    client_id: u64::from(client.client_id),
+                    address: client.peer.to_string(),
+                    user: client.user_id.and_then(|id| {
+                        view.as_ref()
+                            .and_then(|view| view.user_by_id(id))
+                            .map(|user| user.username.clone())
+                    }),
+                    tls: client.tls,
+                    shard: u32::try_from(shard).unwrap_or(u32::MAX),
+                    requests_total: client.requests,
+                    bytes_in_total: client.bytes_in,
+                    bytes_out_total: client.bytes_out,
+                    last_command: client.last_command,
+                    idle_ms: millis(client.idle),
+                    connected_ms: millis(client.connected),
+                });
+            }
+        }
+        clients
+    }
+
+    /// Ask the shard that serves `client_id` (per its last report) to close
+    /// it, waiting at most `ADMIN_ACTION_TIMEOUT` for its answer.
+    fn disconnect_client(&self, client_id: u64) -> Result<String, String> {
+        let shard = (0..self.parts.shards.len()).find(|shard| {
+            self.parts
+                .heartbeats
+                .report(*shard)
+                .clients
+                .iter()
+                .any(|client| u64::from(client.client_id) == client_id)
+        });
+        let (Some(shard), Ok(id)) = (shard, u32::try_from(client_id)) else {
+            return Err(format!("no client {client_id} is connected"));
+        };
+        let (reply, answer) = flume::bounded(1);
+        let deadline = Instant::now() + crate::limits::ADMIN_ACTION_TIMEOUT;
+        self.parts
+            .mesh
+            .send_deadline(
+                shard,
+                ShardMessage::CloseClient {
+                    client_id: id,
+                    reply,
+                },
+                deadline,
+            )
+            .map_err(|error| format!("disconnect_client: {error}"))?;
+        match answer.recv_deadline(deadline) {
+            Ok(true) => {
+                tracing::info!(client_id, shard, "client closed from the admin socket");
+                Ok(format!(
+                    "client {client_id} on shard {shard} is being closed"
+                ))
+            }
+            Ok(false) => Err(format!("client {client_id} is gone or already closing")),
+            Err(_) => Err(format!(
+                "disconnect_client: shard {shard} did not answer in time"
+            )),
+        }
+    }
+
     /// What one Prometheus scrape reports: the admin snapshot of this moment
     /// (without the recent events) plus what it does not carry (histograms,
     /// durable offsets, lag per partition, open files), all from published
@@ -438,6 +539,7 @@ impl DaemonSource {
             shards: self.shards(),
             topics,
             events: Vec::new(),
+            clients: Vec::new(),
         };
         let shards = (0..self.parts.shards.len())
             .map(|shard| ShardSeries {
@@ -463,7 +565,7 @@ impl DaemonSource {
     /// Topics, each consumer group's lag per partition, and each partition's
     /// durable watermark (by stream, topic and partition id).
     #[allow(clippy::type_complexity)]
-    fn topics_and_lags(
+    pub(super) fn topics_and_lags(
         &self,
     ) -> (
         Vec<api::TopicStats>,
@@ -494,8 +596,12 @@ impl DaemonSource {
                     bytes: 0,
                     partitions: Vec::with_capacity(topic.partitions.len()),
                     consumer_groups: Vec::new(),
+                    max_size_bytes: topic.options.max_topic_size_bytes,
+                    message_expiry_us: topic.options.message_expiry_us,
                 };
                 let mut lag_by_group: BTreeMap<u32, u64> = BTreeMap::new();
+                let mut partitions_by_group: BTreeMap<u32, Vec<api::GroupPartitionStats>> =
+                    BTreeMap::new();
                 for partition in &topic.partitions {
                     let crate::shard::router::Route { key, owner } = crate::shard::router::route(
                         stream,
@@ -520,6 +626,8 @@ impl DaemonSource {
                             }
                             None => (0, 0, 0, 0, Vec::new()),
                         };
+                    let report = reports.get(&key).map(|(_, report)| report);
+                    let segment_count = report.map_or(0, |report| report.segments.len());
                     stats.messages += messages;
                     stats.bytes += bytes;
                     stats.partitions.push(api::PartitionStats {
@@ -530,6 +638,23 @@ impl DaemonSource {
                         segments,
                         current_offset,
                         consumer_offsets: offsets.len() as u64,
+                        durable_next_offset: report.map_or(0, |report| report.durable_next_offset),
+                        segment_list: report
+                            .map(|report| {
+                                report
+                                    .segments
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(index, segment)| api::SegmentStats {
+                                        start_offset: segment.start_offset,
+                                        next_offset: segment.next_offset,
+                                        size_bytes: segment.size_bytes,
+                                        last_timestamp_us: segment.last_timestamp,
+                                        sealed: index + 1 < segment_count,
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
                     });
                     for group in topic.groups.values() {
                         let stored = offsets.iter().find_map(|(consumer, offset)| {
@@ -542,6 +667,13 @@ impl DaemonSource {
                             None => 0,
                         };
                         *lag_by_group.entry(group.id).or_default() += lag;
+                        partitions_by_group.entry(group.id).or_default().push(
+                            api::GroupPartitionStats {
+                                partition_id: partition.id,
+                                offset: stored,
+                                lag,
+                            },
+                        );
                         group_lags.push(GroupLag {
                             stream: stream.name.clone(),
                             topic: topic.name.clone(),
@@ -559,6 +691,15 @@ impl DaemonSource {
                         name: group.name.clone(),
                         members: u32::try_from(group.members.len()).unwrap_or(u32::MAX),
                         lag: lag_by_group.get(&group.id).copied().unwrap_or(0),
+                        partitions: partitions_by_group.remove(&group.id).unwrap_or_default(),
+                        member_list: group
+                            .members
+                            .iter()
+                            .map(|member| api::GroupMemberStats {
+                                member: format!("{:032x}", member.key.0),
+                                partitions: member.partitions.clone(),
+                            })
+                            .collect(),
                     })
                     .collect();
                 topics.push(stats);
@@ -697,6 +838,7 @@ mod tests {
                     current_offset: 9,
                     durable_next_offset: 10,
                     sealed_segments: Vec::new(),
+                    segments: Vec::new(),
                     consumer_offsets: vec![(
                         ConsumerKey {
                             kind: ConsumerKind::Group,

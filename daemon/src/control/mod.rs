@@ -22,6 +22,7 @@
 
 pub mod api;
 pub mod daemon_source;
+pub mod history;
 pub mod metrics;
 pub mod metrics_server;
 pub mod server;
@@ -45,6 +46,15 @@ pub use server::{ControlError, ControlServer};
 pub trait ControlSource: Send + Sync {
     fn hello(&self) -> Hello;
     fn snapshot(&self) -> Snapshot;
+    /// Sample the published state into the history rings (called once a
+    /// second by the admin server's `history` thread). Sources without
+    /// history do nothing.
+    fn record_history(&self) {}
+    /// The history points newer than `cursor` and the cursor after them;
+    /// `None` when this source keeps no history.
+    fn history(&self, _cursor: history::Cursor) -> Option<(api::HistoryWindow, history::Cursor)> {
+        None
+    }
     /// Perform an admin action; `Ok` carries the message for the `done`
     /// line, `Err` the message for the error line.
     fn action(&self, action: Action) -> Result<String, String>;

@@ -18,6 +18,7 @@
 
 use crate::control::ControlSource;
 use crate::control::api::{self, LineRead, Payload, Request, Response, read_line_capped};
+use crate::control::history::Cursor;
 use crate::limits;
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Write};
@@ -91,6 +92,8 @@ pub struct ControlServer {
     listener: UnixListener,
     shared: Arc<Shared>,
     accept: Option<std::thread::JoinHandle<()>>,
+    /// Thread `history`: feeds the source's history rings once a second.
+    history: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for ControlServer {
@@ -175,12 +178,25 @@ impl ControlServer {
                 let _ = std::fs::remove_file(path);
                 ControlError::Spawn(error)
             })?;
+        let history_shared = Arc::clone(&shared);
+        let history = std::thread::Builder::new()
+            .name("history".into())
+            .spawn(move || history_loop(&history_shared));
+        let history = match history {
+            Ok(history) => Some(history),
+            Err(error) => {
+                // The socket still serves snapshots; graphs start empty.
+                tracing::warn!(%error, "admin socket: cannot start the history thread");
+                None
+            }
+        };
         Ok(ControlServer {
             path: path.to_path_buf(),
             file_id: (metadata.dev(), metadata.ino()),
             listener,
             shared,
             accept: Some(accept),
+            history,
         })
     }
 
@@ -213,6 +229,9 @@ impl ControlServer {
         let _ =
             nix::sys::socket::shutdown(self.listener.as_raw_fd(), nix::sys::socket::Shutdown::Both);
         let _ = accept.join();
+        if let Some(history) = self.history.take() {
+            let _ = history.join();
+        }
         let deadline = Instant::now() + limits::ADMIN_STOP_TIMEOUT;
         let mut clients = lock(&self.shared.clients);
         for stream in clients.values() {
@@ -323,6 +342,29 @@ fn bind(path: &Path) -> Result<UnixListener, ControlError> {
     }
     Ok(listener)
 }
+
+/// Record the source's history once a second, on the second's cadence,
+/// until the server stops.
+fn history_loop(shared: &Shared) {
+    let mut next = Instant::now();
+    loop {
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        shared.source.record_history();
+        next += HISTORY_INTERVAL;
+        let now = Instant::now();
+        if next <= now {
+            next = now + HISTORY_INTERVAL;
+        }
+        if shared.wait_stopping(next.saturating_duration_since(now)) {
+            return;
+        }
+    }
+}
+
+/// How often the history rings get a point.
+const HISTORY_INTERVAL: Duration = Duration::from_millis(crate::control::history::SECOND_STEP_MS);
 
 fn accept_loop(listener: UnixListener, shared: Arc<Shared>) {
     loop {
@@ -521,9 +563,15 @@ fn serve(stream: &UnixStream, shared: &Shared) {
         let response = match api::parse_request(request) {
             Err(error) => Response::error(error.to_string()),
             Ok(Request::Hello) => Response::payload(Payload::Hello(shared.source.hello())),
-            Ok(Request::Snapshot) => snapshot_response(shared),
-            Ok(Request::Subscribe { interval }) => {
-                subscribe(stream, &mut reader, shared, interval);
+            Ok(Request::Snapshot) => snapshot_response(shared, None),
+            Ok(Request::History) => match shared.source.history(Cursor::default()) {
+                Some((history, _)) => Response::payload(Payload::History {
+                    history: Box::new(history),
+                }),
+                None => Response::error("this daemon keeps no history"),
+            },
+            Ok(Request::Subscribe { interval, history }) => {
+                subscribe(stream, &mut reader, shared, interval, history);
                 return;
             }
             Ok(Request::Action(action)) => match shared.source.action(action) {
@@ -537,29 +585,41 @@ fn serve(stream: &UnixStream, shared: &Shared) {
     }
 }
 
-fn snapshot_response(shared: &Shared) -> Response {
+/// A snapshot line; with a cursor, also the history points after it (and
+/// the cursor moves past them).
+fn snapshot_response(shared: &Shared, cursor: Option<&mut Cursor>) -> Response {
+    let history = cursor.and_then(|cursor| {
+        let (history, next) = shared.source.history(*cursor)?;
+        *cursor = next;
+        Some(Box::new(history))
+    });
     Response::payload(Payload::Snapshot {
         snapshot: Box::new(shared.source.snapshot()),
+        history,
     })
 }
 
 /// Push a snapshot now and then every `interval` until the client goes away
-/// (a write fails or times out) or the server stops. The client may
-/// half-close its side after the request (`echo ... | socat`); it may not
-/// send further requests on this connection.
+/// (a write fails or times out) or the server stops. With `history`, each
+/// line carries the history points this subscriber has not had yet: the
+/// whole window first. The client may half-close its side after the
+/// request (`echo ... | socat`); it may not send further requests on this
+/// connection.
 fn subscribe(
     stream: &UnixStream,
     reader: &mut BufReader<&UnixStream>,
     shared: &Shared,
     interval: Duration,
+    history: bool,
 ) {
+    let mut cursor = history.then(Cursor::default);
     let mut client_done_sending = false;
     let mut next = Instant::now();
     loop {
         if shared.stopping.load(Ordering::SeqCst) {
             return;
         }
-        if write_response(stream, &snapshot_response(shared)).is_err() {
+        if write_response(stream, &snapshot_response(shared, cursor.as_mut())).is_err() {
             tracing::debug!("admin subscriber dropped: it went away or stopped reading");
             return;
         }

@@ -64,6 +64,8 @@ enum End {
     Mismatch(&'static str),
     /// The TLS handshake failed.
     Handshake(std::io::Error),
+    /// An operator closed it from the admin socket.
+    Closed,
 }
 
 impl std::fmt::Display for End {
@@ -83,6 +85,7 @@ impl std::fmt::Display for End {
             End::LoginFailures => f.write_str("too many failed logins"),
             End::Mismatch(what) => f.write_str(what),
             End::Handshake(error) => write!(f, "TLS handshake failed: {error}"),
+            End::Closed => f.write_str("closed from the admin socket"),
         }
     }
 }
@@ -99,6 +102,7 @@ pub async fn serve(
     ticket: Ticket,
 ) {
     let mut session = Session::new(client_id, peer);
+    session.activity = context.client_activity(client_id);
     let login_deadline = Instant::now() + context.net.limits.login_timeout;
     let end = serve_stream(&context, &mut session, stream, login_deadline).await;
     count_end(&context, &session, &end);
@@ -200,7 +204,12 @@ async fn serve_stream(
     match within(Some(until(login_deadline)), acceptor.accept(stream)).await {
         None => End::LoginTimeout,
         Some(Err(error)) => End::Handshake(error.into()),
-        Some(Ok(stream)) => run(context, session, stream, login_deadline).await,
+        Some(Ok(stream)) => {
+            if let Some(activity) = &session.activity {
+                activity.set_tls();
+            }
+            run(context, session, stream, login_deadline).await
+        }
     }
 }
 
@@ -260,9 +269,19 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
                 None => std::future::pending::<()>().await,
             }
         };
+        let closed = session.activity.as_ref().map(|activity| activity.closed());
+        let closed = async move {
+            match closed {
+                Some(closed) => {
+                    let _ = closed.recv_async().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
         let read = monoio::select! {
             read = stream.read_exact(header) => read,
             _ = grace => return End::Stopping,
+            _ = closed => return End::Closed,
             _ = quiet => return if logged_in { End::Idle } else { End::LoginTimeout },
             _ = stale => {
                 handler::evict(context, session, &mut stream, EvictionReason::StaleClient).await;
@@ -303,9 +322,18 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
             Some(Err(end)) => return end,
         };
         let request_started = std::time::Instant::now();
+        if let Some(activity) = &session.activity {
+            let code = header
+                .get(196..200)
+                .and_then(|code| <[u8; 4]>::try_from(code).ok());
+            activity.request(code.map_or(0, u32::from_le_bytes), frame.len());
+        }
         let outcome = handler::handle_frame(context, session, frame).await;
         match outcome {
             Outcome::Reply(reply) => {
+                if let Some(activity) = &session.activity {
+                    activity.replied(reply.len());
+                }
                 match reply.write_all(&mut stream, limits.idle_timeout).await {
                     Ok(()) => {}
                     // A client that stopped reading its reply.

@@ -11,9 +11,10 @@
 //! partitions (the owner's pump does, over the mesh).
 
 use super::Net;
+use super::activity::Activity;
 use super::snapshot_request::SnapshotFiles;
 use crate::shard::context::ShardContext;
-use crate::shard::front::{ClientInfo, Front, FrontCounters, Membership};
+use crate::shard::front::{ClientInfo, ClientReport, Front, FrontCounters, Membership};
 use crate::shard::heartbeat::Latency;
 use crate::shard::mesh::ShardId;
 use crate::shard::op::PartitionReport;
@@ -87,6 +88,8 @@ pub struct NetContext {
     pub snapshot_files: SnapshotFiles,
     pub net: Net,
     clients: RefCell<BTreeMap<u32, ClientInfo>>,
+    /// Per connection: what the console shows (`net::activity`).
+    activities: RefCell<BTreeMap<u32, Rc<Activity>>>,
     /// When this shard first saw each pending hand-off to one of its
     /// sessions: (stream, topic, group, partition, new owner).
     handoffs_seen: RefCell<BTreeMap<HandoffKey, Instant>>,
@@ -167,6 +170,7 @@ impl NetContext {
             net: settings.net,
             notices: RefCell::new(BTreeMap::new()),
             clients: RefCell::new(BTreeMap::new()),
+            activities: RefCell::new(BTreeMap::new()),
             grants: RefCell::new(BTreeMap::new()),
             handoffs_seen: RefCell::new(BTreeMap::new()),
             next_client: Cell::new(1),
@@ -311,6 +315,9 @@ impl NetContext {
                 memberships: Vec::new(),
             },
         );
+        self.activities
+            .borrow_mut()
+            .insert(client_id, Rc::new(Activity::default()));
         client_id
     }
 
@@ -326,8 +333,14 @@ impl NetContext {
         }
     }
 
+    /// The activity of a registered connection (for its task).
+    pub fn client_activity(&self, client_id: u32) -> Option<Rc<Activity>> {
+        self.activities.borrow().get(&client_id).cloned()
+    }
+
     pub fn unregister_client(&self, client_id: u32) {
         self.clients.borrow_mut().remove(&client_id);
+        self.activities.borrow_mut().remove(&client_id);
         self.grants.borrow_mut().remove(&client_id);
     }
 
@@ -381,6 +394,25 @@ impl Front for NetContext {
 
     fn take_request_latency(&self) -> Latency {
         self.take_request_window()
+    }
+
+    fn client_reports(&self) -> Vec<ClientReport> {
+        let clients = self.clients.borrow();
+        self.activities
+            .borrow()
+            .iter()
+            .filter_map(|(client_id, activity)| {
+                let client = clients.get(client_id)?;
+                Some(activity.report(*client_id, client.peer, client.user_id))
+            })
+            .collect()
+    }
+
+    fn close_client(&self, client_id: u32) -> bool {
+        self.activities
+            .borrow()
+            .get(&client_id)
+            .is_some_and(|activity| activity.close())
     }
 
     fn counters(&self) -> FrontCounters {

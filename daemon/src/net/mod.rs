@@ -6,6 +6,7 @@
 //! pool, the TLS configuration, and each owner shard's budget of append
 //! bytes in flight.
 
+pub mod activity;
 pub mod admission;
 pub mod append_budget;
 pub mod connection;

@@ -45,6 +45,8 @@ impl Progress {
 pub struct Session {
     /// The wire client id (GetClients/GetMe): unique across shards.
     pub client_id: u32,
+    /// The console's counters of this connection (`net::activity`).
+    pub activity: Option<std::rc::Rc<crate::net::activity::Activity>>,
     pub peer: SocketAddr,
     pub login: Option<Login>,
     /// Groups this session joined; left on logout and disconnect.
@@ -71,6 +73,7 @@ impl Session {
     pub fn new(client_id: u32, peer: SocketAddr) -> Session {
         Session {
             client_id,
+            activity: None,
             peer,
             login: None,
             memberships: BTreeSet::new(),

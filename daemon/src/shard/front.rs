@@ -16,6 +16,7 @@ use iggyd_metadata::MetadataView;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A consumer group membership, by numeric ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -33,6 +34,22 @@ pub struct ClientInfo {
     /// `None` until the connection logs in.
     pub user_id: Option<u32>,
     pub memberships: Vec<Membership>,
+}
+
+/// A copy of one connection's activity, as the shard's once-a-second
+/// report publishes it (the console's Clients view).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientReport {
+    pub client_id: u32,
+    pub peer: SocketAddr,
+    pub user_id: Option<u32>,
+    pub tls: bool,
+    pub requests: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub last_command: u32,
+    pub idle: Duration,
+    pub connected: Duration,
 }
 
 /// What a front counts, published with the shard's gauges.
@@ -60,6 +77,11 @@ pub trait Front {
     /// Request latency since the last call (the window restarts).
     fn take_request_latency(&self) -> Latency;
     fn counters(&self) -> FrontCounters;
+    /// Every connection's activity (the once-a-second report).
+    fn client_reports(&self) -> Vec<ClientReport>;
+    /// Ask connection `client_id` to close (the admin socket's
+    /// `disconnect_client`); false when it is not here or was asked already.
+    fn close_client(&self, client_id: u32) -> bool;
 }
 
 /// What a started front hands back: itself, and the task that ends when its

@@ -137,6 +137,8 @@ pub struct ShardReport {
     /// Cumulative since the shard started (the windows above, added up).
     pub histograms: LatencyHistograms,
     pub published_at: Option<Instant>,
+    /// Every client connection of this shard (the console's Clients view).
+    pub clients: Vec<crate::shard::front::ClientReport>,
 }
 
 /// A copy of one shard's published gauges.

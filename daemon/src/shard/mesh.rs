@@ -70,6 +70,12 @@ pub enum ShardMessage {
     StopAccepting,
     /// Second phase: drain the inbox, fsync everything, return.
     Stop,
+    /// Close client connection `client_id` of this shard (from the admin
+    /// socket); the reply says whether it was there.
+    CloseClient {
+        client_id: u32,
+        reply: flume::Sender<bool>,
+    },
     /// Test-only fault: wedge this shard's loop forever (the watchdog must
     /// notice). Compiled into debug builds and the `fault-injection` feature.
     #[cfg(any(debug_assertions, feature = "fault-injection"))]

@@ -425,6 +425,13 @@ impl ShardLoop {
                 });
             }
             ShardMessage::Stop => return true,
+            ShardMessage::CloseClient { client_id, reply } => {
+                let closed = self
+                    .front
+                    .as_ref()
+                    .is_some_and(|front| front.close_client(client_id));
+                let _ = reply.send(closed);
+            }
             #[cfg(any(debug_assertions, feature = "fault-injection"))]
             ShardMessage::Freeze => {
                 tracing::warn!(
@@ -462,7 +469,7 @@ impl ShardLoop {
         totals.queue_wait.add(&queue_wait.window);
         totals.fsync.add(&fsync.window);
         let report = heartbeat::ShardReport {
-            partitions: self.pump.report(),
+            partitions: self.pump.published_report(),
             consumer_offsets_refused: self.pump.counters.offsets_refused,
             trash: self.pump.trash_stats(),
             request,
@@ -470,6 +477,11 @@ impl ShardLoop {
             fsync,
             histograms: *totals,
             published_at: Some(Instant::now()),
+            clients: self
+                .front
+                .as_ref()
+                .map(|front| front.client_reports())
+                .unwrap_or_default(),
         };
         self.heartbeats.publish_report(self.context.shard, report);
     }
@@ -580,6 +592,12 @@ mod tests {
         }
         fn counters(&self) -> FrontCounters {
             FrontCounters::default()
+        }
+        fn client_reports(&self) -> Vec<front::ClientReport> {
+            Vec::new()
+        }
+        fn close_client(&self, _: u32) -> bool {
+            false
         }
     }
 

@@ -95,6 +95,9 @@ pub struct PartitionReport {
     /// Sealed segments (oldest first) as `(size_bytes, last_timestamp_us)`.
     pub sealed_segments: Vec<(u64, u64)>,
     pub consumer_offsets: Vec<(ConsumerKey, u64)>,
+    /// Every segment, oldest first, the active one last (the console's
+    /// segment view).
+    pub segments: Vec<iggyd_storage::partition_log::SegmentInfo>,
 }
 
 /// The closed set of operations on this shard's partitions.

@@ -323,10 +323,12 @@ fn shard_row(line: &str) -> Option<u64> {
 }
 
 /// Proves the console against the live daemon in a real terminal (tmux,
-/// 120×40): the header names this daemon, the shards table has the rate
-/// columns and exactly one row per planned shard, and `q` quits. Traffic
-/// (non-zero rates) arrives with the protocol layer; this checks the
-/// columns exist.
+/// 120×40): the header names this daemon, the Shards view has exactly one
+/// row per planned shard; under load the Overview's throughput graph moves
+/// (its newest value leaves zero and its braille changes between two
+/// captures) and the daemon's history op serves the points the console
+/// drew; a drill-down streams → topic → partition reaches the partition's
+/// active segment; `q` quits.
 #[test]
 fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
     let iggy_top = Path::new(env!("CARGO_BIN_EXE_iggyd")).with_file_name("iggy-top");
@@ -359,8 +361,7 @@ fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
     let deadline = Instant::now() + Duration::from_secs(15);
     let screen = loop {
         let screen = tmux.capture();
-        let rows: Vec<u64> = screen.lines().filter_map(shard_row).collect();
-        if rows.len() >= planned.len() && screen.contains("live") {
+        if screen.contains("live") && screen.contains("shard 0") {
             break screen;
         }
         assert!(
@@ -380,28 +381,46 @@ fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
         "{screen}"
     );
     assert!(
-        lines[1].contains(&format!("shards {}", planned.len())),
+        lines[0].contains(&format!("shards {}/", planned.len())),
         "{screen}"
     );
     assert!(
-        lines[2].contains("msg/s") && lines[2].contains("MB/s"),
+        lines[1].contains("msg/s") && lines[1].contains("MB/s"),
         "{screen}"
     );
-    let header = lines
-        .iter()
+    let keys = |keys: &[&str]| {
+        for key in keys {
+            tmux.command()
+                .args(["send-keys", "-t", "top", key])
+                .status()
+                .unwrap();
+        }
+    };
+    keys(&["2"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let shards_view = loop {
+        let screen = tmux.capture();
+        if screen.contains("In msg/s") {
+            break screen;
+        }
+        assert!(Instant::now() < deadline, "no shards table:\n{screen}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let header = shards_view
+        .lines()
         .find(|line| line.contains("In msg/s"))
         .expect("rate column");
     assert!(
         header.contains("Out msg/s") && header.contains("HB age"),
-        "{screen}"
+        "{shards_view}"
     );
-    let mut rows: Vec<u64> = lines.iter().filter_map(|line| shard_row(line)).collect();
+    let mut rows: Vec<u64> = shards_view.lines().filter_map(shard_row).collect();
     rows.sort_unstable();
     let expected: Vec<u64> = planned.iter().map(|(shard, _)| *shard).collect();
-    assert_eq!(rows, expected, "one row per shard:\n{screen}");
-    assert!(screen.contains("node "), "grouped by NUMA node:\n{screen}");
+    assert_eq!(rows, expected, "one row per shard:\n{shards_view}");
+    keys(&["1"]);
 
-    // Under load the header's inbound rate leaves zero.
+    // Under load the throughput graph moves.
     let address = daemon.address;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let producer = {
@@ -419,41 +438,107 @@ fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
             sent
         })
     };
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let loaded = loop {
+    // The graph panel's title: "throughput msg/s in 65.4k out 0".
+    let graph_in = |screen: &str| -> Option<(f64, String)> {
+        let title = screen
+            .lines()
+            .find(|line| line.contains("throughput msg/s in "))?;
+        let rate = title
+            .split("throughput msg/s in ")
+            .nth(1)?
+            .split_whitespace()
+            .next()?;
+        let (digits, scale) = match rate.strip_suffix('k') {
+            Some(digits) => (digits, 1e3),
+            None => match rate.strip_suffix('M') {
+                Some(digits) => (digits, 1e6),
+                None => (rate, 1.0),
+            },
+        };
+        let braille: String = screen
+            .chars()
+            .filter(|c| ('\u{2801}'..='\u{28ff}').contains(c))
+            .collect();
+        digits
+            .parse::<f64>()
+            .ok()
+            .map(|value| (value * scale, braille))
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (first, first_braille) = loop {
         let screen = tmux.capture();
-        // Header line 3: `in  65.4k msg/s 68.7 MB/s   out …`.
-        let inbound = screen.lines().nth(2).and_then(|line| {
-            let rate = line.split_whitespace().nth(1)?;
-            let (digits, scale) = match rate.strip_suffix('k') {
-                Some(digits) => (digits, 1e3),
-                None => match rate.strip_suffix('M') {
-                    Some(digits) => (digits, 1e6),
-                    None => (rate, 1.0),
-                },
-            };
-            digits.parse::<f64>().ok().map(|value| value * scale)
-        });
-        if inbound.is_some_and(|rate| rate > 0.0) {
-            break screen;
+        if let Some((rate, braille)) = graph_in(&screen)
+            && rate > 0.0
+            && !braille.is_empty()
+        {
+            println!("under load:\n{screen}");
+            break (rate, braille);
+        }
+        assert!(Instant::now() < deadline, "the graph never rose:\n{screen}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let screen = tmux.capture();
+        if graph_in(&screen).is_some_and(|(_, braille)| braille != first_braille) {
+            break;
         }
         assert!(
             Instant::now() < deadline,
-            "no inbound rate under load:\n{screen}"
+            "the graph stood still:\n{screen}"
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(first > 0.0);
+    let history = ask(&path, &[r#"{"v":1,"op":"history"}"#]);
+    let second = &history[0]["history"]["second"];
+    assert!(
+        second["at_ms"]
+            .as_array()
+            .is_some_and(|points| points.len() >= 2),
+        "{history:?}"
+    );
+    assert!(
+        second["series"]
+            .as_array()
+            .expect("series")
+            .iter()
+            .any(|series| series["name"] == "shard.0.messages_in"),
+        "{history:?}"
+    );
+
+    // Drill down to a segment: filter the streams by name, open the stream,
+    // its topic, its first partition.
+    keys(&["3", "/"]);
+    tmux.command()
+        .args(["send-keys", "-t", "top", "-l", "top-load"])
+        .status()
+        .unwrap();
+    keys(&["Enter", "Enter", "Enter", "Enter"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let segments = loop {
+        let screen = tmux.capture();
+        if screen.contains("top-load › events › partition") && screen.contains("active") {
+            break screen;
+        }
+        assert!(Instant::now() < deadline, "no segment reached:\n{screen}");
+        std::thread::sleep(Duration::from_millis(100));
     };
+    println!("segments:\n{segments}");
+    assert!(
+        segments.contains("first") && segments.contains("newest"),
+        "{segments}"
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let batches = producer.join().expect("producer");
     assert!(batches > 0);
-    println!("under load:\n{loaded}");
 
     tmux.command()
         .args(["send-keys", "-t", "top", "q"])
         .status()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while tmux.capture().contains("In msg/s") {
+    while tmux.capture().contains("iggyd ") {
         assert!(Instant::now() < deadline, "q did not quit iggy-top");
         std::thread::sleep(Duration::from_millis(50));
     }

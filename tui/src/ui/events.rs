@@ -1,5 +1,6 @@
 //! The events view: the daemon's recent warnings and errors, newest at the
-//! bottom, coloured by level, scrollable with ↑/↓ (towards older/newer).
+//! bottom, coloured by level, filtered by level (`e`) and text (`/`),
+//! scrollable with ↑/↓ (towards older/newer).
 
 use crate::api::{EventLevel, Snapshot};
 use crate::app::App;
@@ -11,9 +12,17 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
 pub fn render(frame: &mut Frame, area: Rect, app: &App, snapshot: &Snapshot) {
+    let events = app.event_rows();
     let block = Block::bordered().title(format!(
-        " Events · {} recent, newest last ",
-        snapshot.events.len()
+        " Events · {} of {} recent, newest last · {} (e) {}",
+        events.len(),
+        snapshot.events.len(),
+        app.event_filter.label(),
+        if app.filter().is_empty() {
+            String::new()
+        } else {
+            format!("· search {:?} ", app.filter())
+        }
     ));
     if snapshot.events.is_empty() {
         frame.render_widget(
@@ -25,9 +34,9 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, snapshot: &Snapshot) {
         return;
     }
     let visible = usize::from(block.inner(area).height);
-    let end = snapshot.events.len().saturating_sub(app.event_scroll);
+    let end = events.len().saturating_sub(app.event_scroll);
     let start = end.saturating_sub(visible);
-    let lines: Vec<Line> = snapshot.events[start..end]
+    let lines: Vec<Line> = events[start..end]
         .iter()
         .map(|event| {
             let (label, style) = match event.level {

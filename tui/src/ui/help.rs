@@ -1,49 +1,61 @@
-//! The help overlay (`?`): keys and what the colours mean, drawn centred
-//! over the current view.
+//! The help overlay (`?`): every key and what the colours mean, drawn
+//! centred over the current view. The key list is `KEYS`, which the tests
+//! check against what `App::update` does.
 
-use crate::app::{HOT_CPU_PERCENT, HOT_QUEUE_DEPTH, STALE_HEARTBEAT_MS};
+use crate::app::{App, HOT_CPU_PERCENT, HOT_QUEUE_DEPTH, STALE_HEARTBEAT_MS};
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
-pub fn render(frame: &mut Frame, area: Rect) {
-    let key = |keys: &'static str, what: &'static str| {
-        Line::from(vec![
-            Span::styled(
-                format!("{keys:>14}  "),
-                Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
-            ),
-            Span::raw(what),
-        ])
-    };
-    let lines = vec![
-        key("q, Ctrl-C", "quit"),
-        key("Tab, ←→, h l", "switch view (1 2 3 jump)"),
-        key("↑↓, j k", "move the selection / scroll events"),
-        key("PgUp PgDn g G", "page, first, last"),
-        key("s", "change the sort order"),
-        key("/", "filter topics; Enter applies, Esc clears"),
-        key("p", "pause / resume updates"),
-        key("?, Esc", "close this help"),
-        Line::raw(""),
-        Line::from(vec![
-            Span::styled(
-                "red",
-                Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-            ),
-            Span::raw(format!(
-                ": CPU ≥ {HOT_CPU_PERCENT:.0}%, queue ≥ {HOT_QUEUE_DEPTH}, or heartbeat older than {} s (!)",
-                STALE_HEARTBEAT_MS / 1000
-            )),
-        ]),
-        Line::from(vec![
-            Span::styled("yellow", Style::new().fg(Color::Yellow)),
-            Span::raw(": getting there"),
-        ]),
-    ];
-    let width = area.width.min(72);
+/// Every key the console reacts to, with what it does.
+pub const KEYS: &[(&str, &str)] = &[
+    ("q, Ctrl-C", "quit"),
+    (
+        "1-6, Tab, ←→, h l",
+        "views: overview shards streams groups clients events",
+    ),
+    ("↑↓, j k", "move the selection / scroll events"),
+    ("PgUp PgDn g G", "page, first, last"),
+    (
+        "Enter",
+        "open: stream → topic → partition → segments; a group",
+    ),
+    ("Esc, Backspace", "clear the filter, then go back one level"),
+    ("w, W", "graph window: 1m 5m 15m 1h 6h"),
+    ("s", "sort (shards, clients)"),
+    ("/", "filter or search this view; Enter applies, Esc clears"),
+    ("e", "events: all levels, warn + error, errors only"),
+    ("d", "clients: disconnect the selected client (asks y/n)"),
+    ("L", "set the daemon's log level (asks y/n)"),
+    ("p", "pause / resume updates"),
+    ("?, Esc", "close this help"),
+];
+
+pub fn render(frame: &mut Frame, area: Rect, app: &App) {
+    let theme = &app.theme;
+    let mut lines: Vec<Line> = KEYS
+        .iter()
+        .map(|(keys, what)| {
+            Line::from(vec![
+                Span::styled(format!("{keys:>18}  "), theme.accent()),
+                Span::raw(*what),
+            ])
+        })
+        .collect();
+    lines.push(Line::raw(""));
+    lines.push(Line::from(vec![
+        Span::styled("red", theme.bad()),
+        Span::raw(format!(
+            ": CPU ≥ {HOT_CPU_PERCENT:.0}%, queue ≥ {HOT_QUEUE_DEPTH}, heartbeat older than {} s (!)",
+            STALE_HEARTBEAT_MS / 1000
+        )),
+    ]));
+    lines.push(Line::from(vec![
+        Span::styled("yellow", theme.warn()),
+        Span::raw(": getting there, or counters that moved"),
+    ]));
+    let width = area.width.min(80);
     let height = area
         .height
         .min(u16::try_from(lines.len()).unwrap_or(u16::MAX) + 2);
@@ -58,7 +70,7 @@ pub fn render(frame: &mut Frame, area: Rect) {
         Paragraph::new(lines).wrap(Wrap { trim: false }).block(
             Block::bordered()
                 .title(" iggy-top help ")
-                .border_style(Style::new().fg(Color::Cyan)),
+                .border_style(theme.accent()),
         ),
         popup,
     );

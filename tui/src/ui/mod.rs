@@ -1,26 +1,33 @@
 //! Pure render functions: `render(frame, app)` draws the whole screen from
 //! `App` and nothing else (no I/O, no clock, no state of its own), so every
 //! screen is testable with ratatui's `TestBackend`. Layout, top to bottom:
-//! header (`overview`), view tabs with the connection status, the current
-//! view (`shards`, `partitions`, `events`), a key hint line, and the help
-//! overlay (`help`) on top. Narrow or short terminals drop columns and
+//! the header (`overview::render_header`), view tabs with the graph window
+//! and the connection status, the current view (`overview`, `shards`,
+//! `streams`, `groups`, `clients`, `events`), a line for keys, prompts,
+//! confirmations and action results, and the help overlay (`help`) on top.
+//! With `NO_COLOR` a last pass removes every colour, so attributes (bold,
+//! reverse) carry the meaning. Narrow or short terminals drop columns and
 //! panels rather than wrapping.
 
+pub mod clients;
 pub mod events;
+pub mod graph;
+pub mod groups;
 pub mod help;
 pub mod overview;
-pub mod partitions;
 pub mod shards;
+pub mod streams;
 
-use crate::app::{App, Connection, View};
+use crate::app::{App, Connection, InputKind, View};
+use crate::theme::Depth;
 use ratatui::Frame;
 use ratatui::layout::{Alignment, Constraint, Layout, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::Color;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Tabs, Wrap};
 
 /// Rows the header takes.
-pub const HEADER_ROWS: u16 = 5;
+pub const HEADER_ROWS: u16 = 3;
 
 pub fn render(frame: &mut Frame, app: &App) {
     let [header, tabs, body, footer] = Layout::vertical([
@@ -30,12 +37,23 @@ pub fn render(frame: &mut Frame, app: &App) {
         Constraint::Length(1),
     ])
     .areas(frame.area());
-    overview::render(frame, header, app);
+    overview::render_header(frame, header, app);
     render_tabs(frame, tabs, app);
     render_body(frame, body, app);
     render_footer(frame, footer, app);
     if app.help {
-        help::render(frame, frame.area());
+        help::render(frame, frame.area(), app);
+    }
+    if app.theme.depth == Depth::Mono {
+        let area = frame.area();
+        let buffer = frame.buffer_mut();
+        for y in area.top()..area.bottom() {
+            for x in area.left()..area.right() {
+                if let Some(cell) = buffer.cell_mut((x, y)) {
+                    cell.set_fg(Color::Reset).set_bg(Color::Reset);
+                }
+            }
+        }
     }
 }
 
@@ -46,19 +64,17 @@ fn render_tabs(frame: &mut Frame, area: Rect, app: &App) {
         .min(area.width / 2);
     let [tabs_area, status_area] =
         Layout::horizontal([Constraint::Min(0), Constraint::Length(status_width + 1)]).areas(area);
-    let titles = View::ALL
-        .iter()
-        .enumerate()
-        .map(|(index, view)| format!("{} {}", index + 1, view.title()));
-    let selected = View::ALL.iter().position(|view| *view == app.view);
+    let narrow = area.width < 100;
+    let titles = View::ALL.iter().enumerate().map(|(index, view)| {
+        if narrow {
+            format!("{} {}", index + 1, &view.title()[..4])
+        } else {
+            format!("{} {}", index + 1, view.title())
+        }
+    });
     let tabs = Tabs::new(titles)
-        .select(selected)
-        .highlight_style(
-            Style::new()
-                .fg(Color::Black)
-                .bg(Color::Cyan)
-                .add_modifier(Modifier::BOLD),
-        )
+        .select(Some(app.view.index()))
+        .highlight_style(app.theme.selected())
         .divider("│");
     frame.render_widget(tabs, tabs_area);
     frame.render_widget(
@@ -69,20 +85,21 @@ fn render_tabs(frame: &mut Frame, area: Rect, app: &App) {
 
 fn status_span(app: &App) -> Span<'static> {
     if app.paused {
-        return Span::styled(
-            "⏸ PAUSED (p resumes)",
-            Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
-        );
+        return Span::styled("⏸ PAUSED (p resumes)", app.theme.warn());
     }
     match &app.connection {
-        Connection::Connecting => Span::styled("… connecting", Style::new().fg(Color::Yellow)),
+        Connection::Connecting => Span::styled("… connecting", app.theme.warn()),
         Connection::Connected(_) => Span::styled(
-            format!("● live, every {}", fmt_interval(app.interval)),
-            Style::new().fg(Color::Green),
+            format!(
+                "● live {} · {}",
+                fmt_interval(app.interval),
+                app.window.label()
+            ),
+            app.theme.good(),
         ),
         Connection::Disconnected { retry_in, .. } => Span::styled(
-            format!("✖ disconnected, retry in {}", fmt_interval(*retry_in)),
-            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+            format!("✖ reconnecting in {}", fmt_interval(*retry_in)),
+            app.theme.bad(),
         ),
     }
 }
@@ -97,20 +114,20 @@ fn render_body(frame: &mut Frame, area: Rect, app: &App) {
             let [banner, rest] =
                 Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
             let text = format!(
-                "disconnected: {reason}; showing the snapshot of {} UTC",
+                "reconnecting: {reason}; showing the snapshot of {} UTC",
                 fmt_clock(snapshot.taken_at_ms)
             );
-            frame.render_widget(
-                Paragraph::new(text).style(Style::new().fg(Color::White).bg(Color::Red)),
-                banner,
-            );
+            frame.render_widget(Paragraph::new(text).style(app.theme.banner()), banner);
             rest
         }
         _ => area,
     };
     match app.view {
+        View::Overview => overview::render(frame, area, app, snapshot),
         View::Shards => shards::render(frame, area, app, snapshot),
-        View::Topics => partitions::render(frame, area, app),
+        View::Streams => streams::render(frame, area, app),
+        View::Groups => groups::render(frame, area, app),
+        View::Clients => clients::render(frame, area, app),
         View::Events => events::render(frame, area, app, snapshot),
     }
 }
@@ -126,11 +143,11 @@ fn render_waiting(frame: &mut Frame, area: Rect, app: &App) {
         Connection::Disconnected { reason, retry_in } => {
             lines.push(Line::styled(
                 format!("No iggyd answers at {socket}"),
-                Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+                app.theme.bad(),
             ));
             lines.push(Line::from(reason.clone()));
             lines.push(Line::from(format!(
-                "Retrying in {}. Is iggyd running? Use --socket PATH for another socket. q quits.",
+                "Reconnecting in {}. Is iggyd running? Use --socket PATH for another socket. q quits.",
                 fmt_interval(*retry_in)
             )));
         }
@@ -150,33 +167,67 @@ fn render_waiting(frame: &mut Frame, area: Rect, app: &App) {
 }
 
 fn render_footer(frame: &mut Frame, area: Rect, app: &App) {
-    let key =
-        |text: &'static str| Span::styled(text, Style::new().fg(Color::Black).bg(Color::Gray));
-    let mut spans = vec![
+    let theme = &app.theme;
+    if let Some(action) = &app.confirm {
+        let line = Line::from(vec![
+            Span::styled(
+                format!(" {}? ", capitalized(&action.describe())),
+                theme.banner(),
+            ),
+            Span::raw("  y confirms, any other key cancels"),
+        ]);
+        frame.render_widget(Paragraph::new(line), area);
+        return;
+    }
+    if let Some(input) = &app.input {
+        let prompt = match input.kind {
+            InputKind::Filter => "filter: ",
+            InputKind::LogLevel => "log level (e.g. debug, info,iggyd::shard=trace): ",
+        };
+        let line = Line::from(vec![
+            Span::styled(prompt, theme.accent()),
+            Span::raw(input.text.clone()),
+            Span::styled("▏", theme.accent()),
+            Span::raw("  (Enter applies, Esc cancels)"),
+        ]);
+        frame.render_widget(Paragraph::new(line), area);
+        return;
+    }
+    let key = |text: &'static str| Span::styled(text, theme.key());
+    let mut spans = Vec::new();
+    if let Some((ok, message)) = &app.status {
+        spans.push(Span::styled(
+            format!("{message} "),
+            if *ok { theme.good() } else { theme.bad() },
+        ));
+    }
+    spans.extend([
         key("q"),
         Span::raw(" quit "),
         key("Tab"),
         Span::raw(" view "),
-        key("↑↓"),
-        Span::raw(" select "),
-        key("s"),
-        Span::raw(" sort "),
+        key("Enter"),
+        Span::raw(" open "),
+        key("Esc"),
+        Span::raw(" back "),
+        key("w"),
+        Span::raw(" window "),
         key("/"),
         Span::raw(" filter "),
         key("p"),
         Span::raw(if app.paused { " resume " } else { " pause " }),
         key("?"),
         Span::raw(" help"),
-    ];
-    if let Some(input) = &app.filter_input {
-        spans = vec![
-            Span::styled("filter: ", Style::new().fg(Color::Cyan)),
-            Span::raw(input.clone()),
-            Span::styled("▏", Style::new().fg(Color::Cyan)),
-            Span::raw("  (Enter applies, Esc clears)"),
-        ];
-    }
+    ]);
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
 }
 
 /// 950 -> "950", 15300 -> "15.3k", 2.5e6 -> "2.5M".

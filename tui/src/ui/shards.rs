@@ -1,8 +1,8 @@
 //! The shards view: one row per shard, grouped under a summary row per NUMA
 //! node, with CPU, throughput, inbox depth, p99 latency and heartbeat age;
 //! hot shards (CPU or queue) and stale heartbeats are coloured. Below it,
-//! when there is room, throughput sparklines per shard over the recent
-//! history. Columns are chosen by priority to fit the width, so 80 columns
+//! when there is room, the selected shard's graphs over the window
+//! (throughput, latency, loop busy %) from the daemon's history. Columns are chosen by priority to fit the width, so 80 columns
 //! keep the essentials and wide terminals show everything.
 
 use crate::api::{ShardStats, Snapshot};
@@ -11,8 +11,8 @@ use crate::ui::{fmt_age, fmt_mb_per_sec, fmt_rate};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Cell, Row, Sparkline, Table, TableState};
+
+use ratatui::widgets::{Block, Cell, Row, Table, TableState};
 
 /// Columns in display order. `priority` decides which survive on narrow
 /// terminals (lower survives longer).
@@ -211,20 +211,13 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, snapshot: &Snapshot) {
     }
     let table_rows = u16::try_from(rows.len() + groups.len()).unwrap_or(u16::MAX);
     let table_height = table_rows.saturating_add(3); // header + borders
-    // The sparkline panel: its border, the total and one line per shard;
-    // shown only when at least the total fits under the table.
-    let spark_wanted = u16::try_from(rows.len() + 1)
-        .unwrap_or(u16::MAX)
-        .saturating_add(2);
-    let spark_room = area.height.saturating_sub(table_height);
-    let (table_area, spark_area) = if spark_room >= 3 {
-        let [table, spark, _] = Layout::vertical([
-            Constraint::Length(table_height),
-            Constraint::Length(spark_wanted.min(spark_room)),
-            Constraint::Min(0),
-        ])
-        .areas(area);
-        (table, Some(spark))
+    // The selected shard's graphs take the rest when at least a small
+    // graph fits under the table.
+    let graph_room = area.height.saturating_sub(table_height);
+    let (table_area, spark_area) = if graph_room >= 6 {
+        let [table, graphs] =
+            Layout::vertical([Constraint::Length(table_height), Constraint::Min(0)]).areas(area);
+        (table, Some(graphs))
     } else {
         (area, None)
     };
@@ -274,52 +267,59 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, snapshot: &Snapshot) {
     frame.render_stateful_widget(table, table_area, &mut state);
 
     if let Some(spark_area) = spark_area {
-        render_sparklines(frame, spark_area, app, &rows);
+        render_shard_graphs(frame, spark_area, app, &rows);
     }
 }
 
-/// One line per shard (and the total first): label, current rate, and the
-/// history of messages in + out per second.
-fn render_sparklines(frame: &mut Frame, area: Rect, app: &App, rows: &[&ShardStats]) {
-    let block = Block::bordered().title(format!(
-        " Throughput msg/s, in + out, last {} samples ",
-        app.history.total.len()
-    ));
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    let mut series: Vec<(String, &std::collections::VecDeque<u64>, Style)> = vec![(
-        "all".to_string(),
-        &app.history.total,
-        Style::new().fg(Color::Cyan),
-    )];
-    for shard in rows {
-        if let Some(history) = app.history.shards.get(&shard.shard) {
-            series.push((
-                format!("shard {}", shard.shard),
-                history,
-                Style::new().fg(Color::Green),
-            ));
-        }
-    }
-    const LABEL_WIDTH: u16 = 17;
-    for (line, (label, history, style)) in series.into_iter().enumerate() {
-        let line = u16::try_from(line).unwrap_or(u16::MAX);
-        if line >= inner.height {
-            break;
-        }
-        let row = Rect::new(inner.x, inner.y + line, inner.width, 1);
-        let [label_area, spark_area] =
-            Layout::horizontal([Constraint::Length(LABEL_WIDTH), Constraint::Min(0)]).areas(row);
-        let latest = history.back().copied().unwrap_or(0);
-        let text = Line::from(vec![
-            Span::styled(format!("{label:<8}"), Style::new().fg(Color::DarkGray)),
-            Span::raw(format!("{:>8}", fmt_rate(latest as f64))),
-        ]);
-        frame.render_widget(text, label_area);
-        // The newest samples that fit, oldest on the left.
-        let fit = usize::from(spark_area.width);
-        let skip = history.len().saturating_sub(fit);
-        let data: Vec<u64> = history.iter().skip(skip).copied().collect();
-        frame.render_widget(Sparkline::default().data(&data).style(style), spark_area);
-    }
+/// Graphs of the selected shard over the window: throughput in and out,
+/// request latency p50/p99, and its loop's busy %.
+fn render_shard_graphs(frame: &mut Frame, area: Rect, app: &App, rows: &[&ShardStats]) {
+    use crate::api::history::name;
+    use crate::series;
+    use crate::ui::graph::{self, Line3};
+    let Some(shard) = rows.get(app.shard_selected) else {
+        return;
+    };
+    let id = shard.shard;
+    let line = |metric: &str, label: &'static str, style: Style| Line3 {
+        label,
+        points: series::points(&app.history, app.window, &name::shard(id, metric)),
+        style,
+    };
+    let theme = &app.theme;
+    let areas = Layout::horizontal([Constraint::Ratio(1, 3); 3]).split(area);
+    graph::render(
+        frame,
+        areas[0],
+        theme,
+        &format!("shard {id} msg/s"),
+        app.window,
+        &[
+            line(name::MESSAGES_IN, "in", theme.series_in()),
+            line(name::MESSAGES_OUT, "out", theme.series_out()),
+        ],
+        fmt_rate,
+    );
+    graph::render(
+        frame,
+        areas[1],
+        theme,
+        "latency µs",
+        app.window,
+        &[
+            line(name::REQUEST_P50, "p50", theme.series_in()),
+            line(name::REQUEST_P99, "p99", theme.series_third()),
+            line(name::QUEUE_WAIT_P99, "inbox p99", theme.series_out()),
+        ],
+        fmt_rate,
+    );
+    graph::render(
+        frame,
+        areas[2],
+        theme,
+        "loop busy %",
+        app.window,
+        &[line(name::BUSY_PERCENT, "busy", theme.series_third())],
+        |percent| format!("{percent:.0}%"),
+    );
 }

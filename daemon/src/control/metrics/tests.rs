@@ -87,6 +87,7 @@ fn populated() -> (DaemonSource, tempfile::TempDir) {
             current_offset: messages - 1,
             durable_next_offset: durable_next,
             sealed_segments: Vec::new(),
+            segments: Vec::new(),
             consumer_offsets: committed
                 .map(|offset| {
                     (

@@ -22,7 +22,7 @@ impl FakeSource {
     /// buffers quickly).
     fn with_padding(padding: usize) -> Arc<FakeSource> {
         let response: Response = serde_json::from_str(GOLDEN_SNAPSHOT).unwrap();
-        let Body::Payload(Payload::Snapshot { mut snapshot }) = response.body else {
+        let Body::Payload(Payload::Snapshot { mut snapshot, .. }) = response.body else {
             panic!("golden file is not a snapshot");
         };
         if padding > 0 {

@@ -527,7 +527,18 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         Ok((ack, durability))
     }
 
+    /// Partition numbers for requests (GetStreams and friends): no segment
+    /// list, so a flood of them costs no allocation per segment.
     pub fn report(&self) -> Vec<PartitionReport> {
+        self.report_of(false)
+    }
+
+    /// The once-a-second report: also every segment (the console's view).
+    pub fn published_report(&self) -> Vec<PartitionReport> {
+        self.report_of(true)
+    }
+
+    fn report_of(&self, segments: bool) -> Vec<PartitionReport> {
         self.partitions
             .values()
             .map(|partition| PartitionReport {
@@ -542,6 +553,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                     .map(|segment| (segment.size_bytes, segment.last_timestamp))
                     .collect(),
                 consumer_offsets: partition.offsets.iter().collect(),
+                segments: if segments {
+                    partition.log.segment_infos()
+                } else {
+                    Vec::new()
+                },
             })
             .collect()
     }

@@ -1,0 +1,148 @@
+//! The Groups view: every consumer group (stream/topic/group, members,
+//! lag) with the selected group's lag over the window; Enter opens a group:
+//! its partitions (stored offset, lag, the member holding it) and its
+//! members, with the lag graph. It only reads `App`.
+
+use crate::api::history::name;
+use crate::app::App;
+use crate::series;
+use crate::ui::fmt_count;
+use crate::ui::graph::{self, Line3};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, TableState};
+
+pub fn render(frame: &mut Frame, area: Rect, app: &App) {
+    let theme = &app.theme;
+    let graph_rows = if area.height >= 16 {
+        area.height / 3
+    } else {
+        0
+    };
+    let [table_area, graph_area] =
+        Layout::vertical([Constraint::Min(0), Constraint::Length(graph_rows)]).areas(area);
+    let lag_of = |stream_id: u32, topic_id: u32, group_id: u32| {
+        series::points(
+            &app.history,
+            app.window,
+            &name::group(stream_id, topic_id, group_id),
+        )
+    };
+    let (table, lag) = if let Some((topic, group)) = app.open_group() {
+        let title = format!(
+            " groups › {}/{}/{} · {} members · lag {} · Esc goes back ",
+            topic.stream,
+            topic.topic,
+            group.name,
+            group.members,
+            fmt_count(group.lag)
+        );
+        let holder = |partition_id: u32| {
+            group
+                .member_list
+                .iter()
+                .find(|member| member.partitions.contains(&partition_id))
+                .map_or("-".to_string(), |member| {
+                    member.member.trim_start_matches('0').to_string()
+                })
+        };
+        let rows: Vec<Row> = app
+            .group_partition_rows()
+            .iter()
+            .map(|partition| {
+                Row::new(vec![
+                    Cell::from(partition.partition_id.to_string()),
+                    Cell::from(
+                        partition
+                            .offset
+                            .map_or("-".into(), |offset| offset.to_string()),
+                    ),
+                    Cell::from(fmt_count(partition.lag)),
+                    Cell::from(holder(partition.partition_id)),
+                ])
+            })
+            .collect();
+        let table = Table::new(
+            rows,
+            [
+                Constraint::Length(9),
+                Constraint::Length(12),
+                Constraint::Length(9),
+                Constraint::Min(8),
+            ],
+        )
+        .header(Row::new(["partition", "offset", "lag", "member"]).style(theme.dim()))
+        .block(
+            Block::bordered()
+                .border_style(theme.border())
+                .title(Line::styled(title, theme.accent())),
+        )
+        .row_highlight_style(theme.selected())
+        .highlight_symbol("▶ ");
+        let lag = lag_of(topic.stream_id, topic.topic_id, group.group_id);
+        ((table, app.group_partition_selected), lag)
+    } else {
+        let groups = app.group_rows();
+        let rows: Vec<Row> = groups
+            .iter()
+            .map(|(topic, group)| {
+                Row::new(vec![
+                    Cell::from(format!("{}/{}", topic.stream, topic.topic)),
+                    Cell::from(group.name.clone()),
+                    Cell::from(group.members.to_string()),
+                    Cell::from(fmt_count(group.lag)),
+                ])
+            })
+            .collect();
+        if rows.is_empty() {
+            frame.render_widget(
+                Paragraph::new("No consumer groups.")
+                    .block(Block::bordered().title(" Consumer groups ")),
+                area,
+            );
+            return;
+        }
+        let title = format!(" Consumer groups · {} · Enter opens ", groups.len());
+        let lag = groups
+            .get(app.group_selected)
+            .map(|(topic, group)| lag_of(topic.stream_id, topic.topic_id, group.group_id))
+            .unwrap_or_default();
+        let table = Table::new(
+            rows,
+            [
+                Constraint::Min(16),
+                Constraint::Min(10),
+                Constraint::Length(7),
+                Constraint::Length(9),
+            ],
+        )
+        .header(Row::new(["topic", "group", "members", "lag"]).style(theme.dim()))
+        .block(
+            Block::bordered()
+                .border_style(theme.border())
+                .title(Line::styled(title, theme.accent())),
+        )
+        .row_highlight_style(theme.selected())
+        .highlight_symbol("▶ ");
+        ((table, app.group_selected), lag)
+    };
+    let (table, selected) = table;
+    let mut state = TableState::default().with_selected(Some(selected));
+    frame.render_stateful_widget(table, table_area, &mut state);
+    if graph_area.height >= 3 {
+        graph::render(
+            frame,
+            graph_area,
+            theme,
+            "lag",
+            app.window,
+            &[Line3 {
+                label: "messages",
+                points: lag,
+                style: theme.series_third(),
+            }],
+            crate::ui::fmt_rate,
+        );
+    }
+}
