@@ -187,12 +187,14 @@ fn level_table(app: &App) -> Table4 {
                         Cell::from(partition.current_offset.to_string()),
                         Cell::from(partition.durable_next_offset.to_string()),
                         Cell::from(fmt_rate(rate(stream_id, topic_id, partition.partition_id))),
+                        Cell::from(fmt_count(partition.consumer_offsets)),
                     ])
                 })
                 .collect();
             (
                 vec![
                     "part", "shard", "messages", "stored", "segs", "offset", "durable", "msg/s",
+                    "offsets",
                 ],
                 rows,
                 vec![
@@ -203,6 +205,7 @@ fn level_table(app: &App) -> Table4 {
                     Constraint::Length(4),
                     Constraint::Length(10),
                     Constraint::Length(10),
+                    Constraint::Length(7),
                     Constraint::Length(7),
                 ],
                 keys,
