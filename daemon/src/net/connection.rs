@@ -30,7 +30,7 @@ use crate::net::admission::{SecurityCounters, Ticket};
 use crate::net::context::NetContext;
 use iggyd_wire::protocol::codes::{EvictionReason, HEADER_COMMAND_REQUEST};
 use iggyd_wire::protocol::frame::check_frame_size;
-use iggyd_wire::protocol::header::RequestHeader;
+use iggyd_wire::protocol::header::{RequestHeader, declared_size};
 use iggyd_wire::protocol::limits::HEADER_SIZE;
 use iggyd_wire::protocol::reply::encode_eviction;
 use monoio::buf::IoBufMut;
@@ -302,10 +302,10 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
             }
             Err(error) => return End::Io(error),
         }
-        let size = u32::from_le_bytes([header[48], header[49], header[50], header[51]]);
-        let total = match check_frame_size(size) {
-            Ok(total) => total,
-            Err(error) => return End::Protocol(error.to_string()),
+        let total = match declared_size(&header).map(check_frame_size) {
+            Some(Ok(total)) => total,
+            Some(Err(error)) => return End::Protocol(error.to_string()),
+            None => return End::Protocol("a short header".to_string()),
         };
         if session.login.is_none() && total > limits.login_frame_bytes_max {
             return refuse_login_frame(context, session, &header, total, &mut stream).await;

@@ -13,11 +13,8 @@ use xxhash_rust::xxh3::xxh3_64;
 use super::codes::HEADER_COMMAND_REQUEST;
 use super::command::Command;
 use super::error::WireError;
-use super::header::RequestHeader;
+use super::header::{COMMAND_AT, RequestHeader, declared_size};
 use super::limits::{FRAME_SIZE_MAX, HEADER_SIZE};
-
-const SIZE_OFFSET: usize = 48;
-const COMMAND_OFFSET: usize = 60;
 
 /// Checks the header `size` field against §2.9.
 pub fn check_frame_size(size: u32) -> Result<usize, WireError> {
@@ -35,13 +32,11 @@ pub fn check_frame_size(size: u32) -> Result<usize, WireError> {
 /// byte is unacceptable. The result never exceeds 64 MiB, so it is safe to
 /// allocate a buffer of that length.
 pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, WireError> {
-    let Some(size_bytes) = buf.get(SIZE_OFFSET..SIZE_OFFSET + 4) else {
+    let Some(size) = declared_size(buf) else {
         return Ok(None);
     };
-    let mut size = [0u8; 4];
-    size.copy_from_slice(size_bytes);
-    let length = check_frame_size(u32::from_le_bytes(size))?;
-    if let Some(command) = buf.get(COMMAND_OFFSET).copied()
+    let length = check_frame_size(size)?;
+    if let Some(command) = buf.get(COMMAND_AT).copied()
         && command != HEADER_COMMAND_REQUEST
     {
         return Err(WireError::NotARequest { found: command });

@@ -79,7 +79,19 @@ fn encode_fields<H>(mut fields: H, walk: fn(&mut H, &mut Walk<'_>)) -> [u8; HEAD
 }
 
 /// The command byte of the common prefix (§2.2).
-const COMMAND_AT: usize = 60;
+pub const COMMAND_AT: usize = 60;
+/// The `size` field (u32 LE, the whole frame with its header) of the common
+/// prefix (§2.2), the only field read before a frame is complete.
+pub const SIZE_AT: usize = 48;
+
+/// The `size` field of a header's first bytes, or `None` while fewer than
+/// its four bytes are there.
+pub fn declared_size(header: &[u8]) -> Option<u32> {
+    let bytes = header.get(SIZE_AT..SIZE_AT + 4)?;
+    let mut size = [0u8; 4];
+    size.copy_from_slice(bytes);
+    Some(u32::from_le_bytes(size))
+}
 
 /// Request header (client → server).
 ///
@@ -130,7 +142,7 @@ impl RequestHeader {
         walk.field(0, &mut self.checksum);
         walk.field(16, &mut self.checksum_body);
         walk.field(32, &mut self.cluster);
-        walk.field(48, &mut self.size);
+        walk.field(SIZE_AT, &mut self.size);
         walk.field(52, &mut self.view);
         walk.field(56, &mut self.release);
         walk.field(COMMAND_AT, &mut self.command);
@@ -211,7 +223,7 @@ impl ReplyHeader {
     /// constant 8 and not a field.
     fn walk(&mut self, walk: &mut Walk<'_>) {
         walk.field(32, &mut self.cluster);
-        walk.field(48, &mut self.size);
+        walk.field(SIZE_AT, &mut self.size);
         walk.field(52, &mut self.view);
         walk.field(56, &mut self.release);
         walk.field(128, &mut self.request_checksum);
