@@ -145,14 +145,27 @@ impl<I: StorageIo> PartitionLog<I> {
         {
             return Err(self.poison(format!("purge: {error}")));
         }
+        self.reload_from_disk("purge").await?;
+        self.durable_next_offset = self.next_offset;
+        self.synced_bytes = self.written_bytes;
+        self.synced_messages = self.written_messages;
+        Ok(deleted)
+    }
+
+    /// Rebuilds the in-memory state from the partition's files (recovery:
+    /// segments, indexes, the active segment's handles and tail) after an
+    /// operation changed them under it (purge, truncation). Durability
+    /// watermarks are the caller's to set. A failure poisons: the files
+    /// changed and the old state no longer describes them.
+    pub(super) async fn reload_from_disk(&mut self, what: &str) -> Result<(), StorageError> {
         let recovered = match recover(&self.io, &self.dir, self.config.index_sample_every).await {
             Ok(recovered) => recovered,
             Err(error) => {
-                return Err(self.poison(format!("purge could not create segment 0: {error}")));
+                return Err(self.poison(format!("{what}: recovery failed: {error}")));
             }
         };
         let Some(active) = recovered.segments.last() else {
-            return Err(self.poison("purge: recovery returned no segment".to_string()));
+            return Err(self.poison(format!("{what}: recovery returned no segment")));
         };
         let opened = open_active(
             &self.io,
@@ -165,7 +178,9 @@ impl<I: StorageIo> PartitionLog<I> {
         let (active_log, active_read, active_index) = match opened {
             Ok(files) => files,
             Err(error) => {
-                return Err(self.poison(format!("purge could not open segment 0: {error}")));
+                return Err(self.poison(format!(
+                    "{what}: could not open the active segment: {error}"
+                )));
             }
         };
         let next_offset = active.next_offset;
@@ -175,10 +190,6 @@ impl<I: StorageIo> PartitionLog<I> {
         self.active_read = active_read;
         self.active_index = active_index;
         self.next_offset = next_offset;
-        self.durable_next_offset = next_offset;
-        self.synced_bytes = self.written_bytes;
-        self.synced_messages = self.written_messages;
-        self.load_tail(size_bytes).await?;
-        Ok(deleted)
+        self.load_tail(size_bytes).await
     }
 }

@@ -142,12 +142,14 @@ pub mod io;
 pub mod layout;
 pub mod limits;
 pub mod partition_log;
+pub mod raft;
 pub mod read;
 mod read_ahead;
 pub mod write;
 pub mod recovery;
 pub mod segment;
 pub mod trash;
+mod truncate;
 // The test double (also built for other crates' tests with `sim`): a panic
 // there fails a test, it never runs in the daemon.
 #[cfg(any(test, feature = "sim"))]

@@ -160,7 +160,7 @@ impl ReadWindow {
 
 impl<I: StorageIo> PartitionLog<I> {
     /// Segment `segment_number` (0 = oldest).
-    fn segment_at(&self, segment_number: usize) -> Result<&Segment, StorageError> {
+    pub(super) fn segment_at(&self, segment_number: usize) -> Result<&Segment, StorageError> {
         self.segments
             .get(segment_number)
             .ok_or_else(|| StorageError::Layout {

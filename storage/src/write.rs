@@ -106,6 +106,16 @@ impl<I: StorageIo> PartitionLog<I> {
     /// A write failure there fails this append and drops every pending
     /// batch (the epoch's `rollbacks` changes).
     pub async fn append(&mut self, batch: &ValidBatch) -> Result<AppendResult, StorageError> {
+        self.append_at(batch, None).await
+    }
+
+    /// [`Self::append`], stamped with `timestamp` when given (a replica
+    /// keeps its leader's) instead of this log's clock.
+    pub(super) async fn append_at(
+        &mut self,
+        batch: &ValidBatch,
+        timestamp: Option<u64>,
+    ) -> Result<AppendResult, StorageError> {
         self.check_writable()?;
         let batch_len = batch.len() as u64;
         if batch_len > BATCH_BYTES_MAX {
@@ -139,7 +149,8 @@ impl<I: StorageIo> PartitionLog<I> {
             }
             self.grow_tail(batch_len as usize);
         }
-        let timestamp = self.clock.now_micros().max(self.last_timestamp);
+        let timestamp =
+            timestamp.unwrap_or_else(|| self.clock.now_micros().max(self.last_timestamp));
         let base_offset = self.next_offset;
         let position = self.tail.end();
         let at = self.tail.buf().len();

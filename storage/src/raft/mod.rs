@@ -1,0 +1,469 @@
+//! A partition's segment log as a Raft log, independent of the consensus
+//! library: every Raft entry has an index and a term; a data entry is one
+//! stored batch of the partition's segment log, a blank entry (a new
+//! leader's first) and a membership entry (a change of the replica set)
+//! have no messages. The messages stay the segment log's alone, with dense
+//! offsets; the entry table (`entries.rs`) translates a Raft index to its
+//! batch, the configurations (`configs.rs`) hold membership payloads, and
+//! the state file (`state.rs`) the vote, the committed entry and the purge
+//! point. The adapter of a consensus library (crate `iggyd-raft`) speaks
+//! its types on top of this.
+//!
+//! Every replica stores the same bytes: the leader stamps a batch (offsets,
+//! server time) before it is proposed, and every replica, the leader
+//! included, appends it as stamped (`PartitionLog::append_replica`), after
+//! checking that it continues the log.
+//!
+//! Crash consistency: data is written before the records that name it, and
+//! records are dropped before the data they name, so open only ever finds
+//! data without records (cut from the log) or records whose data was lost
+//! (cut from the table), never the reverse in the middle. Nothing cut was
+//! acknowledged: an acknowledgement needs both written (and, for
+//! `persisted`, fsynced) on a majority.
+//!
+//! Must not: decide what is committed (the consensus library does), serve
+//! consumers (the pump caps their reads at what is committed), or panic on
+//! file content.
+
+pub mod configs;
+pub mod entries;
+pub mod state;
+#[cfg(test)]
+mod tests;
+
+use crate::io::StorageIo;
+use crate::partition_log::{Clock, PartitionConfig, PartitionLog};
+use crate::{BufferPool, StorageError};
+use configs::Configs;
+use entries::{EntryKind, EntryRecord, EntryTable, MESSAGES_MAX};
+use iggyd_wire::batch::ValidBatch;
+pub use state::{LogPosition, RaftState};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+/// The directory of a partition that holds its Raft files.
+pub const RAFT_DIR: &str = "raft";
+
+/// What an entry carries, to append.
+#[derive(Debug)]
+pub enum EntryBody<'a> {
+    /// A batch stamped by the leader (base offset = the log's next offset).
+    Data(&'a ValidBatch),
+    Blank,
+    /// The consensus library's encoded membership configuration.
+    Membership(&'a [u8]),
+}
+
+/// What an entry carries, read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredBody {
+    /// The stored batch record, as consumers are served it.
+    Data(Vec<u8>),
+    Blank,
+    Membership(Vec<u8>),
+}
+
+/// One entry read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEntry {
+    pub index: u64,
+    pub term: u64,
+    pub body: StoredBody,
+}
+
+/// What open found and repaired.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RaftRecovery {
+    /// Entry records dropped: torn, or naming data the log lost.
+    pub entries_dropped: u64,
+    /// Messages cut from the log that no entry named (written before a
+    /// crash took their records).
+    pub messages_cut: u64,
+}
+
+/// A partition's Raft log.
+pub struct RaftLog<I: StorageIo> {
+    io: I,
+    raft_dir: PathBuf,
+    log: PartitionLog<I>,
+    entries: EntryTable<I>,
+    configs: Configs<I>,
+    state: RaftState,
+    /// The committed entry changed since the state file was written.
+    committed_unsaved: bool,
+}
+
+impl<I: StorageIo> std::fmt::Debug for RaftLog<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftLog")
+            .field("log", &self.log)
+            .field("entries", &self.entries)
+            .field("state", &self.state)
+            .finish()
+    }
+}
+
+impl<I: StorageIo + Clone> RaftLog<I> {
+    /// Opens (creating when missing) and recovers the partition in
+    /// `partition_dir`: the segment log, then the Raft files, then the two
+    /// reconciled (see the module doc).
+    pub async fn open(
+        io: I,
+        partition_dir: &Path,
+        config: PartitionConfig,
+        clock: Rc<dyn Clock>,
+        pool: BufferPool,
+    ) -> Result<(RaftLog<I>, RaftRecovery), StorageError> {
+        let mut log = PartitionLog::open(io.clone(), partition_dir, config, clock, pool).await?;
+        let raft_dir = partition_dir.join(RAFT_DIR);
+        let (mut entries, dropped) = EntryTable::open(io.clone(), &raft_dir).await?;
+        let mut configs = Configs::open(io.clone(), &raft_dir).await?;
+        let mut state = RaftState::load(&io, &raft_dir).await?;
+        let mut recovery = RaftRecovery {
+            entries_dropped: dropped,
+            messages_cut: 0,
+        };
+        // The entries whose data or configuration is missing go, with
+        // everything after them. Data is lost only as a suffix of the
+        // offsets, so the walk back ends at the last data entry whose
+        // batch is whole; blank and membership entries after a lost batch
+        // go with it.
+        let mut keep = entries.last().map(|last| last.index);
+        let mut at = keep;
+        while let Some(index) = at {
+            if entries.first_index().is_none_or(|first| index < first) {
+                break;
+            }
+            let Some(record) = entries.get(index).await? else {
+                break;
+            };
+            let below = index.checked_sub(1);
+            match record.kind {
+                EntryKind::Data if record.value + u64::from(record.count) <= log.next_offset() => {
+                    break;
+                }
+                EntryKind::Data => keep = below,
+                EntryKind::Membership if configs.at(record.value).is_none() => keep = below,
+                EntryKind::Membership | EntryKind::Blank => {}
+            }
+            at = below;
+        }
+        let before = entries.last().map(|last| last.index);
+        if keep != before {
+            recovery.entries_dropped += before.unwrap_or(0) - keep.unwrap_or(0);
+            entries.truncate_after(keep).await?;
+        }
+        configs.truncate_after(keep).await?;
+        // Messages no entry names go too.
+        let named_end = RaftLog::<I>::data_end(&entries, log.first_offset()).await?;
+        if log.next_offset() > named_end {
+            recovery.messages_cut = log.next_offset() - named_end;
+            log.truncate_from(named_end).await?;
+        }
+        if let (Some(committed), Some(last)) = (state.committed, entries.last())
+            && committed.0 > last.index
+        {
+            state.committed = Some((last.index, last.term));
+        }
+        Ok((
+            RaftLog {
+                io,
+                raft_dir,
+                log,
+                entries,
+                configs,
+                state,
+                committed_unsaved: false,
+            },
+            recovery,
+        ))
+    }
+
+    /// Where the data named by the table ends: one past the last data
+    /// entry's last message, or `first_offset` when none is named.
+    async fn data_end(entries: &EntryTable<I>, first_offset: u64) -> Result<u64, StorageError> {
+        let mut index = entries.last().map(|last| last.index);
+        while let Some(at) = index {
+            if Some(at) < entries.first_index() {
+                break;
+            }
+            match entries.get(at).await? {
+                Some(record) if record.kind == EntryKind::Data => {
+                    return Ok(record.value + u64::from(record.count));
+                }
+                Some(_) => index = at.checked_sub(1),
+                None => break,
+            }
+        }
+        Ok(first_offset)
+    }
+
+    /// The partition's messages (the pump serves polls from it).
+    pub fn partition(&self) -> &PartitionLog<I> {
+        &self.log
+    }
+
+    pub fn partition_mut(&mut self) -> &mut PartitionLog<I> {
+        &mut self.log
+    }
+
+    /// The last entry's position, or the purge point when no entry is left.
+    pub fn last(&self) -> Option<LogPosition> {
+        self.entries
+            .last()
+            .map(|last| (last.index, last.term))
+            .or(self.state.purged)
+    }
+
+    /// The first index the log still holds.
+    pub fn first_index(&self) -> Option<u64> {
+        self.entries.first_index()
+    }
+
+    pub fn purged(&self) -> Option<LogPosition> {
+        self.state.purged
+    }
+
+    pub fn vote(&self) -> Option<&[u8]> {
+        self.state.vote.as_deref()
+    }
+
+    /// Saves the vote durably before returning (a node must not forget a
+    /// vote it cast).
+    pub async fn save_vote(&mut self, vote: &[u8]) -> Result<(), StorageError> {
+        self.state.vote = Some(vote.to_vec());
+        self.state.save(&self.io, &self.raft_dir).await?;
+        self.committed_unsaved = false;
+        Ok(())
+    }
+
+    pub fn committed(&self) -> Option<LogPosition> {
+        self.state.committed
+    }
+
+    /// Records the committed entry; saved with the next state write and at
+    /// [`Self::close`] (a hint: a restarted node learns it again).
+    pub fn set_committed(&mut self, committed: Option<LogPosition>) {
+        if self.state.committed != committed {
+            self.state.committed = committed;
+            self.committed_unsaved = true;
+        }
+    }
+
+    /// Appends one entry (`index` one past the last). Nothing is written
+    /// until [`Self::write_pending`].
+    pub async fn append(
+        &mut self,
+        index: u64,
+        term: u64,
+        body: EntryBody<'_>,
+    ) -> Result<(), StorageError> {
+        if let Some((last_index, last_term)) = self.last()
+            && (index != last_index + 1 || term < last_term)
+        {
+            return Err(StorageError::Layout {
+                path: self.raft_dir.clone(),
+                reason: format!(
+                    "entry {index} (term {term}) does not follow entry {last_index} (term {last_term})"
+                ),
+            });
+        }
+        let record = match body {
+            EntryBody::Data(batch) => {
+                let count = batch.message_count();
+                if count > MESSAGES_MAX {
+                    return Err(StorageError::BatchTooLarge {
+                        found: u64::from(count),
+                        max: u64::from(MESSAGES_MAX),
+                    });
+                }
+                let appended = self.log.append_replica(batch).await?;
+                assert!(appended.last_offset + 1 == appended.base_offset + u64::from(count));
+                EntryRecord {
+                    index,
+                    term,
+                    kind: EntryKind::Data,
+                    value: appended.base_offset,
+                    count,
+                }
+            }
+            EntryBody::Blank => EntryRecord {
+                index,
+                term,
+                kind: EntryKind::Blank,
+                value: 0,
+                count: 0,
+            },
+            EntryBody::Membership(payload) => {
+                let position = self.configs.append(index, term, payload).await?;
+                EntryRecord {
+                    index,
+                    term,
+                    kind: EntryKind::Membership,
+                    value: position,
+                    count: 0,
+                }
+            }
+        };
+        self.entries.append(record).await
+    }
+
+    /// Writes what is appended: the data first, then the records naming it.
+    pub async fn write_pending(&mut self) -> Result<(), StorageError> {
+        self.log.write_pending().await?;
+        self.entries.write_pending().await
+    }
+
+    /// Makes everything appended durable.
+    pub async fn sync(&mut self) -> Result<(), StorageError> {
+        self.write_pending().await?;
+        self.log.sync().await?;
+        self.entries.sync().await
+    }
+
+    /// The entry at `index` (written data only: call
+    /// [`Self::write_pending`] first), or `None` when the log does not hold
+    /// it (purged, or past the end).
+    pub async fn get(&self, index: u64) -> Result<Option<StoredEntry>, StorageError> {
+        if self.entries.first_index().is_none_or(|first| index < first)
+            || self.state.purged.is_some_and(|(purged, _)| index <= purged)
+        {
+            return Ok(None);
+        }
+        let Some(record) = self.entries.get(index).await? else {
+            return Ok(None);
+        };
+        let body = match record.kind {
+            EntryKind::Blank => StoredBody::Blank,
+            EntryKind::Membership => match self.configs.at(record.value) {
+                Some(config) => StoredBody::Membership(config.payload.clone()),
+                None => {
+                    return Err(StorageError::Layout {
+                        path: self.raft_dir.clone(),
+                        reason: format!("entry {index} names a configuration that is gone"),
+                    });
+                }
+            },
+            EntryKind::Data => {
+                let read = self
+                    .log
+                    .read_by_offset(record.value, record.count, u64::MAX)
+                    .await?;
+                if read.first_offset != Some(record.value)
+                    || read.message_count != record.count
+                    || read.records != 1
+                {
+                    return Err(StorageError::Layout {
+                        path: self.raft_dir.clone(),
+                        reason: format!(
+                            "entry {index} names the batch at offset {} ({} messages) that the log does not hold whole",
+                            record.value, record.count
+                        ),
+                    });
+                }
+                StoredBody::Data(read.records_bytes().into_owned())
+            }
+        };
+        Ok(Some(StoredEntry {
+            index,
+            term: record.term,
+            body,
+        }))
+    }
+
+    /// The term of entry `index` (also of the purge point), if known.
+    pub async fn term_of(&self, index: u64) -> Result<Option<u64>, StorageError> {
+        if let Some((purged, term)) = self.state.purged
+            && index == purged
+        {
+            return Ok(Some(term));
+        }
+        Ok(self.entries.get(index).await?.map(|record| record.term))
+    }
+
+    /// The offset one past the last message of the data entries up to
+    /// `index` (what consumers may see once `index` is committed).
+    pub async fn messages_end_through(&self, index: u64) -> Result<u64, StorageError> {
+        let mut at = Some(index);
+        while let Some(current) = at {
+            if self
+                .entries
+                .first_index()
+                .is_none_or(|first| current < first)
+            {
+                break;
+            }
+            match self.entries.get(current).await? {
+                Some(record) if record.kind == EntryKind::Data => {
+                    return Ok(record.value + u64::from(record.count));
+                }
+                Some(_) => at = current.checked_sub(1),
+                None => break,
+            }
+        }
+        Ok(self.log.first_offset())
+    }
+
+    /// Drops every entry after `keep` (all for `None`): the records and
+    /// configurations first, then the messages they named.
+    pub async fn truncate_after(&mut self, keep: Option<u64>) -> Result<(), StorageError> {
+        if let (Some(keep), Some((committed, _))) = (keep, self.state.committed) {
+            assert!(
+                keep >= committed,
+                "a truncation after {keep} below the committed {committed}"
+            );
+        }
+        self.write_pending().await?;
+        let first_cut = match keep {
+            Some(keep) => keep + 1,
+            None => self.entries.first_index().unwrap_or(0),
+        };
+        // The first dropped data entry's offset: where the messages end.
+        let mut cut_offset = None;
+        if let Some(last) = self.entries.last() {
+            let mut at = first_cut;
+            while at <= last.index {
+                if let Some(record) = self.entries.get(at).await?
+                    && record.kind == EntryKind::Data
+                {
+                    cut_offset = Some(record.value);
+                    break;
+                }
+                at += 1;
+            }
+        }
+        self.entries.truncate_after(keep).await?;
+        self.configs.truncate_after(keep).await?;
+        if let Some(offset) = cut_offset {
+            self.log.truncate_from(offset).await?;
+        }
+        Ok(())
+    }
+
+    /// Marks every entry through `position` purged (the consensus library
+    /// no longer needs them); entry files wholly below it are removed. The
+    /// messages stay: retention deletes those.
+    pub async fn purge_through(&mut self, position: LogPosition) -> Result<(), StorageError> {
+        if self
+            .state
+            .purged
+            .is_some_and(|(purged, _)| purged >= position.0)
+        {
+            return Ok(());
+        }
+        self.state.purged = Some(position);
+        self.state.save(&self.io, &self.raft_dir).await?;
+        self.committed_unsaved = false;
+        self.entries.purge_through(position.0).await
+    }
+
+    /// Shutdown: everything durable, the committed entry saved.
+    pub async fn close(&mut self) -> Result<(), StorageError> {
+        self.sync().await?;
+        if self.committed_unsaved {
+            self.state.save(&self.io, &self.raft_dir).await?;
+            self.committed_unsaved = false;
+        }
+        self.log.close().await
+    }
+}
