@@ -27,6 +27,7 @@ rustPlatform.buildRustPackage {
       ../wire
       ../storage
       ../metadata
+      ../raft
       ../daemon
       ../admin-api
       ../testkit

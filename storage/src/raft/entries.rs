@@ -462,12 +462,13 @@ impl<I: StorageIo> EntryTable<I> {
     }
 
     /// Removes the files whose every record is at or below `index` (the
-    /// log is purged through it; the partially purged file stays).
+    /// log is purged through it; the partially purged file stays; purged
+    /// past its end, the table is empty and takes any index next).
     pub async fn purge_through(&mut self, index: u64) -> Result<(), StorageError> {
         self.write_pending().await?;
         let mut removed = false;
         while let Some(file) = self.files.first() {
-            if self.files.len() == 1 || file.first_index + file.records - 1 > index {
+            if file.first_index + file.records - 1 > index {
                 break;
             }
             let path = self.dir.join(file_name(file.first_index));
@@ -483,6 +484,9 @@ impl<I: StorageIo> EntryTable<I> {
                 .sync_dir(&self.dir)
                 .await
                 .map_err(io_error("fsync directory", &self.dir))?;
+        }
+        if self.files.is_empty() {
+            self.last = None;
         }
         Ok(())
     }

@@ -154,8 +154,10 @@ impl<I: StorageIo + Clone> RaftLog<I> {
             entries.truncate_after(keep).await?;
         }
         configs.truncate_after(keep).await?;
-        // Messages no entry names go too.
-        let named_end = RaftLog::<I>::data_end(&entries, log.first_offset()).await?;
+        // Messages no entry names go too (those through the purge point
+        // are named by the state file).
+        let floor = log.first_offset().max(state.purged_next_offset);
+        let named_end = RaftLog::<I>::data_end(&entries, floor).await?;
         if log.next_offset() > named_end {
             recovery.messages_cut = log.next_offset() - named_end;
             log.truncate_from(named_end).await?;
@@ -180,8 +182,8 @@ impl<I: StorageIo + Clone> RaftLog<I> {
     }
 
     /// Where the data named by the table ends: one past the last data
-    /// entry's last message, or `first_offset` when none is named.
-    async fn data_end(entries: &EntryTable<I>, first_offset: u64) -> Result<u64, StorageError> {
+    /// entry's last message, or `floor` when none is named.
+    async fn data_end(entries: &EntryTable<I>, floor: u64) -> Result<u64, StorageError> {
         let mut index = entries.last().map(|last| last.index);
         while let Some(at) = index {
             if Some(at) < entries.first_index() {
@@ -195,7 +197,7 @@ impl<I: StorageIo + Clone> RaftLog<I> {
                 None => break,
             }
         }
-        Ok(first_offset)
+        Ok(floor)
     }
 
     /// The partition's messages (the pump serves polls from it).
@@ -209,10 +211,11 @@ impl<I: StorageIo + Clone> RaftLog<I> {
 
     /// The last entry's position, or the purge point when no entry is left.
     pub fn last(&self) -> Option<LogPosition> {
-        self.entries
-            .last()
-            .map(|last| (last.index, last.term))
-            .or(self.state.purged)
+        match (self.entries.last(), self.state.purged) {
+            (Some(last), Some(purged)) if purged.0 >= last.index => Some(purged),
+            (Some(last), _) => Some((last.index, last.term)),
+            (None, purged) => purged,
+        }
     }
 
     /// The first index the log still holds.
@@ -401,7 +404,7 @@ impl<I: StorageIo + Clone> RaftLog<I> {
                 None => break,
             }
         }
-        Ok(self.log.first_offset())
+        Ok(self.log.first_offset().max(self.state.purged_next_offset))
     }
 
     /// Drops every entry after `keep` (all for `None`): the records and
@@ -451,6 +454,11 @@ impl<I: StorageIo + Clone> RaftLog<I> {
         {
             return Ok(());
         }
+        self.write_pending().await?;
+        let through = position
+            .0
+            .min(self.entries.last().map_or(position.0, |last| last.index));
+        self.state.purged_next_offset = self.messages_end_through(through).await?;
         self.state.purged = Some(position);
         self.state.save(&self.io, &self.raft_dir).await?;
         self.committed_unsaved = false;

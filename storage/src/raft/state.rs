@@ -7,9 +7,9 @@
 //! a hint (a restarted node learns the commit again from its leader), saved
 //! with the rest.
 //!
-//! # Layout (little-endian, 107 bytes)
+//! # Layout (little-endian, 115 bytes)
 //!
-//! `["IRS1"][vote length u8][vote: 64 bytes, zero padded][committed: flag u8, index u64, term u64][purged: flag u8, index u64, term u64][XXH32 u32 of everything before it]`
+//! `["IRS1"][vote length u8][vote: 64 bytes, zero padded][committed: flag u8, index u64, term u64][purged: flag u8, index u64, term u64][purged next offset u64][XXH32 u32 of everything before it]`
 //!
 //! Must not: accept a vote over [`VOTE_BYTES_MAX`], or trust a file whose
 //! checksum fails (open reports it: without its vote a node could vote twice
@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 /// Largest encoded vote (a term, a node id and a flag need far less).
 pub const VOTE_BYTES_MAX: usize = 64;
 const MAGIC: &[u8; 4] = b"IRS1";
-const SIZE: usize = 4 + 1 + VOTE_BYTES_MAX + 17 + 17 + 4;
+const SIZE: usize = 4 + 1 + VOTE_BYTES_MAX + 17 + 17 + 8 + 4;
 const FILE_NAME: &str = "state";
 const TEMP_NAME: &str = "state.tmp";
 
@@ -35,6 +35,9 @@ pub struct RaftState {
     pub vote: Option<Vec<u8>>,
     pub committed: Option<LogPosition>,
     pub purged: Option<LogPosition>,
+    /// One past the last message of the data entries through the purge
+    /// point (the messages stay; the entries naming them are gone).
+    pub purged_next_offset: u64,
 }
 
 fn put_position(out: &mut Vec<u8>, position: Option<LogPosition>) {
@@ -75,6 +78,7 @@ impl RaftState {
         out.resize(out.len() + VOTE_BYTES_MAX - kept.len(), 0);
         put_position(&mut out, self.committed);
         put_position(&mut out, self.purged);
+        out.extend_from_slice(&self.purged_next_offset.to_le_bytes());
         let checksum = xxhash_rust::xxh32::xxh32(&out, 0);
         out.extend_from_slice(&checksum.to_le_bytes());
         out
@@ -101,6 +105,9 @@ impl RaftState {
             vote,
             committed: get_position(body.get(positions..positions + 17)?)?,
             purged: get_position(body.get(positions + 17..positions + 34)?)?,
+            purged_next_offset: u64::from_le_bytes(
+                body.get(positions + 34..positions + 42)?.try_into().ok()?,
+            ),
         })
     }
 

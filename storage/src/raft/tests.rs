@@ -197,6 +197,42 @@ fn vote_purge_and_committed_survive() {
     assert_eq!(log.committed(), Some((4, 1)));
 }
 
+// Proves purging past the last entry empties the table but keeps the
+// messages (retention deletes those), across a restart: the log continues
+// after the purge point with the next index and the next offset.
+#[test]
+fn purging_every_entry_keeps_the_messages_and_the_log_continues() {
+    let io = SimIo::new(5);
+    let (mut log, _) = open(&io);
+    block_on(async {
+        log.append(1, 1, EntryBody::Data(&stamped(0, 4, 10)))
+            .await
+            .unwrap();
+        log.append(2, 1, EntryBody::Blank).await.unwrap();
+        log.sync().await.unwrap();
+        log.purge_through((5, 2)).await.unwrap();
+        assert_eq!(log.last(), Some((5, 2)));
+        assert!(log.get(1).await.unwrap().is_none());
+    });
+    drop(log);
+    let (mut log, recovery) = open(&io);
+    assert_eq!(recovery, RaftRecovery::default(), "nothing to repair");
+    assert_eq!(log.last(), Some((5, 2)));
+    assert_eq!(
+        log.partition().next_offset(),
+        4,
+        "the purged entries' messages stay"
+    );
+    block_on(async {
+        log.append(6, 2, EntryBody::Data(&stamped(4, 2, 11)))
+            .await
+            .unwrap();
+        log.sync().await.unwrap();
+        assert_eq!(log.messages_end_through(6).await.unwrap(), 6);
+        assert!(log.get(6).await.unwrap().is_some());
+    });
+}
+
 /// What the crash simulation expects of one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Expected {

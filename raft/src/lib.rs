@@ -1,0 +1,89 @@
+//! iggyd's consensus layer: the openraft type configuration of a
+//! partition's Raft group and openraft's storage traits on the partition's
+//! segment log (`iggyd_storage::raft::RaftLog`), running on monoio, one
+//! group per partition on the partition's owner shard (single-threaded: a
+//! group never leaves its thread).
+//!
+//! - `codec.rs`: the vote and membership configurations as the bytes the
+//!   storage keeps (the storage knows no consensus library).
+//! - `log_store.rs`: `RaftLogStorage` and `RaftLogReader`: entries are the
+//!   partition's batches (data), blank entries and membership entries;
+//!   every replica appends the leader's stamped batch as is.
+//! - `state_machine.rs`: `RaftStateMachine`: applying an entry makes its
+//!   messages committed, which is what consumers may see; the log itself
+//!   is the state, so a snapshot is the applied position and membership.
+//!
+//! Must not: know about connections, shards or the wire protocol beyond the
+//! batch record, or decide durability (the caller's commit phase does; this
+//! step syncs before reporting an append flushed).
+
+pub mod codec;
+pub mod log_store;
+pub mod state_machine;
+
+#[cfg(test)]
+mod tests;
+
+/// A stamped batch a leader proposes: its base offset is where the log
+/// will continue when the entry is appended, its server timestamp the
+/// leader's, so every replica stores the same bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Proposal(pub Vec<u8>);
+
+impl std::fmt::Display for Proposal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+impl std::fmt::Debug for Proposal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match iggyd_wire::batch::BatchHeader::decode(&self.0) {
+            Ok(header) => write!(
+                f,
+                "Proposal(offset {}, {} messages, {} bytes)",
+                header.base_offset,
+                header.message_count,
+                self.0.len()
+            ),
+            Err(_) => write!(f, "Proposal({} bytes, not a batch)", self.0.len()),
+        }
+    }
+}
+
+/// What applying a data entry answers its proposer: the offsets its
+/// messages got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: u64,
+    pub last_offset: u64,
+}
+
+impl std::fmt::Display for Appended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "offsets {}..={}", self.base_offset, self.last_offset)
+    }
+}
+
+openraft::declare_raft_types!(
+    /// The type configuration of a partition's Raft group: node ids are
+    /// cluster node ids, terms u64, the standard leader id (one leader per
+    /// term, so an entry's log id is its index and term), monoio.
+    pub PartitionRaft:
+        D = Proposal,
+        R = Appended,
+        NodeId = u64,
+        Node = openraft::impls::BasicNode,
+        Term = u64,
+        LeaderId = openraft::impls::leader_id_std::LeaderId<u64, u64>,
+        AsyncRuntime = openraft_rt_monoio::MonoioRuntime,
+);
+
+/// An entry of a partition's Raft log.
+pub type Entry = <PartitionRaft as openraft::RaftTypeConfig>::Entry;
+/// A log id (`(term, index)`).
+pub type LogId = openraft::alias::LogIdOf<PartitionRaft>;
+/// A vote.
+pub type Vote = openraft::alias::VoteOf<PartitionRaft>;
+/// A membership configuration.
+pub type Membership = openraft::Membership<u64, openraft::impls::BasicNode>;

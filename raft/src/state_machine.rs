@@ -1,0 +1,195 @@
+//! openraft's `RaftStateMachine` for a partition: the log is the state, so
+//! applying an entry only moves what is committed forward. A data entry's
+//! messages become visible to consumers (`committed_next_offset`, which the
+//! pump caps polls at: a consumer never reads a message a failover could
+//! take back) and its proposer hears the offsets they got; a membership
+//! entry becomes the applied membership. A snapshot is the applied
+//! position and membership (the messages are the log's; a follower too far
+//! behind for the log gets sealed segments, a later step).
+//!
+//! Must not: change the log (the log store does), or panic on an entry.
+
+use crate::{Appended, LogId, PartitionRaft, Proposal};
+use futures_util::{Stream, TryStreamExt};
+use iggyd_wire::batch::BatchHeader;
+use openraft::alias::{SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
+
+/// The last snapshot built or installed: its metadata and its bytes.
+type BuiltSnapshot = (SnapshotMetaOf<PartitionRaft>, Vec<u8>);
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, RaftSnapshotBuilder};
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::io::Cursor;
+use std::rc::Rc;
+
+/// What a partition's group has applied, shared with its readers.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// One past the last committed message: consumers read below it.
+    pub committed_next_offset: Cell<u64>,
+}
+
+/// The state machine of one partition's group.
+#[derive(Debug, Clone)]
+pub struct StateMachine {
+    applied: Rc<Applied>,
+    last_applied: Option<LogId>,
+    membership: StoredMembershipOf<PartitionRaft>,
+    /// The last snapshot built or installed, shared with the builders
+    /// (clones of this state machine at the time they were asked for).
+    snapshot: Rc<RefCell<Option<BuiltSnapshot>>>,
+}
+
+impl StateMachine {
+    /// A state machine that has applied nothing yet; `applied` is where its
+    /// readers see what it has, and must start at the log's first offset.
+    pub fn new(applied: Rc<Applied>) -> StateMachine {
+        StateMachine {
+            applied,
+            last_applied: None,
+            membership: StoredMembershipOf::<PartitionRaft>::default(),
+            snapshot: Rc::new(RefCell::new(None)),
+        }
+    }
+
+    pub fn applied(&self) -> Rc<Applied> {
+        self.applied.clone()
+    }
+
+    /// The snapshot's bytes: `[has u8][term u64][index u64]` of the last
+    /// applied entry and the committed next offset.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(25);
+        match &self.last_applied {
+            Some(id) => {
+                out.push(1);
+                out.extend_from_slice(&id.leader_id.term.to_le_bytes());
+                out.extend_from_slice(&id.index.to_le_bytes());
+            }
+            None => out.extend_from_slice(&[0; 17]),
+        }
+        out.extend_from_slice(&self.applied.committed_next_offset.get().to_le_bytes());
+        out
+    }
+}
+
+impl RaftSnapshotBuilder<PartitionRaft> for StateMachine {
+    type SnapshotData = Cursor<Vec<u8>>;
+
+    async fn build_snapshot(
+        &mut self,
+    ) -> Result<SnapshotOf<PartitionRaft, Cursor<Vec<u8>>>, io::Error> {
+        let meta = SnapshotMetaOf::<PartitionRaft> {
+            last_log_id: self.last_applied,
+            last_membership: self.membership.clone(),
+        };
+        let data = self.encode();
+        *self.snapshot.borrow_mut() = Some((meta.clone(), data.clone()));
+        Ok(SnapshotOf::<PartitionRaft, Cursor<Vec<u8>>> {
+            meta,
+            snapshot: Cursor::new(data),
+        })
+    }
+}
+
+impl RaftStateMachine<PartitionRaft> for StateMachine {
+    type SnapshotData = Cursor<Vec<u8>>;
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId>, StoredMembershipOf<PartitionRaft>), io::Error> {
+        Ok((self.last_applied, self.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where
+        Strm: Stream<Item = Result<EntryResponder<PartitionRaft>, io::Error>> + Unpin,
+    {
+        while let Some((entry, responder)) = entries.try_next().await? {
+            if let Some(last) = self.last_applied {
+                assert!(
+                    entry.log_id.index > last.index,
+                    "applied {} after {}",
+                    entry.log_id.index,
+                    last.index
+                );
+            }
+            self.last_applied = Some(entry.log_id);
+            let response = match &entry.payload {
+                EntryPayload::Blank => Appended::default(),
+                EntryPayload::Normal(Proposal(bytes)) => {
+                    let header = BatchHeader::decode(bytes).map_err(|error| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("entry {}: {error}", entry.log_id.index),
+                        )
+                    })?;
+                    let next = header.base_offset + u64::from(header.message_count);
+                    // Committed messages only grow, densely.
+                    assert!(
+                        header.base_offset == self.applied.committed_next_offset.get(),
+                        "entry {} commits offset {} where {} was next",
+                        entry.log_id.index,
+                        header.base_offset,
+                        self.applied.committed_next_offset.get()
+                    );
+                    self.applied.committed_next_offset.set(next);
+                    Appended {
+                        base_offset: header.base_offset,
+                        last_offset: next - 1,
+                    }
+                }
+                EntryPayload::Membership(membership) => {
+                    self.membership = StoredMembershipOf::<PartitionRaft>::new(
+                        Some(entry.log_id),
+                        membership.clone(),
+                    );
+                    Appended::default()
+                }
+            };
+            if let Some(responder) = responder {
+                responder.send(response);
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMetaOf<PartitionRaft>,
+        snapshot: Self::SnapshotData,
+    ) -> Result<(), io::Error> {
+        let data = snapshot.into_inner();
+        let next = data
+            .get(17..25)
+            .and_then(|bytes| bytes.try_into().ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "a damaged snapshot"))?;
+        self.last_applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        self.applied.committed_next_offset.set(next);
+        *self.snapshot.borrow_mut() = Some((meta.clone(), data));
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<SnapshotOf<PartitionRaft, Self::SnapshotData>>, io::Error> {
+        Ok(self
+            .snapshot
+            .borrow()
+            .as_ref()
+            .map(
+                |(meta, data)| SnapshotOf::<PartitionRaft, Cursor<Vec<u8>>> {
+                    meta: meta.clone(),
+                    snapshot: Cursor::new(data.clone()),
+                },
+            ))
+    }
+}

@@ -1,0 +1,257 @@
+//! Tests of the adapter: openraft's own storage test suite on a partition's
+//! Raft log (on the simulated disk), and one node running a real openraft
+//! group on monoio over a real directory: proposals committed through
+//! consensus become dense messages with the offsets the proposer was
+//! answered, blank and membership entries take no offsets, and a restart
+//! keeps the vote, the log and the offsets, and goes on where it stopped.
+
+use crate::log_store::LogStore;
+use crate::state_machine::{Applied, StateMachine};
+use crate::{Appended, PartitionRaft, Proposal};
+use iggyd_storage::BufferPool;
+use iggyd_storage::io::MonoioIo;
+use iggyd_storage::partition_log::{Clock, PartitionConfig, SystemClock};
+use iggyd_storage::raft::RaftLog;
+use iggyd_storage::sim::{SimClock, SimIo};
+use iggyd_wire::batch::{BatchHeader, MessageSpec, encode_producer_batch, stamp};
+use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::RPCOption;
+use openraft::network::v2::RaftNetworkV2;
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::testing::log::{StoreBuilder, Suite};
+use openraft::{Config, RaftNetworkFactory};
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+
+fn runtime() -> monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>> {
+    monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .expect("a monoio runtime")
+}
+
+fn config() -> PartitionConfig {
+    PartitionConfig::new(0, 64 * 1024).with_read_window(16 * 1024)
+}
+
+/// Builds each suite test a fresh partition on its own simulated disk.
+struct SimBuilder;
+
+impl StoreBuilder<PartitionRaft, LogStore<SimIo>, StateMachine, ()> for SimBuilder {
+    async fn build(
+        &self,
+    ) -> Result<((), LogStore<SimIo>, StateMachine), openraft::StorageError<PartitionRaft>> {
+        let io = SimIo::new(7);
+        let clock: Rc<dyn Clock> = Rc::new(SimClock::new(1_700_000_000_000_000));
+        let (log, _) = RaftLog::open(
+            io,
+            Path::new("/data/p"),
+            config(),
+            clock,
+            BufferPool::new(1 << 20),
+        )
+        .await
+        .expect("open a partition's Raft log");
+        Ok((
+            (),
+            LogStore::new(log),
+            StateMachine::new(Rc::new(Applied::default())),
+        ))
+    }
+}
+
+// Proves the log store and state machine pass openraft's own storage test
+// suite (log state, reads, appends, truncation, purge, vote, membership
+// tracking, applying), which is how the library says a storage is right.
+#[test]
+fn openraft_storage_suite_passes() {
+    runtime().block_on(async {
+        Suite::test_all(SimBuilder)
+            .await
+            .expect("openraft's storage suite");
+    });
+}
+
+/// A network that reaches no one: a group of one never calls it.
+struct Alone;
+
+impl RaftNetworkFactory<PartitionRaft> for Alone {
+    type Network = Alone;
+
+    async fn new_client(&mut self, _target: u64, _node: &openraft::impls::BasicNode) -> Alone {
+        Alone
+    }
+}
+
+fn unreachable() -> Unreachable<PartitionRaft> {
+    Unreachable::new(&std::io::Error::other("a group of one has no peer"))
+}
+
+impl RaftNetworkV2<PartitionRaft> for Alone {
+    type SnapshotData = std::io::Cursor<Vec<u8>>;
+
+    async fn append_entries(
+        &mut self,
+        _rpc: AppendEntriesRequest<PartitionRaft>,
+        _option: RPCOption,
+    ) -> Result<AppendEntriesResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+        Err(RPCError::Unreachable(unreachable()))
+    }
+
+    async fn vote(
+        &mut self,
+        _rpc: VoteRequest<PartitionRaft>,
+        _option: RPCOption,
+    ) -> Result<VoteResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+        Err(RPCError::Unreachable(unreachable()))
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        _vote: crate::Vote,
+        _snapshot: openraft::alias::SnapshotOf<PartitionRaft, Self::SnapshotData>,
+        _cancel: impl std::future::Future<Output = ReplicationClosed> + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<PartitionRaft>, StreamingError<PartitionRaft>> {
+        Err(StreamingError::Unreachable(unreachable()))
+    }
+}
+
+/// A batch of `messages` stamped for `base_offset`, payloads naming their
+/// offsets.
+fn proposal(base_offset: u64, messages: u32) -> Proposal {
+    let specs: Vec<MessageSpec> = (0..messages)
+        .map(|index| MessageSpec {
+            id: u128::from(index) + 1,
+            timestamp_delta: index,
+            payload: format!("message {}", base_offset + u64::from(index)).into_bytes(),
+            user_headers: Vec::new(),
+        })
+        .collect();
+    let mut bytes = encode_producer_batch(1, &specs);
+    stamp(
+        &mut bytes,
+        0,
+        base_offset,
+        1_700_000_000_000_000 + base_offset,
+    )
+    .expect("stamp");
+    Proposal(bytes)
+}
+
+type Raft = openraft::Raft<PartitionRaft, StateMachine>;
+
+/// Opens the partition in `dir` and starts its group of one on this node;
+/// returns the group and the shared log.
+async fn start(dir: &Path) -> (Raft, LogStore<MonoioIo>, Rc<Applied>) {
+    let clock: Rc<dyn Clock> = Rc::new(SystemClock);
+    let (log, _) = RaftLog::open(MonoioIo, dir, config(), clock, BufferPool::new(1 << 20))
+        .await
+        .expect("open");
+    let store = LogStore::new(log);
+    let applied = Rc::new(Applied::default());
+    let config = Arc::new(
+        Config {
+            heartbeat_interval: 50,
+            election_timeout_min: 150,
+            election_timeout_max: 300,
+            ..Default::default()
+        }
+        .validate()
+        .expect("a valid config"),
+    );
+    let raft = Raft::new(
+        1,
+        config,
+        Alone,
+        store.clone(),
+        StateMachine::new(applied.clone()),
+    )
+    .await
+    .expect("start the group");
+    (raft, store, applied)
+}
+
+// Proves one node commits proposals through a real openraft group on
+// monoio: each write is answered with the offsets its messages got, the
+// partition's messages are exactly the proposals' (dense, no blank or
+// membership entry among them), the committed offset follows, and after a
+// restart the node leads again, keeps everything, and continues the
+// offsets.
+#[test]
+fn one_node_commits_proposals_and_keeps_them_across_a_restart() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let partition = dir.path().join("partitions/1");
+    runtime().block_on(async {
+        let (raft, store, applied) = start(&partition).await;
+        let members = std::collections::BTreeMap::from([(
+            1u64,
+            openraft::impls::BasicNode {
+                addr: "127.0.0.1:8091".to_string(),
+            },
+        )]);
+        raft.initialize(members).await.expect("initialize");
+        let mut next = 0u64;
+        for messages in [3u32, 1, 5] {
+            let written = raft
+                .client_write(proposal(next, messages))
+                .await
+                .expect("write");
+            assert_eq!(
+                written.response(),
+                &Appended {
+                    base_offset: next,
+                    last_offset: next + u64::from(messages) - 1
+                }
+            );
+            next += u64::from(messages);
+        }
+        assert_eq!(applied.committed_next_offset.get(), 9);
+        {
+            let log = store.log();
+            let log = log.lock().await;
+            assert_eq!(
+                log.partition().next_offset(),
+                9,
+                "only the proposals' messages"
+            );
+            let read = log
+                .partition()
+                .read_by_offset(0, 100, u64::MAX)
+                .await
+                .expect("read");
+            assert_eq!(read.message_count, 9);
+            assert_eq!(read.records, 3);
+        }
+        raft.shutdown().await.expect("shutdown");
+        let log = store.log();
+        log.lock().await.close().await.expect("close");
+    });
+    runtime().block_on(async {
+        let (raft, store, applied) = start(&partition).await;
+        raft.wait(Some(std::time::Duration::from_secs(10)))
+            .current_leader(1, "node 1 leads again")
+            .await
+            .expect("a leader after restart");
+        let written = raft
+            .client_write(proposal(9, 2))
+            .await
+            .expect("write after restart");
+        assert_eq!(written.response().base_offset, 9);
+        assert_eq!(applied.committed_next_offset.get(), 11);
+        let log = store.log();
+        let log = log.lock().await;
+        let read = log
+            .partition()
+            .read_by_offset(0, 100, u64::MAX)
+            .await
+            .expect("read");
+        assert_eq!(read.message_count, 11);
+        let first = BatchHeader::decode(&read.records_bytes()).expect("a batch");
+        assert_eq!(first.base_offset, 0);
+        raft.shutdown().await.expect("shutdown");
+    });
+}
