@@ -364,6 +364,16 @@ impl<I: StorageIo> EntryTable<I> {
         Ok(())
     }
 
+    /// Whether records wait to be written.
+    pub fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Whether written records wait for an fsync.
+    pub fn has_unsynced(&self) -> bool {
+        !self.unsynced.is_empty()
+    }
+
     /// Makes every written record durable.
     pub async fn sync(&mut self) -> Result<(), StorageError> {
         self.write_pending().await?;

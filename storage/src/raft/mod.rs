@@ -81,11 +81,13 @@ pub struct RaftRecovery {
     pub messages_cut: u64,
 }
 
-/// A partition's Raft log.
-pub struct RaftLog<I: StorageIo> {
+/// A partition's Raft files beside its segment log: the entry table, the
+/// membership configurations and the state file. The segment log itself is
+/// passed to each call, so that its owner (the pump, which serves polls
+/// and runs retention on it) keeps it; [`RaftLog`] bundles the two.
+pub struct RaftFiles<I: StorageIo> {
     io: I,
     raft_dir: PathBuf,
-    log: PartitionLog<I>,
     entries: EntryTable<I>,
     configs: Configs<I>,
     state: RaftState,
@@ -93,28 +95,24 @@ pub struct RaftLog<I: StorageIo> {
     committed_unsaved: bool,
 }
 
-impl<I: StorageIo> std::fmt::Debug for RaftLog<I> {
+impl<I: StorageIo> std::fmt::Debug for RaftFiles<I> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RaftLog")
-            .field("log", &self.log)
+        f.debug_struct("RaftFiles")
             .field("entries", &self.entries)
             .field("state", &self.state)
             .finish()
     }
 }
 
-impl<I: StorageIo + Clone> RaftLog<I> {
-    /// Opens (creating when missing) and recovers the partition in
-    /// `partition_dir`: the segment log, then the Raft files, then the two
-    /// reconciled (see the module doc).
+impl<I: StorageIo + Clone> RaftFiles<I> {
+    /// Opens (creating when missing) and recovers the Raft files of the
+    /// partition whose segment log `log` is (already opened from
+    /// `partition_dir`), reconciling the two (see the module doc).
     pub async fn open(
         io: I,
         partition_dir: &Path,
-        config: PartitionConfig,
-        clock: Rc<dyn Clock>,
-        pool: BufferPool,
-    ) -> Result<(RaftLog<I>, RaftRecovery), StorageError> {
-        let mut log = PartitionLog::open(io.clone(), partition_dir, config, clock, pool).await?;
+        log: &mut PartitionLog<I>,
+    ) -> Result<(RaftFiles<I>, RaftRecovery), StorageError> {
         let raft_dir = partition_dir.join(RAFT_DIR);
         let (mut entries, dropped) = EntryTable::open(io.clone(), &raft_dir).await?;
         let mut configs = Configs::open(io.clone(), &raft_dir).await?;
@@ -157,7 +155,7 @@ impl<I: StorageIo + Clone> RaftLog<I> {
         // Messages no entry names go too (those through the purge point
         // are named by the state file).
         let floor = log.first_offset().max(state.purged_next_offset);
-        let named_end = RaftLog::<I>::data_end(&entries, floor).await?;
+        let named_end = Self::data_end(&entries, floor).await?;
         if log.next_offset() > named_end {
             recovery.messages_cut = log.next_offset() - named_end;
             log.truncate_from(named_end).await?;
@@ -168,10 +166,9 @@ impl<I: StorageIo + Clone> RaftLog<I> {
             state.committed = Some((last.index, last.term));
         }
         Ok((
-            RaftLog {
+            RaftFiles {
                 io,
                 raft_dir,
-                log,
                 entries,
                 configs,
                 state,
@@ -198,15 +195,6 @@ impl<I: StorageIo + Clone> RaftLog<I> {
             }
         }
         Ok(floor)
-    }
-
-    /// The partition's messages (the pump serves polls from it).
-    pub fn partition(&self) -> &PartitionLog<I> {
-        &self.log
-    }
-
-    pub fn partition_mut(&mut self) -> &mut PartitionLog<I> {
-        &mut self.log
     }
 
     /// The last entry's position, or the purge point when no entry is left.
@@ -253,10 +241,12 @@ impl<I: StorageIo + Clone> RaftLog<I> {
         }
     }
 
-    /// Appends one entry (`index` one past the last). Nothing is written
-    /// until [`Self::write_pending`].
+    /// Appends one entry (`index` one past the last) to the files and a
+    /// data entry's batch to `log`. Nothing is written until
+    /// [`Self::write_pending`].
     pub async fn append(
         &mut self,
+        log: &mut PartitionLog<I>,
         index: u64,
         term: u64,
         body: EntryBody<'_>,
@@ -280,7 +270,7 @@ impl<I: StorageIo + Clone> RaftLog<I> {
                         max: u64::from(MESSAGES_MAX),
                     });
                 }
-                let appended = self.log.append_replica(batch).await?;
+                let appended = log.append_replica(batch).await?;
                 assert!(appended.last_offset + 1 == appended.base_offset + u64::from(count));
                 EntryRecord {
                     index,
@@ -311,23 +301,31 @@ impl<I: StorageIo + Clone> RaftLog<I> {
         self.entries.append(record).await
     }
 
-    /// Writes what is appended: the data first, then the records naming it.
+    /// Writes the records appended (after `log`'s data they name: write
+    /// the log's pending data first, as [`RaftLog::write_pending`] does).
     pub async fn write_pending(&mut self) -> Result<(), StorageError> {
-        self.log.write_pending().await?;
         self.entries.write_pending().await
     }
 
-    /// Makes everything appended durable.
+    /// Makes the records durable (after `log`'s data is synced).
     pub async fn sync(&mut self) -> Result<(), StorageError> {
-        self.write_pending().await?;
-        self.log.sync().await?;
+        self.entries.write_pending().await?;
         self.entries.sync().await
     }
 
-    /// The entry at `index` (written data only: call
-    /// [`Self::write_pending`] first), or `None` when the log does not hold
-    /// it (purged, or past the end).
-    pub async fn get(&self, index: u64) -> Result<Option<StoredEntry>, StorageError> {
+    /// Whether records wait to be written.
+    pub fn has_pending(&self) -> bool {
+        self.entries.has_pending()
+    }
+
+    /// The entry at `index` (written data only: write `log`'s pending
+    /// data first), or `None` when the log does not hold it (purged, or
+    /// past the end).
+    pub async fn get(
+        &self,
+        log: &PartitionLog<I>,
+        index: u64,
+    ) -> Result<Option<StoredEntry>, StorageError> {
         if self.entries.first_index().is_none_or(|first| index < first)
             || self.state.purged.is_some_and(|(purged, _)| index <= purged)
         {
@@ -348,8 +346,7 @@ impl<I: StorageIo + Clone> RaftLog<I> {
                 }
             },
             EntryKind::Data => {
-                let read = self
-                    .log
+                let read = log
                     .read_by_offset(record.value, record.count, u64::MAX)
                     .await?;
                 if read.first_offset != Some(record.value)
@@ -386,7 +383,11 @@ impl<I: StorageIo + Clone> RaftLog<I> {
 
     /// The offset one past the last message of the data entries up to
     /// `index` (what consumers may see once `index` is committed).
-    pub async fn messages_end_through(&self, index: u64) -> Result<u64, StorageError> {
+    pub async fn messages_end_through(
+        &self,
+        log: &PartitionLog<I>,
+        index: u64,
+    ) -> Result<u64, StorageError> {
         let mut at = Some(index);
         while let Some(current) = at {
             if self
@@ -404,19 +405,24 @@ impl<I: StorageIo + Clone> RaftLog<I> {
                 None => break,
             }
         }
-        Ok(self.log.first_offset().max(self.state.purged_next_offset))
+        Ok(log.first_offset().max(self.state.purged_next_offset))
     }
 
     /// Drops every entry after `keep` (all for `None`): the records and
-    /// configurations first, then the messages they named.
-    pub async fn truncate_after(&mut self, keep: Option<u64>) -> Result<(), StorageError> {
+    /// configurations first, then the messages they named. `log`'s pending
+    /// data must be written first.
+    pub async fn truncate_after(
+        &mut self,
+        log: &mut PartitionLog<I>,
+        keep: Option<u64>,
+    ) -> Result<(), StorageError> {
         if let (Some(keep), Some((committed, _))) = (keep, self.state.committed) {
             assert!(
                 keep >= committed,
                 "a truncation after {keep} below the committed {committed}"
             );
         }
-        self.write_pending().await?;
+        self.entries.write_pending().await?;
         let first_cut = match keep {
             Some(keep) => keep + 1,
             None => self.entries.first_index().unwrap_or(0),
@@ -438,15 +444,20 @@ impl<I: StorageIo + Clone> RaftLog<I> {
         self.entries.truncate_after(keep).await?;
         self.configs.truncate_after(keep).await?;
         if let Some(offset) = cut_offset {
-            self.log.truncate_from(offset).await?;
+            log.truncate_from(offset).await?;
         }
         Ok(())
     }
 
     /// Marks every entry through `position` purged (the consensus library
     /// no longer needs them); entry files wholly below it are removed. The
-    /// messages stay: retention deletes those.
-    pub async fn purge_through(&mut self, position: LogPosition) -> Result<(), StorageError> {
+    /// messages stay: retention deletes those. `log`'s pending data must be
+    /// written first.
+    pub async fn purge_through(
+        &mut self,
+        log: &PartitionLog<I>,
+        position: LogPosition,
+    ) -> Result<(), StorageError> {
         if self
             .state
             .purged
@@ -454,24 +465,165 @@ impl<I: StorageIo + Clone> RaftLog<I> {
         {
             return Ok(());
         }
-        self.write_pending().await?;
+        self.entries.write_pending().await?;
         let through = position
             .0
             .min(self.entries.last().map_or(position.0, |last| last.index));
-        self.state.purged_next_offset = self.messages_end_through(through).await?;
+        self.state.purged_next_offset = self.messages_end_through(log, through).await?;
         self.state.purged = Some(position);
         self.state.save(&self.io, &self.raft_dir).await?;
         self.committed_unsaved = false;
         self.entries.purge_through(position.0).await
     }
 
-    /// Shutdown: everything durable, the committed entry saved.
+    /// Shutdown: the records durable (after `log`'s data), the committed
+    /// entry saved.
     pub async fn close(&mut self) -> Result<(), StorageError> {
         self.sync().await?;
         if self.committed_unsaved {
             self.state.save(&self.io, &self.raft_dir).await?;
             self.committed_unsaved = false;
         }
+        Ok(())
+    }
+}
+
+/// A partition's Raft log: its segment log and its Raft files together
+/// (for code that owns both; the pump keeps them apart).
+pub struct RaftLog<I: StorageIo> {
+    log: PartitionLog<I>,
+    files: RaftFiles<I>,
+}
+
+impl<I: StorageIo> std::fmt::Debug for RaftLog<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftLog")
+            .field("log", &self.log)
+            .field("files", &self.files)
+            .finish()
+    }
+}
+
+impl<I: StorageIo + Clone> RaftLog<I> {
+    /// Opens (creating when missing) and recovers the partition in
+    /// `partition_dir`: the segment log, then the Raft files, then the two
+    /// reconciled (see the module doc).
+    pub async fn open(
+        io: I,
+        partition_dir: &Path,
+        config: PartitionConfig,
+        clock: Rc<dyn Clock>,
+        pool: BufferPool,
+    ) -> Result<(RaftLog<I>, RaftRecovery), StorageError> {
+        let mut log = PartitionLog::open(io.clone(), partition_dir, config, clock, pool).await?;
+        let (files, recovery) = RaftFiles::open(io, partition_dir, &mut log).await?;
+        Ok((RaftLog { log, files }, recovery))
+    }
+
+    /// The partition's messages (the pump serves polls from it).
+    pub fn partition(&self) -> &PartitionLog<I> {
+        &self.log
+    }
+
+    pub fn partition_mut(&mut self) -> &mut PartitionLog<I> {
+        &mut self.log
+    }
+
+    /// The Raft files.
+    pub fn files(&self) -> &RaftFiles<I> {
+        &self.files
+    }
+
+    /// The last entry's position, or the purge point when no entry is left.
+    pub fn last(&self) -> Option<LogPosition> {
+        self.files.last()
+    }
+
+    /// The first index the log still holds.
+    pub fn first_index(&self) -> Option<u64> {
+        self.files.first_index()
+    }
+
+    pub fn purged(&self) -> Option<LogPosition> {
+        self.files.purged()
+    }
+
+    pub fn vote(&self) -> Option<&[u8]> {
+        self.files.vote()
+    }
+
+    /// Saves the vote durably before returning.
+    pub async fn save_vote(&mut self, vote: &[u8]) -> Result<(), StorageError> {
+        self.files.save_vote(vote).await
+    }
+
+    pub fn committed(&self) -> Option<LogPosition> {
+        self.files.committed()
+    }
+
+    /// Records the committed entry (a hint, see [`RaftFiles::set_committed`]).
+    pub fn set_committed(&mut self, committed: Option<LogPosition>) {
+        self.files.set_committed(committed);
+    }
+
+    /// Appends one entry (`index` one past the last). Nothing is written
+    /// until [`Self::write_pending`].
+    pub async fn append(
+        &mut self,
+        index: u64,
+        term: u64,
+        body: EntryBody<'_>,
+    ) -> Result<(), StorageError> {
+        self.files.append(&mut self.log, index, term, body).await
+    }
+
+    /// Writes what is appended: the data first, then the records naming it.
+    pub async fn write_pending(&mut self) -> Result<(), StorageError> {
+        self.log.write_pending().await?;
+        self.files.write_pending().await
+    }
+
+    /// Makes everything appended durable: the data, then the records.
+    pub async fn sync(&mut self) -> Result<(), StorageError> {
+        self.log.write_pending().await?;
+        self.log.sync().await?;
+        self.files.sync().await
+    }
+
+    /// The entry at `index` (written data only: call
+    /// [`Self::write_pending`] first).
+    pub async fn get(&self, index: u64) -> Result<Option<StoredEntry>, StorageError> {
+        self.files.get(&self.log, index).await
+    }
+
+    /// The term of entry `index` (also of the purge point), if known.
+    pub async fn term_of(&self, index: u64) -> Result<Option<u64>, StorageError> {
+        self.files.term_of(index).await
+    }
+
+    /// The offset one past the last message of the data entries up to
+    /// `index`.
+    pub async fn messages_end_through(&self, index: u64) -> Result<u64, StorageError> {
+        self.files.messages_end_through(&self.log, index).await
+    }
+
+    /// Drops every entry after `keep` (all for `None`).
+    pub async fn truncate_after(&mut self, keep: Option<u64>) -> Result<(), StorageError> {
+        self.log.write_pending().await?;
+        self.files.truncate_after(&mut self.log, keep).await
+    }
+
+    /// Marks every entry through `position` purged.
+    pub async fn purge_through(&mut self, position: LogPosition) -> Result<(), StorageError> {
+        self.log.write_pending().await?;
+        self.files.purge_through(&self.log, position).await
+    }
+
+    /// Shutdown: everything durable, the committed entry saved.
+    pub async fn close(&mut self) -> Result<(), StorageError> {
+        self.log.write_pending().await?;
+        self.log.sync().await?;
+        self.files.close().await?;
         self.log.close().await
     }
 }
