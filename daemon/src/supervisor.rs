@@ -233,6 +233,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
                 },
                 listener,
             ),
+            replication: None,
             inbox,
             mesh: mesh.clone(),
             heartbeats: heartbeats.clone(),

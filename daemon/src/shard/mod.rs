@@ -18,6 +18,7 @@ pub mod mesh;
 pub mod op;
 pub mod partition;
 pub mod pump;
+pub mod replica;
 pub mod router;
 #[cfg(test)]
 mod pump_sim;
@@ -78,6 +79,8 @@ pub struct ShardSpec {
     /// What runs above the shard on its thread (its connections, started
     /// with their listener once the partitions are recovered).
     pub front: FrontStart,
+    /// Replication above the shard (a cluster node); `None` on one node.
+    pub replication: Option<replica::ReplicationStart>,
     pub inbox: flume::Receiver<ShardMessage>,
     pub mesh: Mesh,
     pub heartbeats: Heartbeats,
@@ -171,6 +174,8 @@ struct ShardLoop {
     /// Every published window's latencies, added up (the metrics endpoint's
     /// histograms).
     latency_totals: heartbeat::LatencyHistograms,
+    /// Replication above this shard, on a cluster node.
+    replication: Option<Rc<dyn replica::Replication>>,
 }
 
 /// The partitions of `view` this shard owns, with their settings.
@@ -200,6 +205,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         id,
         pu,
         front,
+        replication,
         inbox,
         mesh,
         heartbeats,
@@ -238,8 +244,15 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         fatal: None,
         events: events.clone(),
         front: None,
+        replication: None,
         latency_totals: heartbeat::LatencyHistograms::default(),
     };
+
+    if let Some(start) = replication {
+        let replication = (start.0)(context.clone())?;
+        shard.replication = Some(replication.clone());
+        shard.pump.set_replication(replication);
+    }
 
     // Recovery: open (and check) every partition this shard owns.
     let owned = owned_partitions(&spec.view, &context);
@@ -292,7 +305,8 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
             std::future::poll_fn(|cx| {
                 let synced = pump.poll_background(cx).is_ready();
                 let read = pump.poll_parked(cx).is_ready();
-                if synced || read {
+                let raft = pump.raft_queue().poll_ready(cx).is_ready();
+                if synced || read || raft {
                     return std::task::Poll::Ready(None);
                 }
                 receive.as_mut().poll(cx).map(Some)
@@ -302,7 +316,9 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         let first = match next {
             None => {
                 // A parked poll's read is done: answer it (a `persisted`
-                // offset store waits for the commit's sync).
+                // offset store waits for the commit's sync). Raft log
+                // operations share the round's commit phase.
+                shard.apply_raft_ops().await;
                 shard.pump.resume_parked(false).await;
                 shard.pump.commit().await;
                 shard.publish();
@@ -321,6 +337,7 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
             stopping = shard.handle(message).await;
             applied += 1;
         }
+        shard.apply_raft_ops().await;
         shard.pump.commit().await;
         shard.publish();
         if let Some(fatal) = shard.pump.fatal() {
@@ -376,6 +393,17 @@ async fn tick_every(mesh: Mesh, shard: ShardId, interval: Duration, tick: Tick) 
 }
 
 impl ShardLoop {
+    /// Applies the Raft log operations this shard's groups queued (at most
+    /// a round's worth; the rest wait for the next round).
+    async fn apply_raft_ops(&mut self) {
+        for _ in 0..limits::PUMP_OPS_PER_COMMIT {
+            let Some((key, op)) = self.pump.raft_queue().pop() else {
+                break;
+            };
+            self.pump.apply_raft(key, op).await;
+        }
+    }
+
     /// Apply one inbox message; true when it asks the shard to stop.
     async fn handle(&mut self, message: ShardMessage) -> bool {
         let id = self.context.shard;
@@ -629,6 +657,7 @@ mod tests {
                 driver: Driver::Epoll,
                 require_io_uring: false,
                 front: no_front(),
+                replication: None,
                 inbox,
                 mesh: mesh.clone(),
                 heartbeats: heartbeats.clone(),

@@ -196,6 +196,18 @@ pub enum PumpError {
     TooManyConsumerOffsets { max: usize },
     #[error("the shard is stopping")]
     Stopping,
+    /// A replicated partition's leader is another node (or none is known):
+    /// its request goes there.
+    #[error("this node does not lead the partition (leader: {leader:?})")]
+    NotLeader { leader: Option<u64> },
+    /// A replicated partition's proposal did not commit (leadership moved,
+    /// or the group stopped); it may or may not be stored.
+    #[error("the partition's group did not commit the request: {reason}")]
+    NotCommitted { reason: String },
+    /// A replicated partition refuses an operation the cluster does not
+    /// replicate yet.
+    #[error("{what} is not available on a replicated partition yet")]
+    NotReplicated { what: &'static str },
 }
 
 impl PumpError {
@@ -209,6 +221,9 @@ impl PumpError {
             PumpError::InvalidOffset { .. } => Status::InvalidOffset,
             PumpError::OffsetNotFound => Status::ConsumerOffsetNotFound,
             PumpError::TooManyConsumerOffsets { .. } => Status::TooManyConsumerOffsets,
+            PumpError::NotLeader { .. } => Status::TransientNotAccepted,
+            PumpError::NotCommitted { .. } => Status::TransientNotCommitted,
+            PumpError::NotReplicated { .. } => Status::FeatureUnavailable,
         }
     }
 

@@ -103,6 +103,40 @@ pub struct Partition<I: StorageIo + Clone> {
     pub log: PartitionLog<I>,
     pub offsets: ConsumerOffsets<I>,
     pub settings: PartitionSettings,
+    /// A replicated partition's Raft side; `None` on a single node.
+    pub replica: Option<Replica<I>>,
+}
+
+/// What a replicated partition's owner keeps beside its log: the Raft
+/// files, its group, and how far consumers may read.
+pub struct Replica<I: StorageIo + Clone> {
+    pub files: iggyd_storage::raft::RaftFiles<I>,
+    pub group: std::rc::Rc<dyn super::replica::Group>,
+    /// One past the last committed message: polls see nothing beyond (a
+    /// consumer never reads what a failover could take back).
+    pub committed_end: u64,
+}
+
+impl<I: StorageIo + Clone> Partition<I> {
+    /// The highest offset a consumer may read now, if any: what is
+    /// written (`replicated`) or durable (`persisted`), and on a
+    /// replicated partition also committed.
+    pub fn highest_visible(&self) -> Option<u64> {
+        let local = match self.settings.durability {
+            Durability::Persisted => self.log.durable_offset(),
+            Durability::Replicated => self.log.written_offset(),
+        };
+        match &self.replica {
+            None => local,
+            Some(replica) => {
+                let committed = replica.committed_end.checked_sub(1);
+                match (local, committed) {
+                    (Some(local), Some(committed)) => Some(local.min(committed)),
+                    _ => None,
+                }
+            }
+        }
+    }
 }
 
 impl<I: StorageIo + Clone> std::fmt::Debug for Partition<I> {

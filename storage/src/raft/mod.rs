@@ -371,6 +371,20 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         }))
     }
 
+    /// The messages of data entry `index` as `(base offset, count)`;
+    /// `None` for another kind of entry or one the table does not hold.
+    pub async fn data_of(&self, index: u64) -> Result<Option<(u64, u32)>, StorageError> {
+        if self.entries.first_index().is_none_or(|first| index < first) {
+            return Ok(None);
+        }
+        Ok(self
+            .entries
+            .get(index)
+            .await?
+            .filter(|record| record.kind == EntryKind::Data)
+            .map(|record| (record.value, record.count)))
+    }
+
     /// The term of entry `index` (also of the purge point), if known.
     pub async fn term_of(&self, index: u64) -> Result<Option<u64>, StorageError> {
         if let Some((purged, term)) = self.state.purged

@@ -50,10 +50,13 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             && self.offsets_sync.is_empty()
             && self.background_due.is_empty()
             && self.waiters.is_empty()
-            && !self
-                .partitions
-                .values()
-                .any(|partition| partition.log.has_pending());
+            && !self.partitions.values().any(|partition| {
+                partition.log.has_pending()
+                    || partition
+                        .replica
+                        .as_ref()
+                        .is_some_and(|replica| replica.files.has_pending())
+            });
         if idle {
             return;
         }
@@ -88,9 +91,22 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         let writes: Vec<_> = self
             .partitions
             .values_mut()
-            .filter(|partition| partition.log.has_pending())
+            .filter(|partition| {
+                partition.log.has_pending()
+                    || partition
+                        .replica
+                        .as_ref()
+                        .is_some_and(|replica| replica.files.has_pending())
+            })
             .map(|partition| async {
-                let result = partition.log.write_pending().await;
+                // A replicated partition's entry records go after the data
+                // they name.
+                let mut result = partition.log.write_pending().await;
+                if result.is_ok()
+                    && let Some(replica) = &mut partition.replica
+                {
+                    result = replica.files.write_pending().await;
+                }
                 (partition.key, result)
             })
             .collect();
@@ -124,7 +140,17 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
     /// all at once.
     async fn sync_logs(&mut self, failed: &mut BTreeMap<PartitionKey, String>) {
         let mut jobs = Vec::new();
-        for key in std::mem::take(&mut self.log_sync) {
+        let syncing = std::mem::take(&mut self.log_sync);
+        let replicas: Vec<PartitionKey> = syncing
+            .iter()
+            .filter(|key| {
+                self.partitions
+                    .get(key)
+                    .is_some_and(|partition| partition.replica.is_some())
+            })
+            .copied()
+            .collect();
+        for key in syncing {
             let Some(partition) = self.partitions.get_mut(&key) else {
                 continue;
             };
@@ -137,6 +163,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             }
         }
         if jobs.is_empty() {
+            self.sync_raft_files(replicas, failed).await;
             return;
         }
         let started = std::time::Instant::now();
@@ -162,6 +189,32 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                     assert!(partition.log.durable_next_offset() >= covers);
                 }
                 Ok(()) => {}
+            }
+        }
+        self.sync_raft_files(replicas, failed).await;
+    }
+
+    /// The entry records of replicated partitions whose data was just
+    /// synced: after their data, so a record never names lost data.
+    async fn sync_raft_files(
+        &mut self,
+        keys: Vec<PartitionKey>,
+        failed: &mut BTreeMap<PartitionKey, String>,
+    ) {
+        for key in keys {
+            if failed.contains_key(&key) {
+                continue;
+            }
+            let Some(replica) = self
+                .partitions
+                .get_mut(&key)
+                .and_then(|partition| partition.replica.as_mut())
+            else {
+                continue;
+            };
+            self.counters.fsyncs += 1;
+            if let Err(error) = replica.files.sync().await {
+                failed.insert(key, error.to_string());
             }
         }
     }
@@ -312,6 +365,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         self.sync_all().await;
         let mut failures = Vec::new();
         for partition in self.partitions.values_mut() {
+            if let Some(replica) = &mut partition.replica
+                && let Err(error) = replica.files.close().await
+            {
+                failures.push((partition.key, PumpError::from(error)));
+            }
             if let Err(error) = partition.log.close().await {
                 failures.push((partition.key, PumpError::from(error)));
             }

@@ -29,7 +29,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         let config = PartitionConfig::new(u64::from(key.partition), settings.segment_size_bytes)
             .with_access(self.storage.access)
             .with_read_window(self.storage.read_window_bytes);
-        let log = PartitionLog::open(
+        let mut log = PartitionLog::open(
             self.io.clone(),
             &dir,
             config,
@@ -37,6 +37,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             self.storage.pool.clone(),
         )
         .await?;
+        let replica = self.open_replica(key, &mut log).await?;
         let (mut offsets, _dropped) = ConsumerOffsets::open(self.io.clone(), &dir).await?;
         repair_consumer_offsets(&key, &log, &mut offsets).await?;
         self.partitions.insert(
@@ -46,6 +47,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 log,
                 offsets,
                 settings,
+                replica,
             },
         );
         Ok(())
@@ -62,7 +64,12 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             self.removed.pop_first();
         }
         let bytes = match self.partitions.remove(&key) {
-            Some(partition) => partition.log.stats().bytes,
+            Some(partition) => {
+                if let Some(replica) = &partition.replica {
+                    raft::stop_group(&replica.group);
+                }
+                partition.log.stats().bytes
+            }
             None => 0,
         };
         self.log_sync.remove(&key);
@@ -92,6 +99,9 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         let Some(partition) = self.partitions.get_mut(&key) else {
             return Err(PumpError::NotHere(key));
         };
+        if partition.replica.is_some() {
+            return Err(PumpError::NotReplicated { what: "purging" });
+        }
         partition.log.purge(&mut self.trash).await?;
         // Anything parked for this partition refers to purged data (the
         // epoch's purge count tells its waiters), and the purge itself is

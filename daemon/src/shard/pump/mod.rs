@@ -36,6 +36,7 @@ pub use super::op::{
 mod commit;
 mod lifecycle;
 mod offsets;
+mod raft;
 mod reads;
 mod retention;
 
@@ -79,6 +80,11 @@ enum Answer {
     Done {
         reply: Reply<()>,
     },
+    /// A replicated partition's Raft append is stored as its durability
+    /// asks.
+    Flushed {
+        flushed: crate::shard::replica::Flushed,
+    },
 }
 
 impl Answer {
@@ -87,6 +93,7 @@ impl Answer {
             Answer::Append { reply, .. } => send(reply, Err(error)),
             Answer::Poll { reply, .. } => send(reply, Err(error)),
             Answer::Done { reply } => send(reply, Err(error)),
+            Answer::Flushed { flushed } => flushed(Err(error.to_string())),
         }
     }
 
@@ -95,6 +102,7 @@ impl Answer {
             Answer::Append { ack, reply } => send(reply, Ok(ack)),
             Answer::Poll { result, reply } => send(reply, Ok(result)),
             Answer::Done { reply } => send(reply, Ok(())),
+            Answer::Flushed { flushed } => flushed(Ok(())),
         }
     }
 }
@@ -187,6 +195,10 @@ pub struct Pump<I: StorageIo + Clone + 'static> {
     /// µs an op waited in the inbox; µs per fsync. Reset at each report.
     queue_wait: hdrhistogram::Histogram<u64>,
     fsync: hdrhistogram::Histogram<u64>,
+    /// Replication above this shard, on a cluster node.
+    replication: Option<Rc<dyn crate::shard::replica::Replication>>,
+    /// Where this shard's groups send their Raft log operations.
+    raft_queue: crate::shard::replica::RaftQueue,
 }
 
 fn latency_histogram() -> hdrhistogram::Histogram<u64> {
@@ -235,6 +247,8 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             fatal: None,
             queue_wait: latency_histogram(),
             fsync: latency_histogram(),
+            replication: None,
+            raft_queue: crate::shard::replica::RaftQueue::default(),
         }
     }
 
@@ -369,6 +383,14 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 let result = self.remove(key).await;
                 send(reply, result);
             }
+            PartitionOp::Append { key, batch, reply }
+                if self
+                    .partitions
+                    .get(&key)
+                    .is_some_and(|partition| partition.replica.is_some()) =>
+            {
+                self.propose(key, &batch, reply);
+            }
             PartitionOp::Append { key, batch, reply } => match self.append(key, &batch).await {
                 Ok((ack, durability)) => {
                     let upto = ack.last_offset + 1;
@@ -434,6 +456,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             }
             PartitionOp::DeleteSegments { key, count, reply } => {
                 let result = match self.partitions.get_mut(&key) {
+                    Some(partition) if partition.replica.is_some() => {
+                        Err(PumpError::NotReplicated {
+                            what: "deleting segments",
+                        })
+                    }
                     Some(partition) => partition
                         .log
                         .delete_oldest_segments(count as usize, &mut self.trash)

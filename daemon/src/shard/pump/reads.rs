@@ -125,10 +125,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             self.admit_offset(key, consumer)?;
         }
         let partition = self.partition(key)?;
-        let highest_visible = match partition.settings.durability {
-            Durability::Persisted => partition.log.durable_offset(),
-            Durability::Replicated => partition.log.written_offset(),
-        };
+        let highest_visible = partition.highest_visible();
         let current_offset = highest_visible.unwrap_or(0);
         let empty = PollResult::empty(current_offset);
         let first = partition.log.first_offset();

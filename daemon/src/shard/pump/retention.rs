@@ -19,6 +19,12 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         let now = self.clock.now_micros();
         let mut failures = Vec::new();
         for partition in self.partitions.values_mut() {
+            // A replicated partition's entries name its segments; deleting
+            // them needs the group's snapshot of sealed segments (a later
+            // step), so replicated partitions keep theirs for now.
+            if partition.replica.is_some() {
+                continue;
+            }
             let sealed = partition.log.sealed_segments();
             let expired = match partition.settings.message_expiry_us {
                 Some(expiry) => {

@@ -1,0 +1,395 @@
+//! The pump's side of a replicated partition: the Raft log operations its
+//! group sends through the shard's `RaftQueue` (`shard::replica`), applied
+//! to the partition's segment log and Raft files like any other op, and a
+//! leader's appends handed to the group as proposals.
+//!
+//! An append's entries are readable when it is answered; its `flushed`
+//! callback waits in the commit phase like an acknowledgement, for the
+//! write (`replicated`) or the fsync (`persisted`) that covers them, so a
+//! Raft append shares the shard's coalesced writes and group-commit fsyncs.
+//! The leader's batch gets its base offset where it joins the log (the
+//! offsets of a failed proposal are never holes), a follower's continues
+//! the log already; every replica stores the same bytes.
+//!
+//! Must not: wait for the group (it waits for the pump), or decide what is
+//! committed (the group tells, through `Applied`).
+
+use super::*;
+use crate::shard::partition::Replica;
+use crate::shard::replica::{AppliedEntry, Group, Leadership, RaftLogState, RaftOp, Replication};
+use iggyd_storage::raft::{EntryBody, RaftFiles, StoredBody, StoredEntry};
+
+impl<I: StorageIo + Clone + 'static> Pump<I> {
+    /// Replication above this shard (a cluster node): partitions it
+    /// replicates get their Raft files and group at open.
+    pub fn set_replication(&mut self, replication: Rc<dyn Replication>) {
+        self.replication = Some(replication);
+    }
+
+    /// The queue this shard's groups send their log operations through.
+    pub fn raft_queue(&self) -> &crate::shard::replica::RaftQueue {
+        &self.raft_queue
+    }
+
+    /// Opens the Raft side of a partition the pump just opened, when it is
+    /// replicated.
+    pub(super) async fn open_replica(
+        &mut self,
+        key: PartitionKey,
+        log: &mut PartitionLog<I>,
+    ) -> Result<Option<Replica<I>>, PumpError> {
+        let Some(replication) = self.replication.clone() else {
+            return Ok(None);
+        };
+        if !replication.replicates(&key) {
+            return Ok(None);
+        }
+        let dir = key.dir(&self.storage.data_dir);
+        let (files, recovery) = RaftFiles::open(self.io.clone(), &dir, log).await?;
+        if recovery.entries_dropped > 0 || recovery.messages_cut > 0 {
+            tracing::warn!(
+                partition = %key,
+                entries_dropped = recovery.entries_dropped,
+                messages_cut = recovery.messages_cut,
+                "the Raft log lost an unacknowledged tail in a crash; the leader sends it again"
+            );
+        }
+        let committed_end = match files.committed() {
+            Some((index, _)) => files.messages_end_through(log, index).await?,
+            None => log.first_offset(),
+        };
+        let group = replication.start_group(key, self.raft_queue.clone());
+        Ok(Some(Replica {
+            files,
+            group,
+            committed_end,
+        }))
+    }
+
+    /// A leader's append: stamped with this node's time and proposed;
+    /// the group answers `reply` once it is committed. Elsewhere the
+    /// caller hears who leads.
+    pub(super) fn propose(
+        &mut self,
+        key: PartitionKey,
+        batch: &ValidBatch,
+        reply: Reply<AppendAck>,
+    ) {
+        let now = self.clock.now_micros();
+        let partition = match self.partition(key) {
+            Ok(partition) => partition,
+            Err(error) => {
+                send(reply, Err(error));
+                return;
+            }
+        };
+        let Some(replica) = &partition.replica else {
+            send(reply, Err(PumpError::NotHere(key)));
+            return;
+        };
+        match replica.group.leadership() {
+            Leadership::Here => {}
+            Leadership::Elsewhere(node) => {
+                send(reply, Err(PumpError::NotLeader { leader: Some(node) }));
+                return;
+            }
+            Leadership::Unknown => {
+                send(reply, Err(PumpError::NotLeader { leader: None }));
+                return;
+            }
+        }
+        let mut bytes = batch.bytes().to_vec();
+        batch.stamp_copy(
+            &mut bytes,
+            u64::from(key.partition),
+            partition.log.next_offset(),
+            now,
+        );
+        replica.group.propose(bytes, reply);
+    }
+
+    /// Applies one Raft log operation of `key`'s group.
+    pub async fn apply_raft(&mut self, key: PartitionKey, op: RaftOp) {
+        if self.fatal.is_some() {
+            op.fail(|| PumpError::Stopping);
+            return;
+        }
+        if self
+            .partitions
+            .get(&key)
+            .is_none_or(|partition| partition.replica.is_none())
+        {
+            op.fail(|| PumpError::NotHere(key));
+            return;
+        }
+        match op {
+            RaftOp::State { reply } => {
+                let partition = self.partitions.get(&key).expect("checked above");
+                let files = &partition.replica.as_ref().expect("checked above").files;
+                send(
+                    reply,
+                    Ok(RaftLogState {
+                        last: files.last(),
+                        purged: files.purged(),
+                        committed: files.committed(),
+                        vote: files.vote().map(<[u8]>::to_vec),
+                    }),
+                );
+            }
+            RaftOp::Append {
+                entries,
+                flushed,
+                reply,
+            } => match self.append_entries(key, entries).await {
+                Ok(()) => {
+                    let partition = self.partitions.get(&key).expect("appended to it");
+                    let upto = partition.log.next_offset();
+                    let need = match partition.settings.durability {
+                        Durability::Persisted => {
+                            self.log_sync.insert(key);
+                            Need::Durable { upto }
+                        }
+                        Durability::Replicated => Need::Written { upto },
+                    };
+                    self.park(key, need, Answer::Flushed { flushed });
+                    send(reply, Ok(()));
+                }
+                Err(error) => {
+                    self.note_fatal(key, &error);
+                    flushed(Err(error.to_string()));
+                    send(reply, Err(error));
+                }
+            },
+            RaftOp::Truncate { keep, reply } => {
+                let result = self.truncate_entries(key, keep).await;
+                if let Err(error) = &result {
+                    self.note_fatal(key, error);
+                }
+                send(reply, result);
+            }
+            RaftOp::Purge { through, reply } => {
+                let partition = self.partitions.get_mut(&key).expect("checked above");
+                let result = async {
+                    partition.log.write_pending().await?;
+                    let replica = partition.replica.as_mut().expect("checked above");
+                    replica.files.write_pending().await?;
+                    replica.files.purge_through(&partition.log, through).await
+                }
+                .await
+                .map_err(PumpError::from);
+                if let Err(error) = &result {
+                    self.note_fatal(key, error);
+                }
+                send(reply, result);
+            }
+            RaftOp::SaveVote { vote, reply } => {
+                let partition = self.partitions.get_mut(&key).expect("checked above");
+                let replica = partition.replica.as_mut().expect("checked above");
+                let result = replica
+                    .files
+                    .save_vote(&vote)
+                    .await
+                    .map_err(PumpError::from);
+                if let Err(error) = &result {
+                    self.note_fatal(key, error);
+                }
+                send(reply, result);
+            }
+            RaftOp::SaveCommitted { committed, reply } => {
+                let partition = self.partitions.get_mut(&key).expect("checked above");
+                let replica = partition.replica.as_mut().expect("checked above");
+                replica.files.set_committed(committed);
+                send(reply, Ok(()));
+            }
+            RaftOp::Read {
+                first,
+                end,
+                bytes_max,
+                reply,
+            } => {
+                let result = self.read_entries(key, first, end, bytes_max).await;
+                if let Err(error) = &result {
+                    self.note_fatal(key, error);
+                }
+                send(reply, result);
+            }
+            RaftOp::Applied {
+                from,
+                through,
+                reply,
+            } => {
+                let result = self.applied(key, from, through).await;
+                if let Err(error) = &result {
+                    self.note_fatal(key, error);
+                }
+                send(reply, result);
+            }
+        }
+    }
+
+    async fn append_entries(
+        &mut self,
+        key: PartitionKey,
+        entries: Vec<StoredEntry>,
+    ) -> Result<(), PumpError> {
+        let partition = self.partition(key)?;
+        let replica = partition.replica.as_mut().ok_or(PumpError::NotHere(key))?;
+        let mut messages = 0u64;
+        let mut bytes_in = 0u64;
+        for entry in entries {
+            match entry.body {
+                StoredBody::Data(mut bytes) => {
+                    let next = partition.log.next_offset();
+                    let header = iggyd_wire::batch::BatchHeader::decode(&bytes)
+                        .map_err(|error| PumpError::Storage(StorageError::InvalidBatch(error)))?;
+                    if header.base_offset != next {
+                        // A leader's proposal takes its offsets here.
+                        iggyd_wire::batch::stamp(
+                            &mut bytes,
+                            header.partition_id,
+                            next,
+                            header.base_timestamp,
+                        )
+                        .map_err(|error| PumpError::Storage(StorageError::InvalidBatch(error)))?;
+                    }
+                    let len = bytes.len();
+                    let batch = ValidBatch::new(bytes, 0..len)
+                        .map_err(|error| PumpError::Storage(StorageError::InvalidBatch(error)))?;
+                    messages += u64::from(batch.message_count());
+                    bytes_in += len as u64;
+                    replica
+                        .files
+                        .append(
+                            &mut partition.log,
+                            entry.index,
+                            entry.term,
+                            EntryBody::Data(&batch),
+                        )
+                        .await?;
+                    assert!(partition.log.next_offset() == next + u64::from(batch.message_count()));
+                }
+                StoredBody::Blank => {
+                    replica
+                        .files
+                        .append(
+                            &mut partition.log,
+                            entry.index,
+                            entry.term,
+                            EntryBody::Blank,
+                        )
+                        .await?;
+                }
+                StoredBody::Membership(payload) => {
+                    replica
+                        .files
+                        .append(
+                            &mut partition.log,
+                            entry.index,
+                            entry.term,
+                            EntryBody::Membership(&payload),
+                        )
+                        .await?;
+                }
+            }
+        }
+        self.counters.messages_in += messages;
+        self.counters.bytes_in += bytes_in;
+        Ok(())
+    }
+
+    /// Truncation after a leader change: what is appended is made durable
+    /// first (the callbacks waiting for it are answered: those entries
+    /// were stored), then the tail after `keep` goes.
+    async fn truncate_entries(
+        &mut self,
+        key: PartitionKey,
+        keep: Option<u64>,
+    ) -> Result<(), PumpError> {
+        self.log_sync.insert(key);
+        self.commit().await;
+        if let Some(fatal) = &self.fatal {
+            return Err(PumpError::Storage(StorageError::Poisoned {
+                reason: fatal.to_string(),
+            }));
+        }
+        let partition = self.partition(key)?;
+        let replica = partition.replica.as_mut().ok_or(PumpError::NotHere(key))?;
+        replica
+            .files
+            .truncate_after(&mut partition.log, keep)
+            .await?;
+        let end = partition.log.next_offset();
+        replica.committed_end = replica.committed_end.min(end);
+        Ok(())
+    }
+
+    async fn read_entries(
+        &mut self,
+        key: PartitionKey,
+        first: u64,
+        end: u64,
+        bytes_max: u64,
+    ) -> Result<Vec<StoredEntry>, PumpError> {
+        let partition = self.partition(key)?;
+        // Entries are read from the files: what is appended is written
+        // first (the commit phase would have; a replication read may come
+        // sooner).
+        partition.log.write_pending().await?;
+        let replica = partition.replica.as_mut().ok_or(PumpError::NotHere(key))?;
+        replica.files.write_pending().await?;
+        let mut entries = Vec::new();
+        let mut bytes = 0u64;
+        let mut index = first;
+        while index < end {
+            let Some(entry) = replica.files.get(&partition.log, index).await? else {
+                break;
+            };
+            if let StoredBody::Data(data) = &entry.body {
+                bytes += data.len() as u64;
+            }
+            entries.push(entry);
+            if bytes >= bytes_max {
+                break;
+            }
+            index += 1;
+        }
+        Ok(entries)
+    }
+
+    async fn applied(
+        &mut self,
+        key: PartitionKey,
+        from: u64,
+        through: u64,
+    ) -> Result<Vec<AppliedEntry>, PumpError> {
+        let partition = self.partition(key)?;
+        let replica = partition.replica.as_mut().ok_or(PumpError::NotHere(key))?;
+        let mut applied = Vec::new();
+        for index in from..=through {
+            if let Some((base_offset, count)) = replica.files.data_of(index).await?
+                && count > 0
+            {
+                applied.push(AppliedEntry {
+                    index,
+                    base_offset,
+                    last_offset: base_offset + u64::from(count) - 1,
+                });
+            }
+        }
+        let end = replica
+            .files
+            .messages_end_through(&partition.log, through)
+            .await?;
+        // Committed only moves forward; it never passes what is stored.
+        replica.committed_end = replica
+            .committed_end
+            .max(end)
+            .min(partition.log.next_offset());
+        Ok(applied)
+    }
+}
+
+/// Stops a removed partition's group.
+pub(super) fn stop_group(group: &Rc<dyn Group>) {
+    group.stop();
+}

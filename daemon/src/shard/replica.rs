@@ -1,0 +1,237 @@
+//! The seam between a shard and the replication above it (`cluster`), and
+//! the queue through which a partition's Raft group reaches the pump.
+//!
+//! A replicated partition's pump keeps owning its segment log and its Raft
+//! files (`iggyd_storage::raft::RaftFiles`); the partition's consensus group
+//! (above the shard, on the same thread) never touches them: its log store
+//! sends [`RaftOp`]s through the shard's [`RaftQueue`], which the shard loop
+//! drains between inbox rounds, so a Raft append shares the commit phase
+//! (coalesced writes, group-commit fsyncs) with every other partition of
+//! the shard. The pump, in turn, hands a leader's stamped batches to the
+//! group through [`Group::propose`] and never waits for the group: the
+//! group waits for the pump (its log I/O), never the reverse, so the two
+//! cannot deadlock.
+//!
+//! Defined here, implemented by `cluster`, handed to each shard by the
+//! supervisor as a [`ReplicationStart`].
+//!
+//! Must not: know about the consensus library, the network or the wire
+//! protocol beyond the batch record; hold partition state (the pump's).
+
+use super::context::ShardContext;
+use super::op::{AppendAck, PumpError, Reply};
+use super::partition::PartitionKey;
+pub use iggyd_storage::raft::{LogPosition, StoredBody, StoredEntry};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+/// A reply to a group's task (on the shard's own thread).
+pub type LocalReply<T> = Reply<T>;
+
+/// Called once the entries of an append are as durable as the partition's
+/// durability asks (written for `replicated`, fsynced for `persisted`), or
+/// with why they never will be.
+pub type Flushed = Box<dyn FnOnce(Result<(), String>)>;
+
+/// What a group reads when it starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RaftLogState {
+    pub last: Option<LogPosition>,
+    pub purged: Option<LogPosition>,
+    pub committed: Option<LogPosition>,
+    pub vote: Option<Vec<u8>>,
+}
+
+/// The Raft log operations of a replicated partition, from its group.
+pub enum RaftOp {
+    State {
+        reply: LocalReply<RaftLogState>,
+    },
+    /// Appends entries (readable when answered); `flushed` runs once they
+    /// are durable as the partition's durability asks. A leader's data
+    /// entry gets its base offset where it joins the log; a follower's
+    /// continues the log already.
+    Append {
+        entries: Vec<StoredEntry>,
+        flushed: Flushed,
+        reply: LocalReply<()>,
+    },
+    /// Drops every entry after `keep` (never a committed one).
+    Truncate {
+        keep: Option<u64>,
+        reply: LocalReply<()>,
+    },
+    /// Entries through `through` are no longer needed by the group.
+    Purge {
+        through: LogPosition,
+        reply: LocalReply<()>,
+    },
+    /// Durable before answered.
+    SaveVote {
+        vote: Vec<u8>,
+        reply: LocalReply<()>,
+    },
+    SaveCommitted {
+        committed: Option<LogPosition>,
+        reply: LocalReply<()>,
+    },
+    /// Entries `first..end` (fewer when they pass `bytes_max`, at least
+    /// one when there is one).
+    Read {
+        first: u64,
+        end: u64,
+        bytes_max: u64,
+        reply: LocalReply<Vec<StoredEntry>>,
+    },
+    /// The group applied every entry through `through`: consumers may read
+    /// their messages. Answers the offsets each data entry in
+    /// `from..=through` holds.
+    Applied {
+        from: u64,
+        through: u64,
+        reply: LocalReply<Vec<AppliedEntry>>,
+    },
+}
+
+impl std::fmt::Debug for RaftOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            RaftOp::State { .. } => "State",
+            RaftOp::Append { .. } => "Append",
+            RaftOp::Truncate { .. } => "Truncate",
+            RaftOp::Purge { .. } => "Purge",
+            RaftOp::SaveVote { .. } => "SaveVote",
+            RaftOp::SaveCommitted { .. } => "SaveCommitted",
+            RaftOp::Read { .. } => "Read",
+            RaftOp::Applied { .. } => "Applied",
+        };
+        f.write_str(name)
+    }
+}
+
+impl RaftOp {
+    /// Answers the op with `error` (the partition is gone or the shard
+    /// stopping); an append's `flushed` hears it too.
+    pub fn fail(self, error: impl Fn() -> PumpError) {
+        match self {
+            RaftOp::State { reply } => {
+                let _ = reply.send(Err(error()));
+            }
+            RaftOp::Append { flushed, reply, .. } => {
+                flushed(Err(error().to_string()));
+                let _ = reply.send(Err(error()));
+            }
+            RaftOp::Truncate { reply, .. }
+            | RaftOp::Purge { reply, .. }
+            | RaftOp::SaveVote { reply, .. }
+            | RaftOp::SaveCommitted { reply, .. } => {
+                let _ = reply.send(Err(error()));
+            }
+            RaftOp::Read { reply, .. } => {
+                let _ = reply.send(Err(error()));
+            }
+            RaftOp::Applied { reply, .. } => {
+                let _ = reply.send(Err(error()));
+            }
+        }
+    }
+}
+
+/// A data entry the group applied: its index and its messages' offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppliedEntry {
+    pub index: u64,
+    pub base_offset: u64,
+    pub last_offset: u64,
+}
+
+#[derive(Default)]
+struct QueueInner {
+    ops: VecDeque<(PartitionKey, RaftOp)>,
+    waker: Option<Waker>,
+}
+
+/// The shard's queue of Raft log operations (its thread only).
+#[derive(Clone, Default)]
+pub struct RaftQueue {
+    inner: Rc<RefCell<QueueInner>>,
+}
+
+impl std::fmt::Debug for RaftQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftQueue")
+            .field("queued", &self.inner.borrow().ops.len())
+            .finish()
+    }
+}
+
+impl RaftQueue {
+    pub fn push(&self, key: PartitionKey, op: RaftOp) {
+        let mut inner = self.inner.borrow_mut();
+        inner.ops.push_back((key, op));
+        if let Some(waker) = inner.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// Ready when an op waits.
+    pub fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut inner = self.inner.borrow_mut();
+        if inner.ops.is_empty() {
+            inner.waker = Some(cx.waker().clone());
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    }
+
+    pub fn pop(&self) -> Option<(PartitionKey, RaftOp)> {
+        self.inner.borrow_mut().ops.pop_front()
+    }
+}
+
+/// Who leads a partition's group, as far as this node knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leadership {
+    /// This node: proposals are accepted.
+    Here,
+    /// Another node (its cluster node id).
+    Elsewhere(u64),
+    /// No leader is known (an election, or this node is cut off).
+    Unknown,
+}
+
+/// A replicated partition's consensus group, as its pump sees it.
+pub trait Group {
+    /// Proposes a batch stamped with the leader's time; `reply` gets the
+    /// offsets once the batch is committed, or why it was not.
+    fn propose(&self, batch: Vec<u8>, reply: Reply<AppendAck>);
+    fn leadership(&self) -> Leadership;
+    /// The partition was removed here: stop the group.
+    fn stop(&self);
+}
+
+/// The replication above a shard (implemented by `cluster`).
+pub trait Replication {
+    /// Whether `key`'s partition is replicated (its pump opens its Raft
+    /// files and serves consumers only what is committed).
+    fn replicates(&self, key: &PartitionKey) -> bool;
+    /// Starts the group of a replicated partition the pump opened; its log
+    /// store reaches the pump through `queue`. Must not wait for the pump.
+    fn start_group(&self, key: PartitionKey, queue: RaftQueue) -> Rc<dyn Group>;
+}
+
+/// Builds a shard's replication on its thread (the supervisor makes it,
+/// knowing the layer above). `None` on a single node.
+pub struct ReplicationStart(pub Box<dyn FnOnce(Rc<ShardContext>) -> StartedReplication + Send>);
+
+/// A shard's started replication, or why it did not start.
+pub type StartedReplication = Result<Rc<dyn Replication>, String>;
+
+impl std::fmt::Debug for ReplicationStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicationStart").finish_non_exhaustive()
+    }
+}
