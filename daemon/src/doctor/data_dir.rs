@@ -130,7 +130,10 @@ impl DataDir {
     /// `ext4 on /dev/vda` or what is known of it.
     pub(super) fn file_system(&self) -> String {
         match &self.mount {
-            Some(mount) => format!("{} on {}", mount.fs_type, mount.source),
+            Some(mount) if mount.source.starts_with('/') => {
+                format!("{} on {}", mount.fs_type, mount.source)
+            }
+            Some(mount) => format!("{} at {}", mount.fs_type, mount.mount_point),
             None => "an unknown file system".to_string(),
         }
     }

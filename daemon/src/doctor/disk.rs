@@ -304,6 +304,16 @@ fn space_verdict(
         fmt_bytes(space.total),
         fmt_bytes(space.held)
     );
+    if space.total == 0 {
+        return Check::warn(
+            ID,
+            format!(
+                "{fs} reports no size (ramfs grows until memory runs out), so free space \
+                 cannot be weighed"
+            ),
+            "put data_dir on a file system with a size: a disk",
+        );
+    }
     if space.free < space.floor() {
         return Check::fail(
             ID,

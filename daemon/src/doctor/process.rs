@@ -78,26 +78,34 @@ pub(super) fn shard_plan(config: &Config, cgroup_dir: Option<&Path>) -> Plan {
         measured.push_str("; ");
         measured.push_str(note);
     }
-    let check = if !plan.is_this_system() {
-        Check::warn(
-            ID,
-            format!(
-                "{measured}; the topology comes from {}, not this machine",
-                inputs.topology_source
-            ),
+    let mut problems = Vec::new();
+    let mut fixes = Vec::new();
+    if !plan.is_this_system() {
+        problems.push(format!(
+            "the topology comes from {}, not this machine",
+            inputs.topology_source
+        ));
+        fixes.push(
             "unset HWLOC_SYNTHETIC / HWLOC_XMLFILE: the daemon only runs on its own topology",
-        )
-    } else if !sharing.is_empty() {
+        );
+    }
+    if !sharing.is_empty() {
+        problems.push(format!(
+            "shards share physical cores ({}): SMT siblings halve each other",
+            sharing.join(", ")
+        ));
+        fixes.push(
+            "sharding.cpu_allocation = \"physical\" (one shard a core), or list one PU a core",
+        );
+    }
+    let check = if problems.is_empty() {
+        Check::pass(ID, measured)
+    } else {
         Check::warn(
             ID,
-            format!(
-                "{measured}; shards share physical cores ({}): SMT siblings halve each other",
-                sharing.join(", ")
-            ),
-            "sharding.cpu_allocation = \"physical\" (one shard a core), or list one PU a core",
+            format!("{measured}; {}", problems.join("; ")),
+            &fixes.join("; "),
         )
-    } else {
-        Check::pass(ID, measured)
     };
     let check = check
         .value("shards", shards as u64)
