@@ -806,3 +806,19 @@ fn the_unit_sandbox_is_read_under_systemd() {
         ],
     );
 }
+
+/// Proves README.md's table of checks names every check the doctor
+/// reports, in the report's order.
+#[test]
+fn the_readme_documents_every_check_in_order() {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(readme).expect("README.md");
+    let documented: Vec<&str> = readme
+        .lines()
+        .skip_while(|line| !line.starts_with("| check | measures |"))
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .filter_map(|row| row.split('`').nth(1))
+        .collect();
+    assert_eq!(documented, CHECKS);
+}
