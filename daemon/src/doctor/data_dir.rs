@@ -9,6 +9,7 @@
 //! memory: a torn tail it would cut, or the member reset it would journal,
 //! never reaches the disk. Must not: write anything.
 
+use super::Check;
 use iggyd_metadata::io::MetadataIo;
 use iggyd_metadata::{Metadata, MetadataStore};
 use std::collections::HashMap;
@@ -144,6 +145,19 @@ impl DataDir {
             .as_ref()
             .map(|topics| topics.iter().map(|topic| topic.partitions).sum())
             .unwrap_or(0)
+    }
+
+    /// The failure of check `id` when neither the data directory nor a
+    /// parent of it exists.
+    pub(super) fn nowhere_to_probe(&self, id: &'static str) -> Check {
+        Check::fail(
+            id,
+            format!(
+                "nowhere to probe: neither data_dir {} nor a parent of it exists",
+                self.configured.display()
+            ),
+            "create the data directory (the packages' tmpfiles.d does) or set data_dir",
+        )
     }
 
     /// Where the probes ran, when that is not the data directory itself.

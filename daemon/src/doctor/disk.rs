@@ -7,10 +7,11 @@
 //! Must not: write anything but the two probes' files (each removed at
 //! once), or change a sysfs setting.
 
+use super::Check;
 use super::data_dir::DataDir;
 use super::latency::unnamed_file;
-use super::{Check, fmt_bytes};
 use crate::config::IoMode;
+use crate::config::human_bytes;
 use crate::{limits, preflight};
 use std::path::{Path, PathBuf};
 
@@ -24,14 +25,7 @@ pub(super) fn o_direct(state: &DataDir, io_mode: IoMode) -> DirectIo {
     const ID: &str = "o_direct";
     let Some(dir) = &state.probe_dir else {
         return DirectIo {
-            check: Check::fail(
-                ID,
-                format!(
-                    "no directory to probe: neither data_dir {} nor a parent of it exists",
-                    state.configured.display()
-                ),
-                "create the data directory (the packages' tmpfiles.d does) or set data_dir",
-            ),
+            check: state.nowhere_to_probe(ID),
             direct: false,
         };
     };
@@ -242,14 +236,7 @@ fn device_verdict(device: &Device) -> Check {
 pub(super) fn disk_space(state: &DataDir) -> Check {
     const ID: &str = "disk_space";
     let Some(dir) = &state.probe_dir else {
-        return Check::fail(
-            ID,
-            format!(
-                "no directory to measure: neither data_dir {} nor a parent of it exists",
-                state.configured.display()
-            ),
-            "create the data directory (the packages' tmpfiles.d does) or set data_dir",
-        );
+        return state.nowhere_to_probe(ID);
     };
     let stats = match nix::sys::statvfs::statvfs(dir.as_path()) {
         Ok(stats) => stats,
@@ -288,7 +275,7 @@ impl Space {
     /// append is a few batches from ENOSPC: min(1 GiB, 5 % of the file
     /// system).
     fn floor(&self) -> u64 {
-        limits::LOG_LOW_DISK_FLOOR_BYTES.min(self.total / 100 * limits::LOG_LOW_DISK_PERCENT)
+        limits::low_disk_threshold(self.total)
     }
 }
 
@@ -300,9 +287,9 @@ fn space_verdict(
     const ID: &str = "disk_space";
     let base = format!(
         "{} free of {} on {fs}, {} held by partitions",
-        fmt_bytes(space.free),
-        fmt_bytes(space.total),
-        fmt_bytes(space.held)
+        human_bytes(space.free),
+        human_bytes(space.total),
+        human_bytes(space.held)
     );
     if space.total == 0 {
         return Check::warn(
@@ -320,7 +307,7 @@ fn space_verdict(
             format!(
                 "{base}: under {} (min 1 GiB, 5 %), where file logging pauses and appends are \
                  near ENOSPC",
-                fmt_bytes(space.floor())
+                human_bytes(space.floor())
             ),
             "free space on this file system, lower the topics' max_topic_size or \
              message_expiry, or grow the volume",
@@ -359,7 +346,7 @@ fn space_verdict(
              segment a partition), {by_age} limited by age only, {} without any limit",
             topics.len(),
             bounded.len(),
-            fmt_bytes(bound),
+            human_bytes(bound),
             forever.len()
         )
     };
@@ -368,7 +355,7 @@ fn space_verdict(
             ID,
             format!(
                 "{measured}: more than the {} free and held space can give",
-                fmt_bytes(room)
+                human_bytes(room)
             ),
             "lower max_topic_size of the largest topics, or grow the file system",
         )

@@ -9,7 +9,8 @@
 //! Must not: change a sysctl or a sysfs file, or keep a ring open past its
 //! check.
 
-use super::{Check, fmt_bytes};
+use super::Check;
+use crate::config::human_bytes;
 use crate::{limits, preflight};
 use nix::errno::Errno;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -248,7 +249,7 @@ pub(super) fn memlock(io_uring_available: bool, shards: Option<usize>) -> Check 
         if limit == nix::sys::resource::RLIM_INFINITY {
             "unlimited".to_string()
         } else {
-            fmt_bytes(limit)
+            human_bytes(limit)
         }
     };
     let limit = format!("RLIMIT_MEMLOCK {} (hard {})", show(soft), show(hard));

@@ -114,14 +114,7 @@ pub(super) fn write_latency(
 ) -> Check {
     const ID: &str = "write_latency";
     let Some(dir) = &state.probe_dir else {
-        return Check::fail(
-            ID,
-            format!(
-                "no directory to probe: neither data_dir {} nor a parent of it exists",
-                state.configured.display()
-            ),
-            "create the data directory (the packages' tmpfiles.d does) or set data_dir",
-        );
+        return state.nowhere_to_probe(ID);
     };
     let how = if direct {
         "direct (O_DIRECT)"

@@ -35,6 +35,23 @@ pub const PROBE_TIME_MIN: Duration = Duration::from_millis(50);
 /// See [`PROBE_TIME_MIN`].
 pub const PROBE_TIME_MAX: Duration = Duration::from_secs(10);
 
+/// Every check's id, in the order the report gives them.
+pub const CHECKS: [&str; 13] = [
+    "config",
+    "io_uring",
+    "o_direct",
+    "write_latency",
+    "write_cache",
+    "disk_space",
+    "memory_budget",
+    "descriptors",
+    "memlock",
+    "shard_plan",
+    "transparent_hugepages",
+    "clock",
+    "systemd_hardening",
+];
+
 /// The version of the `--json` shape (see README.md, "Command line").
 pub const JSON_VERSION: u64 = 1;
 
@@ -230,23 +247,15 @@ pub fn run(sources: &Sources, options: &Options) -> Report {
         )
     };
     let Some(config) = config else {
-        let io_uring = kernel::io_uring(false);
-        checks.push(io_uring.check);
-        for id in [
-            "o_direct",
-            "write_latency",
-            "write_cache",
-            "disk_space",
-            "memory_budget",
-            "descriptors",
-            "memlock",
-            "shard_plan",
-        ] {
-            checks.push(skipped(id));
+        for &id in &CHECKS[1..] {
+            checks.push(match id {
+                "io_uring" => kernel::io_uring(false).check,
+                "transparent_hugepages" => kernel::transparent_hugepages(),
+                "clock" => kernel::clock(&clock_start),
+                "systemd_hardening" => service::hardening(),
+                _ => skipped(id),
+            });
         }
-        checks.push(kernel::transparent_hugepages());
-        checks.push(kernel::clock(&clock_start));
-        checks.push(service::hardening());
         return Report { checks };
     };
 
@@ -277,22 +286,6 @@ pub fn run(sources: &Sources, options: &Options) -> Report {
     checks.push(kernel::clock(&clock_start));
     checks.push(service::hardening());
     Report { checks }
-}
-
-/// `bytes` in binary units with one decimal (`1.5 GiB`).
-pub(crate) fn fmt_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
 }
 
 /// A duration in the unit that suits it (`850 µs`, `12.3 ms`, `1.20 s`).
@@ -372,12 +365,9 @@ mod tests {
         assert_eq!(check["values"]["key"], "none");
     }
 
-    // Proves the unit helpers pick a readable unit.
+    // Proves durations are printed in the unit that suits them.
     #[test]
-    fn figures_are_formatted_in_readable_units() {
-        assert_eq!(fmt_bytes(512), "512 B");
-        assert_eq!(fmt_bytes(1536), "1.5 KiB");
-        assert_eq!(fmt_bytes(3 << 30), "3.0 GiB");
+    fn durations_are_formatted_in_readable_units() {
         assert_eq!(fmt_duration(Duration::from_micros(850)), "850 µs");
         assert_eq!(fmt_duration(Duration::from_micros(12_340)), "12.3 ms");
         assert_eq!(fmt_duration(Duration::from_millis(1200)), "1.20 s");

@@ -8,10 +8,11 @@
 //! Must not: pin a thread, bind memory or raise a limit; the limits read
 //! are this process's, so the doctor says to run it as the service runs.
 
+use super::Check;
 use super::data_dir::DataDir;
-use super::{Check, fmt_bytes};
 use crate::cgroup::CgroupLimits;
 use crate::config::Config;
+use crate::config::human_bytes;
 use crate::topology::{self, PlanEnv, format_pu_list};
 use crate::{limits, preflight};
 use std::collections::BTreeMap;
@@ -153,21 +154,21 @@ pub(super) fn memory_budget(
         format!(
             "auto: {} % of {}",
             limits::DERIVED_BUDGET_PERCENT,
-            fmt_bytes(plan.available_bytes)
+            human_bytes(plan.available_bytes)
         )
     } else {
         "memory.budget".to_string()
     };
     let cgroup_text = plan.cgroup_max_bytes.map_or_else(
         || "no cgroup memory.max".to_string(),
-        |max| format!("cgroup memory.max {}", fmt_bytes(max)),
+        |max| format!("cgroup memory.max {}", human_bytes(max)),
     );
     let measured = format!(
         "budget {} ({how}), {} a shard for {} shard(s); MemAvailable {}, {cgroup_text}",
-        fmt_bytes(plan.budget_bytes),
-        fmt_bytes(plan.per_shard_bytes),
+        human_bytes(plan.budget_bytes),
+        human_bytes(plan.per_shard_bytes),
         plan.shards,
-        fmt_bytes(plan.mem_available_bytes),
+        human_bytes(plan.mem_available_bytes),
     );
     let check = if cgroup.warnings.is_empty() {
         Check::pass(ID, measured)

