@@ -6,8 +6,8 @@
 //! of its group commit, so its p99 is at least this probe's).
 //!
 //! The file is unlinked as soon as it is open, so nothing is left behind even
-//! if the doctor is killed; it never grows past [`WINDOW_BYTES`] (it is
-//! emptied, untimed, and filled again). Must not: write anywhere else, or run
+//! if the doctor is killed; it never grows past [`WINDOW_BYTES`] or a
+//! quarter of the free space (it is emptied, untimed, and filled again). Must not: write anywhere else, or run
 //! past the probe time by more than one write and sync.
 
 use super::data_dir::DataDir;
@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 /// One write: a large group commit's worth.
 const CHUNK_BYTES: usize = 1024 * 1024;
-/// The file is emptied when the next write would pass this.
+/// The file is emptied when the next write would pass this, or a quarter
+/// of the free space when that is less (at least one write).
 const WINDOW_BYTES: u64 = 64 * 1024 * 1024;
 /// At most this many samples, whatever the probe time.
 const SAMPLES_MAX: usize = 100_000;
@@ -60,6 +61,15 @@ pub(super) struct Samples {
 /// once).
 fn probe(dir: &Path, direct: bool, probe_time: Duration) -> std::io::Result<Samples> {
     let file = unnamed_file(dir, direct)?;
+    let free = nix::sys::statvfs::statvfs(dir)
+        .map(|stats| {
+            stats
+                .blocks_available()
+                .saturating_mul(stats.fragment_size())
+        })
+        .unwrap_or(WINDOW_BYTES);
+    let chunk_bytes = CHUNK_BYTES as u64;
+    let window = (free / 4 / chunk_bytes * chunk_bytes).clamp(chunk_bytes, WINDOW_BYTES);
     let mut chunk = iggyd_storage::AlignedBuf::with_capacity(CHUNK_BYTES);
     // Bytes that do not compress or deduplicate (xorshift), so a device
     // that does either cannot make the write look cheaper than a batch.
@@ -77,7 +87,7 @@ fn probe(dir: &Path, direct: bool, probe_time: Duration) -> std::io::Result<Samp
     while samples.writes.is_empty()
         || (Instant::now() < deadline && samples.writes.len() < SAMPLES_MAX)
     {
-        if offset + CHUNK_BYTES as u64 > WINDOW_BYTES {
+        if offset + chunk_bytes > window {
             file.set_len(0)?;
             offset = 0;
         }
@@ -88,7 +98,7 @@ fn probe(dir: &Path, direct: bool, probe_time: Duration) -> std::io::Result<Samp
         let synced = Instant::now();
         samples.writes.push(written - before);
         samples.syncs.push(synced - written);
-        offset += CHUNK_BYTES as u64;
+        offset += chunk_bytes;
     }
     samples.elapsed = started.elapsed();
     Ok(samples)

@@ -202,7 +202,11 @@ pub(super) fn descriptors(config: &Config, shards: Option<usize>, state: &DataDi
     let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
         Ok(limits) => limits,
         Err(error) => {
-            return Check::fail(ID, format!("getrlimit(RLIMIT_NOFILE) failed: {error}"), "");
+            return Check::fail(
+                ID,
+                format!("getrlimit(RLIMIT_NOFILE) failed: {error}"),
+                "allow getrlimit/prlimit64 to the service (its seccomp filter)",
+            );
         }
     };
     let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open")

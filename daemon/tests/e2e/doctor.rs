@@ -312,6 +312,12 @@ fn a_file_system_without_o_direct_warns_and_one_in_memory_fails() {
     let setup = format!("mount -t tmpfs -o size=32m tmpfs {}", quoted(&mount));
     let report = Report::of(&mut in_mount_namespace(&setup, &mount));
     report.expect("write_cache", "fail", &["tmpfs", "memory"]);
+    // The probe's file stays within a quarter of the 32 MiB: no ENOSPC.
+    let latency = report.check("write_latency");
+    assert!(
+        latency["values"]["samples"].as_u64().unwrap_or(0) > 0,
+        "{latency:#}"
+    );
     assert!(
         std::fs::read_dir(&mount).unwrap().next().is_none(),
         "the namespace's mounts never reached the host"
