@@ -1,6 +1,6 @@
 //! The single start-up sequence: arguments -> configuration -> shard plan ->
 //! preflight (memory budget, data directory, I/O driver) -> listeners (the
-//! Iggy port, the metrics port and its credentials) -> supervisor. Also the `plan` and `config` subcommands. This is where typed
+//! Iggy port, the metrics port and its credentials) -> supervisor. Also the `plan`, `config` and `doctor` subcommands. This is where typed
 //! errors become one readable line on stderr, a `STATUS=` text and an exit
 //! code; nothing below this module prints or exits.
 
@@ -12,7 +12,7 @@ use crate::logging::LogHandle;
 use crate::net::listener;
 use crate::supervisor::{self, Launch, Reload};
 use crate::topology::{self, PlanEnv, ShardPlan};
-use crate::{logging, preflight, systemd};
+use crate::{doctor, logging, preflight, systemd};
 use clap::{Parser, Subcommand};
 use iggyd_metadata::MetadataStore;
 use iggyd_metadata::auth::HashCost;
@@ -54,6 +54,28 @@ enum Command {
     },
     /// Validate and print the effective configuration (exit 78 when invalid).
     Config,
+    /// Check that this host can keep iggyd's promises, one line a check
+    /// (read-only; exit 0 all pass, 1 a warning, 2 a failure).
+    Doctor {
+        /// Print JSON instead of one line a check.
+        #[arg(long)]
+        json: bool,
+        /// How long the write-latency probe writes (50ms to 10s; default 2s).
+        #[arg(long, value_name = "DURATION", value_parser = parse_probe_time)]
+        probe_time: Option<std::time::Duration>,
+    },
+}
+
+fn parse_probe_time(text: &str) -> Result<std::time::Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|error| error.to_string())?;
+    if !(doctor::PROBE_TIME_MIN..=doctor::PROBE_TIME_MAX).contains(&duration) {
+        return Err(format!(
+            "expected a duration from {:?} to {:?}",
+            doctor::PROBE_TIME_MIN,
+            doctor::PROBE_TIME_MAX
+        ));
+    }
+    Ok(duration)
 }
 
 /// Entry point of the `iggyd` binary.
@@ -66,6 +88,15 @@ pub fn main() -> ExitCode {
         data_dir: cli.data_dir,
         ..Sources::from_process_env()
     };
+    if let Some(Command::Doctor { json, probe_time }) = cli.command {
+        // The doctor loads (and checks) the configuration itself, and logs
+        // nothing: its report says what it found.
+        let options = doctor::Options {
+            probe_time: probe_time.unwrap_or(doctor::PROBE_TIME_DEFAULT),
+            cgroup_dir: cli.cgroup_dir,
+        };
+        return run_doctor(&sources, &options, json);
+    }
     let config = match Config::load(&sources) {
         Ok(config) => config,
         Err(error) => return fail(&BootError::Config(error)),
@@ -82,6 +113,8 @@ pub fn main() -> ExitCode {
             print!("{}", config.to_toml());
             ExitCode::SUCCESS
         }
+        // Handled above, before the configuration is loaded.
+        Some(Command::Doctor { .. }) => ExitCode::SUCCESS,
         Some(Command::Plan { json }) => match plan(&config, cli.cgroup_dir.as_deref()) {
             Ok(plan) => {
                 if json {
@@ -119,6 +152,21 @@ pub fn main() -> ExitCode {
             code
         }
     }
+}
+
+/// `iggyd doctor`: every check's line (or the JSON form) on stdout; the
+/// exit code is the worst status (0 pass, 1 warn, 2 fail).
+fn run_doctor(sources: &Sources, options: &doctor::Options, json: bool) -> ExitCode {
+    let report = doctor::run(sources, options);
+    if json {
+        match serde_json::to_string_pretty(&report.to_json()) {
+            Ok(text) => println!("{text}"),
+            Err(error) => return fail(&BootError::Runtime(error.to_string())),
+        }
+    } else {
+        print!("{}", report.render_text());
+    }
+    ExitCode::from(report.exit_code())
 }
 
 fn fail(error: &BootError) -> ExitCode {

@@ -20,5 +20,6 @@ pub mod systemd;
 pub mod supervisor;
 pub mod control;
 pub mod logging;
+pub mod doctor;
 pub mod boot;
 pub mod error;

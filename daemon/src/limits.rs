@@ -403,6 +403,12 @@ pub const LOG_ROTATION_CHECK_INTERVAL_MIN: Duration = Duration::from_secs(1);
 pub const LOG_LOW_DISK_FLOOR_BYTES: u64 = 1 << 30;
 /// See [`LOG_LOW_DISK_FLOOR_BYTES`].
 pub const LOG_LOW_DISK_PERCENT: u64 = 5;
+/// The free space under which file logging pauses on a file system of
+/// `filesystem_bytes` (see [`LOG_LOW_DISK_FLOOR_BYTES`]); `iggyd doctor`
+/// fails a data directory with less.
+pub fn low_disk_threshold(filesystem_bytes: u64) -> u64 {
+    LOG_LOW_DISK_FLOOR_BYTES.min(filesystem_bytes / 100 * LOG_LOW_DISK_PERCENT)
+}
 /// Free space is checked when this many bytes were written since the last
 /// check, or `LOG_DISK_CHECK_INTERVAL` passed, whichever comes first: one
 /// statvfs per MiB or per second, never one per line.

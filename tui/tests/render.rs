@@ -327,8 +327,8 @@ fn colours_and_no_color() {
 }
 
 /// Proves the disconnected states: before any snapshot the body says who
-/// does not answer; after one, a banner says "reconnecting" and keeps the
-/// last data on screen.
+/// does not answer and the header points at `iggyd doctor`; after one, a
+/// banner says "reconnecting" and keeps the last data on screen.
 #[test]
 fn reconnecting() {
     let mut app = App::new("/tmp/nowhere.sock".into(), Duration::from_secs(1));
@@ -339,6 +339,7 @@ fn reconnecting() {
     let buffer = draw(&app, 80, 24);
     assert_has(&buffer, "No iggyd answers at /tmp/nowhere.sock");
     assert_has(&buffer, "reconnecting in 800ms");
+    assert_has(&buffer, "`iggyd doctor` checks this host");
     let mut app = self::app();
     app.update(Event::Disconnected {
         reason: "the daemon closed the connection".into(),

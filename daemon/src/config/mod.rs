@@ -25,6 +25,7 @@ mod limits_tests;
 mod tests;
 
 pub use keys::applies_live;
+pub use units::human_bytes;
 
 use figment::value::Value;
 use std::net::SocketAddr;

@@ -113,6 +113,23 @@ pub(super) fn format_size(bytes: u64) -> String {
     format!("{} {name}", bytes / factor)
 }
 
+/// `1.5 GiB`, `12.0 MiB`, `512 B`: rounded, for messages only (a value a
+/// configuration file takes is printed by [`format_size`]).
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
 /// Parses a humantime duration, plus a bare `"0"`: humantime wants a unit even
 /// for zero, but `0` is the natural way to say "disabled".
 pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -210,6 +227,15 @@ pub(super) fn parse_pu_range(text: &str) -> Option<Result<Vec<u32>, String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Proves messages' sizes are rounded to one decimal of the largest
+    /// binary unit that keeps them at 1 or more.
+    #[test]
+    fn human_bytes_rounds_to_a_readable_unit() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
+    }
 
     /// IEC and SI units give exact powers of 1024 and 1000, with or without a
     /// space and in any case.

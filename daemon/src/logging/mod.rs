@@ -44,7 +44,7 @@ mod writer;
 pub use files::ACTIVE_NAME;
 pub(crate) use files::{LogName, parse_name as parse_log_name};
 pub use journal::{JournalStream, priority, stderr_is_journal};
-pub use writer::{FreeSpace, low_disk_threshold};
+pub use writer::FreeSpace;
 
 use crate::config::LoggingConfig;
 use files::{CheckHook, Limits, LogFiles};

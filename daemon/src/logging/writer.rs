@@ -7,7 +7,8 @@
 
 use super::files::{Limits, LogFiles};
 use super::format::{ConsoleStyle, Record, console_line, plain_line};
-use crate::limits::{LOG_DISK_CHECK_BYTES, LOG_LOW_DISK_FLOOR_BYTES, LOG_LOW_DISK_PERCENT};
+use crate::config::human_bytes;
+use crate::limits::{LOG_DISK_CHECK_BYTES, low_disk_threshold};
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,10 +19,6 @@ use tracing::Level;
 
 /// Messages the writer takes from the queue before flushing its buffer.
 const BATCH: usize = 1024;
-
-pub fn low_disk_threshold(filesystem_bytes: u64) -> u64 {
-    LOG_LOW_DISK_FLOOR_BYTES.min(filesystem_bytes / 100 * LOG_LOW_DISK_PERCENT)
-}
 
 /// Free and total bytes of the filesystem holding a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,22 +119,6 @@ pub struct Shared {
 /// aborts the process (see `boot`), so the data is still the best there is.
 pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// `1.5 GiB`, `12.0 MiB`, `512 B`: for messages only.
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
 }
 
 /// Called first thing in each logging thread. The logging threads start
@@ -425,7 +406,5 @@ mod tests {
         assert_eq!(low_disk_threshold(10 << 30), (10u64 << 30) / 100 * 5);
         assert_eq!(low_disk_threshold(100 << 30), 1 << 30);
         assert_eq!(low_disk_threshold(0), 0);
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
     }
 }

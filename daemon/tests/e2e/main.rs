@@ -7,6 +7,7 @@
 //! the official SDK sent.
 
 mod disk_full;
+mod doctor;
 mod bad_clients;
 mod bad_input;
 mod codec;

@@ -1,6 +1,7 @@
 //! The header every view shares and the Overview view. The header (three
 //! lines) says who the daemon is (version, pid, uptime, RSS, connections,
-//! watchdog, durability), what flows (messages and bytes in and out, what
+//! watchdog, durability, and where there is room the hint `iggyd doctor`,
+//! which checks the host), what flows (messages and bytes in and out, what
 //! clients pressed on) and the disk (used, free, growth rate over the
 //! graph window, time until full, the nearest topic size limit, logs,
 //! deleted data pending removal). The Overview body is btop-like: a meter
@@ -42,7 +43,7 @@ pub fn render_header(frame: &mut Frame, area: Rect, app: &App) {
             ]),
             _ => Line::from(vec![
                 Span::styled("iggyd ", theme.accent()),
-                label("iggy-top, not connected".into()),
+                label("iggy-top, not connected  ·  `iggyd doctor` checks this host".into()),
             ]),
         };
         let socket = Line::from(vec![
@@ -94,6 +95,7 @@ pub fn render_header(frame: &mut Frame, area: Rect, app: &App) {
         watchdog,
         label("  durability ".into()),
         value(process.durability_default.as_str().to_string()),
+        label("  · host check: iggyd doctor".into()),
     ]);
     let mut second = vec![
         label("in ".into()),
