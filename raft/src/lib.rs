@@ -17,6 +17,7 @@
 //! batch record, or decide durability (the caller's commit phase does; this
 //! step syncs before reporting an append flushed).
 
+pub mod backend;
 pub mod codec;
 pub mod log_store;
 pub mod state_machine;

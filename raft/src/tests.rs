@@ -255,3 +255,221 @@ fn one_node_commits_proposals_and_keeps_them_across_a_restart() {
         raft.shutdown().await.expect("shutdown");
     });
 }
+
+/// A backend over a shared log, as the pump is for the daemon: what the
+/// log store asks, performed on the log (a data entry whose base offset
+/// does not continue the log takes the next one, as a leader's does).
+#[derive(Clone)]
+struct SharedBackend {
+    log: Rc<futures_util::lock::Mutex<RaftLog<SimIo>>>,
+}
+
+impl crate::backend::LogBackend for SharedBackend {
+    async fn state(&self) -> Result<crate::backend::BackendState, String> {
+        let log = self.log.lock().await;
+        Ok(crate::backend::BackendState {
+            last: log.last(),
+            purged: log.purged(),
+            committed: log.committed(),
+            vote: log.vote().map(<[u8]>::to_vec),
+        })
+    }
+
+    async fn append(
+        &self,
+        entries: Vec<iggyd_storage::raft::StoredEntry>,
+        flushed: crate::backend::FlushedCallback,
+    ) -> Result<(), String> {
+        use iggyd_storage::raft::{EntryBody, StoredBody};
+        let mut log = self.log.lock().await;
+        for entry in entries {
+            let result = match entry.body {
+                StoredBody::Blank => log.append(entry.index, entry.term, EntryBody::Blank).await,
+                StoredBody::Membership(bytes) => {
+                    log.append(entry.index, entry.term, EntryBody::Membership(&bytes))
+                        .await
+                }
+                StoredBody::Data(mut bytes) => {
+                    let next = log.partition().next_offset();
+                    let header = BatchHeader::decode(&bytes).map_err(|e| e.to_string())?;
+                    if header.base_offset != next {
+                        stamp(&mut bytes, header.partition_id, next, header.base_timestamp)
+                            .map_err(|e| e.to_string())?;
+                    }
+                    let len = bytes.len();
+                    let batch = iggyd_wire::batch::ValidBatch::new(bytes, 0..len)
+                        .map_err(|e| e.to_string())?;
+                    log.append(entry.index, entry.term, EntryBody::Data(&batch))
+                        .await
+                }
+            };
+            result.map_err(|e| e.to_string())?;
+        }
+        let synced = log.sync().await.map_err(|e| e.to_string());
+        flushed(synced.clone());
+        synced
+    }
+
+    async fn truncate_after(&self, keep: Option<u64>) -> Result<(), String> {
+        let mut log = self.log.lock().await;
+        log.truncate_after(keep).await.map_err(|e| e.to_string())
+    }
+
+    async fn purge_through(&self, through: iggyd_storage::raft::LogPosition) -> Result<(), String> {
+        let mut log = self.log.lock().await;
+        log.purge_through(through).await.map_err(|e| e.to_string())
+    }
+
+    async fn save_vote(&self, vote: Vec<u8>) -> Result<(), String> {
+        let mut log = self.log.lock().await;
+        log.save_vote(&vote).await.map_err(|e| e.to_string())
+    }
+
+    async fn save_committed(
+        &self,
+        committed: Option<iggyd_storage::raft::LogPosition>,
+    ) -> Result<(), String> {
+        self.log.lock().await.set_committed(committed);
+        Ok(())
+    }
+
+    async fn read(
+        &self,
+        first: u64,
+        end: u64,
+        bytes_max: u64,
+    ) -> Result<Vec<iggyd_storage::raft::StoredEntry>, String> {
+        let mut log = self.log.lock().await;
+        log.write_pending().await.map_err(|e| e.to_string())?;
+        let mut entries = Vec::new();
+        let mut bytes = 0u64;
+        let held = log.first_index().unwrap_or(first);
+        let after_purge = log.purged().map_or(0, |(index, _)| index + 1);
+        for index in first.max(held).max(after_purge)..end {
+            let Some(entry) = log.get(index).await.map_err(|e| e.to_string())? else {
+                break;
+            };
+            if let iggyd_storage::raft::StoredBody::Data(data) = &entry.body {
+                bytes += data.len() as u64;
+            }
+            entries.push(entry);
+            if bytes >= bytes_max {
+                break;
+            }
+        }
+        Ok(entries)
+    }
+}
+
+/// Builds each suite test a fresh backend on its own simulated disk.
+struct BackendBuilder;
+
+impl StoreBuilder<PartitionRaft, crate::backend::BackendLogStore<SharedBackend>, StateMachine, ()>
+    for BackendBuilder
+{
+    async fn build(
+        &self,
+    ) -> Result<
+        (
+            (),
+            crate::backend::BackendLogStore<SharedBackend>,
+            StateMachine,
+        ),
+        openraft::StorageError<PartitionRaft>,
+    > {
+        let io = SimIo::new(11);
+        let clock: Rc<dyn Clock> = Rc::new(SimClock::new(1_700_000_000_000_000));
+        let (log, _) = RaftLog::open(
+            io,
+            Path::new("/data/p"),
+            config(),
+            clock,
+            BufferPool::new(1 << 20),
+        )
+        .await
+        .expect("open a partition's Raft log");
+        let backend = SharedBackend {
+            log: Rc::new(futures_util::lock::Mutex::new(log)),
+        };
+        Ok((
+            (),
+            crate::backend::BackendLogStore::new(backend),
+            StateMachine::new(Rc::new(Applied::default())),
+        ))
+    }
+}
+
+// Proves the log store over a backend (what the daemon's pump is) passes
+// openraft's own storage suite, like the one over a shared log.
+#[test]
+fn openraft_storage_suite_passes_over_a_backend() {
+    runtime().block_on(async {
+        Suite::test_all(BackendBuilder)
+            .await
+            .expect("openraft's storage suite over a backend");
+    });
+}
+
+// Proves a leader's proposal whose stamped base offset is stale (another
+// proposal took those offsets first) gets the next offsets where it joins
+// the log, and its writer is answered with them: offsets are assigned by
+// the log, never trusted from the proposal.
+#[test]
+fn a_stale_proposal_takes_the_next_offsets() {
+    runtime().block_on(async {
+        let io = SimIo::new(5);
+        let clock: Rc<dyn Clock> = Rc::new(SimClock::new(1_700_000_000_000_000));
+        let (log, _) = RaftLog::open(
+            io,
+            Path::new("/data/p"),
+            config(),
+            clock,
+            BufferPool::new(1 << 20),
+        )
+        .await
+        .expect("open");
+        let backend = SharedBackend {
+            log: Rc::new(futures_util::lock::Mutex::new(log)),
+        };
+        let applied = Rc::new(Applied::default());
+        let raft_config = Arc::new(
+            Config {
+                heartbeat_interval: 50,
+                election_timeout_min: 150,
+                election_timeout_max: 300,
+                ..Default::default()
+            }
+            .validate()
+            .expect("a valid config"),
+        );
+        let raft = Raft::new(
+            1,
+            raft_config,
+            Alone,
+            crate::backend::BackendLogStore::new(backend.clone()),
+            StateMachine::new(applied.clone()),
+        )
+        .await
+        .expect("start");
+        let members = std::collections::BTreeMap::from([(
+            1u64,
+            openraft::impls::BasicNode {
+                addr: "127.0.0.1:8091".to_string(),
+            },
+        )]);
+        raft.initialize(members).await.expect("initialize");
+        let first = raft.client_write(proposal(0, 4)).await.expect("write");
+        assert_eq!(first.response().base_offset, 0);
+        // Stamped for 0 again: it lands at 4.
+        let second = raft.client_write(proposal(0, 2)).await.expect("write");
+        assert_eq!(
+            second.response(),
+            &Appended {
+                base_offset: 4,
+                last_offset: 5
+            }
+        );
+        assert_eq!(applied.committed_next_offset.get(), 6);
+        raft.shutdown().await.expect("shutdown");
+    });
+}

@@ -339,7 +339,10 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         replica.files.write_pending().await?;
         let mut entries = Vec::new();
         let mut bytes = 0u64;
-        let mut index = first;
+        // The range may start before what the log still holds.
+        let held = replica.files.first_index().unwrap_or(first);
+        let after_purge = replica.files.purged().map_or(0, |(index, _)| index + 1);
+        let mut index = first.max(held).max(after_purge);
         while index < end {
             let Some(entry) = replica.files.get(&partition.log, index).await? else {
                 break;

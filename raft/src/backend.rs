@@ -1,0 +1,255 @@
+//! openraft's `RaftLogStorage` and `RaftLogReader` over a [`LogBackend`]:
+//! whoever owns a partition's log (in the daemon, the partition's pump,
+//! reached through its shard's queue) performs the operations; this file
+//! only translates between openraft's types and the storage's
+//! (`iggyd_storage::raft::StoredEntry`, positions as `(index, term)`,
+//! votes and memberships as bytes).
+//!
+//! Must not: hold log state of its own, or turn a backend error into a
+//! panic (openraft reports it and stops the group).
+
+use crate::codec::{decode_membership, decode_vote, encode_membership, encode_vote};
+use crate::{Entry, LogId, PartitionRaft, Proposal, Vote};
+use iggyd_storage::raft::{LogPosition, StoredBody, StoredEntry};
+use openraft::entry::RaftEntry;
+use openraft::storage::{IOFlushed, RaftLogStorage};
+use openraft::{EntryPayload, LogState, RaftLogReader};
+use std::fmt::Debug;
+use std::future::Future;
+use std::io;
+use std::ops::{Bound, RangeBounds};
+
+/// What the log holds when a group starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackendState {
+    pub last: Option<LogPosition>,
+    pub purged: Option<LogPosition>,
+    pub committed: Option<LogPosition>,
+    pub vote: Option<Vec<u8>>,
+}
+
+/// Called once appended entries are as durable as the partition asks.
+pub type FlushedCallback = Box<dyn FnOnce(Result<(), String>)>;
+
+/// The operations a partition's log performs for its group. Errors are
+/// messages: the group stops on any of them.
+pub trait LogBackend: Clone + 'static {
+    fn state(&self) -> impl Future<Output = Result<BackendState, String>>;
+    /// Appends `entries` (readable when this returns); `flushed` runs once
+    /// they are durable.
+    fn append(
+        &self,
+        entries: Vec<StoredEntry>,
+        flushed: FlushedCallback,
+    ) -> impl Future<Output = Result<(), String>>;
+    fn truncate_after(&self, keep: Option<u64>) -> impl Future<Output = Result<(), String>>;
+    fn purge_through(&self, through: LogPosition) -> impl Future<Output = Result<(), String>>;
+    fn save_vote(&self, vote: Vec<u8>) -> impl Future<Output = Result<(), String>>;
+    fn save_committed(
+        &self,
+        committed: Option<LogPosition>,
+    ) -> impl Future<Output = Result<(), String>>;
+    /// Entries `first..end`, fewer when they pass `bytes_max` (at least one
+    /// when there is one).
+    fn read(
+        &self,
+        first: u64,
+        end: u64,
+        bytes_max: u64,
+    ) -> impl Future<Output = Result<Vec<StoredEntry>, String>>;
+}
+
+/// Bytes of batches one replication read returns at most (openraft asks
+/// for ranges; a follower far behind gets them in pieces).
+pub const READ_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
+fn backend_error(error: String) -> io::Error {
+    io::Error::other(error)
+}
+
+fn invalid(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+/// `(index, term)` of a log id.
+fn position(log_id: &LogId) -> LogPosition {
+    (log_id.index, log_id.leader_id.term)
+}
+
+fn log_id((index, term): LogPosition) -> LogId {
+    LogId::new_term_index(term, index)
+}
+
+/// A stored entry as openraft's.
+pub fn to_entry(stored: StoredEntry) -> Result<Entry, io::Error> {
+    let index = stored.index;
+    let payload = match stored.body {
+        StoredBody::Blank => EntryPayload::Blank,
+        StoredBody::Data(bytes) => EntryPayload::Normal(Proposal(bytes)),
+        StoredBody::Membership(bytes) => EntryPayload::Membership(
+            decode_membership(&bytes)
+                .ok_or_else(|| invalid(format!("entry {index}: a damaged membership")))?,
+        ),
+    };
+    Ok(Entry::new(log_id((stored.index, stored.term)), payload))
+}
+
+/// openraft's entry as the storage keeps it.
+pub fn from_entry(entry: Entry) -> StoredEntry {
+    let (index, term) = position(&entry.log_id);
+    let body = match entry.payload {
+        EntryPayload::Blank => StoredBody::Blank,
+        EntryPayload::Normal(Proposal(bytes)) => StoredBody::Data(bytes),
+        EntryPayload::Membership(membership) => {
+            StoredBody::Membership(encode_membership(&membership))
+        }
+    };
+    StoredEntry { index, term, body }
+}
+
+/// The log store of one group over its backend.
+#[derive(Clone)]
+pub struct BackendLogStore<B: LogBackend> {
+    backend: B,
+}
+
+impl<B: LogBackend> Debug for BackendLogStore<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendLogStore").finish_non_exhaustive()
+    }
+}
+
+impl<B: LogBackend> BackendLogStore<B> {
+    pub fn new(backend: B) -> BackendLogStore<B> {
+        BackendLogStore { backend }
+    }
+}
+
+impl<B: LogBackend> RaftLogReader<PartitionRaft> for BackendLogStore<B> {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, io::Error> {
+        let first = match range.start_bound() {
+            Bound::Included(start) => *start,
+            Bound::Excluded(start) => start.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(end) => end.saturating_add(1),
+            Bound::Excluded(end) => *end,
+            Bound::Unbounded => u64::MAX,
+        };
+        if first >= end {
+            return Ok(Vec::new());
+        }
+        // openraft reads whole ranges (a lagging follower's); read them in
+        // pieces of at most `READ_BYTES_MAX`.
+        let mut entries = Vec::new();
+        let mut next = first;
+        while next < end {
+            let piece = self
+                .backend
+                .read(next, end, READ_BYTES_MAX)
+                .await
+                .map_err(backend_error)?;
+            let Some(last) = piece.last() else { break };
+            next = last.index + 1;
+            for stored in piece {
+                entries.push(to_entry(stored)?);
+            }
+        }
+        Ok(entries)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
+        let state = self.backend.state().await.map_err(backend_error)?;
+        match state.vote {
+            None => Ok(None),
+            Some(bytes) => decode_vote(&bytes)
+                .map(Some)
+                .ok_or_else(|| invalid("a damaged vote".to_string())),
+        }
+    }
+
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<Entry>, io::Error> {
+        // One piece: replication sends what fits, then asks again.
+        let piece = self
+            .backend
+            .read(start, end, READ_BYTES_MAX)
+            .await
+            .map_err(backend_error)?;
+        piece.into_iter().map(to_entry).collect()
+    }
+}
+
+impl<B: LogBackend> RaftLogStorage<PartitionRaft> for BackendLogStore<B> {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<PartitionRaft>, io::Error> {
+        let state = self.backend.state().await.map_err(backend_error)?;
+        Ok(LogState {
+            last_purged_log_id: state.purged.map(log_id),
+            last_log_id: state.last.map(log_id),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
+        self.backend
+            .save_vote(encode_vote(vote))
+            .await
+            .map_err(backend_error)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
+        self.backend
+            .save_committed(committed.as_ref().map(position))
+            .await
+            .map_err(backend_error)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
+        let state = self.backend.state().await.map_err(backend_error)?;
+        Ok(state.committed.map(log_id))
+    }
+
+    async fn append<It>(
+        &mut self,
+        entries: It,
+        callback: IOFlushed<PartitionRaft>,
+    ) -> Result<(), io::Error>
+    where
+        It: IntoIterator<Item = Entry>,
+    {
+        let entries: Vec<StoredEntry> = entries.into_iter().map(from_entry).collect();
+        let flushed: FlushedCallback = Box::new(move |result: Result<(), String>| {
+            callback.io_completed(result.map_err(io::Error::other));
+        });
+        self.backend
+            .append(entries, flushed)
+            .await
+            .map_err(backend_error)
+    }
+
+    async fn truncate_after(&mut self, last: Option<LogId>) -> Result<(), io::Error> {
+        self.backend
+            .truncate_after(last.map(|id| id.index))
+            .await
+            .map_err(backend_error)
+    }
+
+    async fn purge(&mut self, upto: LogId) -> Result<(), io::Error> {
+        self.backend
+            .purge_through(position(&upto))
+            .await
+            .map_err(backend_error)
+    }
+}
