@@ -20,6 +20,7 @@
 pub mod backend;
 pub mod codec;
 pub mod log_store;
+pub mod network;
 pub mod state_machine;
 
 #[cfg(test)]
@@ -28,7 +29,7 @@ mod tests;
 /// A stamped batch a leader proposes: its base offset is where the log
 /// will continue when the entry is appended, its server timestamp the
 /// leader's, so every replica stores the same bytes.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Proposal(pub Vec<u8>);
 
 impl std::fmt::Display for Proposal {
@@ -54,7 +55,7 @@ impl std::fmt::Debug for Proposal {
 
 /// What applying a data entry answers its proposer: the offsets its
 /// messages got.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Appended {
     pub base_offset: u64,
     pub last_offset: u64,

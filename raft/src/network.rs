@@ -1,0 +1,280 @@
+//! A group's network: openraft's RPCs as bytes over a [`Transport`] (in
+//! the daemon, the node-to-node mutual-TLS connections of `iggyd-peer`),
+//! and the receiving side, [`serve`], which decodes a request for a local
+//! group and encodes its answer.
+//!
+//! A call's bytes are `[kind u8][postcard body]`; an answer's are `[0]`
+//! then the postcard response, or `[1]` then a UTF-8 reason (the remote
+//! group refused or is gone: openraft treats it as a network failure and
+//! retries with backoff). Bodies come from authenticated peers but are
+//! still decoded as untrusted: a malformed one is refused, never a panic.
+//!
+//! Must not: retry a call (openraft decides), hold a connection (the
+//! transport does), or send snapshots (a later step: sealed segments).
+
+use crate::{PartitionRaft, Vote};
+use openraft::RaftNetworkFactory;
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::network::RPCOption;
+use openraft::network::v2::RaftNetworkV2;
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
+};
+use std::future::Future;
+use std::time::Duration;
+
+/// The kinds of call.
+const APPEND_ENTRIES: u8 = 1;
+const VOTE: u8 = 2;
+const PRE_VOTE: u8 = 3;
+const TRANSFER_LEADER: u8 = 4;
+
+const ANSWER_OK: u8 = 0;
+const ANSWER_REFUSED: u8 = 1;
+
+/// Moves a call's bytes to node `target` for group `channel` and brings
+/// back the answer's, or why not.
+pub trait Transport: Clone + 'static {
+    fn call(
+        &self,
+        target: u64,
+        channel: u64,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<Vec<u8>, TransportError>>;
+}
+
+/// Why a call got no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportError {
+    /// The node could not be reached (not connected, refused, gone).
+    Unreachable(String),
+    /// The call may have arrived but no answer came (time-out, the
+    /// connection broke while it was out).
+    Failed(String),
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransportError::Unreachable(reason) => write!(f, "unreachable: {reason}"),
+            TransportError::Failed(reason) => write!(f, "failed: {reason}"),
+        }
+    }
+}
+
+fn encode<T: serde::Serialize>(kind: u8, value: &T) -> Result<Vec<u8>, String> {
+    let mut out = vec![kind];
+    out.extend(postcard::to_allocvec(value).map_err(|error| error.to_string())?);
+    Ok(out)
+}
+
+fn io_error(reason: String) -> std::io::Error {
+    std::io::Error::other(reason)
+}
+
+/// The answer's value, or the reason the remote refused.
+fn decode_answer<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    match bytes.split_first() {
+        Some((&ANSWER_OK, body)) => postcard::from_bytes(body)
+            .map_err(|error| format!("a malformed answer from the peer: {error}")),
+        Some((&ANSWER_REFUSED, reason)) => Err(format!(
+            "the peer refused: {}",
+            String::from_utf8_lossy(reason)
+        )),
+        _ => Err("a malformed answer from the peer".to_string()),
+    }
+}
+
+fn answer_ok<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    match postcard::to_allocvec(value) {
+        Ok(body) => {
+            let mut out = Vec::with_capacity(body.len() + 1);
+            out.push(ANSWER_OK);
+            out.extend(body);
+            out
+        }
+        Err(error) => answer_refused(&format!("cannot encode the answer: {error}")),
+    }
+}
+
+fn answer_refused(reason: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(reason.len() + 1);
+    out.push(ANSWER_REFUSED);
+    out.extend_from_slice(reason.as_bytes());
+    out
+}
+
+/// Makes a group's connections to its peers.
+#[derive(Clone)]
+pub struct Network<T: Transport> {
+    transport: T,
+    channel: u64,
+}
+
+impl<T: Transport> Network<T> {
+    /// The network of group `channel` (the partition's storage id, or the
+    /// metadata group's).
+    pub fn new(transport: T, channel: u64) -> Network<T> {
+        Network { transport, channel }
+    }
+}
+
+impl<T: Transport> RaftNetworkFactory<PartitionRaft> for Network<T> {
+    type Network = Connection<T>;
+
+    async fn new_client(
+        &mut self,
+        target: u64,
+        _node: &openraft::impls::BasicNode,
+    ) -> Connection<T> {
+        Connection {
+            transport: self.transport.clone(),
+            target,
+            channel: self.channel,
+        }
+    }
+}
+
+/// A group's way to one peer.
+pub struct Connection<T: Transport> {
+    transport: T,
+    target: u64,
+    channel: u64,
+}
+
+impl<T: Transport> Connection<T> {
+    async fn call<Q: serde::Serialize, A: serde::de::DeserializeOwned>(
+        &self,
+        kind: u8,
+        request: &Q,
+        option: &RPCOption,
+    ) -> Result<A, RPCError<PartitionRaft>> {
+        let body = encode(kind, request).map_err(|reason| {
+            RPCError::Network(NetworkError::new(&io_error(format!(
+                "cannot encode the call: {reason}"
+            ))))
+        })?;
+        let bytes = self
+            .transport
+            .call(self.target, self.channel, body, option.hard_ttl())
+            .await
+            .map_err(|error| match error {
+                TransportError::Unreachable(reason) => {
+                    RPCError::Unreachable(Unreachable::new(&io_error(reason)))
+                }
+                TransportError::Failed(reason) => {
+                    RPCError::Network(NetworkError::new(&io_error(reason)))
+                }
+            })?;
+        decode_answer(&bytes)
+            .map_err(|reason| RPCError::Network(NetworkError::new(&io_error(reason))))
+    }
+}
+
+impl<T: Transport> RaftNetworkV2<PartitionRaft> for Connection<T> {
+    type SnapshotData = std::io::Cursor<Vec<u8>>;
+
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<PartitionRaft>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+        self.call(APPEND_ENTRIES, &rpc, &option).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<PartitionRaft>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+        self.call(VOTE, &rpc, &option).await
+    }
+
+    async fn pre_vote(
+        &mut self,
+        rpc: VoteRequest<PartitionRaft>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+        self.call(PRE_VOTE, &rpc, &option).await
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        _vote: Vote,
+        _snapshot: openraft::alias::SnapshotOf<PartitionRaft, Self::SnapshotData>,
+        _cancel: impl Future<Output = ReplicationClosed> + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<PartitionRaft>, StreamingError<PartitionRaft>> {
+        // Groups never build snapshots yet (their policy is `Never`, so
+        // no log is purged and a lagging follower is sent entries).
+        Err(StreamingError::Unreachable(Unreachable::new(&io_error(
+            "snapshots are not sent yet".to_string(),
+        ))))
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        request: TransferLeaderRequest<PartitionRaft>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+        self.call(TRANSFER_LEADER, &request, &option).await
+    }
+}
+
+/// A local group, as the receiving side sees it.
+pub type Raft<SM> = openraft::Raft<PartitionRaft, SM>;
+
+/// Answers one call for a local group: decodes it, hands it to `raft`,
+/// encodes its answer. Never fails: a refusal is an answer too.
+pub async fn serve<SM>(raft: &Raft<SM>, body: &[u8]) -> Vec<u8>
+where
+    SM: openraft::storage::RaftStateMachine<PartitionRaft>,
+{
+    let Some((&kind, body)) = body.split_first() else {
+        return answer_refused("an empty call");
+    };
+    fn malformed(error: postcard::Error) -> Vec<u8> {
+        answer_refused(&format!("a malformed call: {error}"))
+    }
+    match kind {
+        APPEND_ENTRIES => match postcard::from_bytes::<AppendEntriesRequest<PartitionRaft>>(body) {
+            Ok(rpc) => match raft.append_entries(rpc).await {
+                Ok(response) => answer_ok(&response),
+                Err(error) => answer_refused(&error.to_string()),
+            },
+            Err(error) => malformed(error),
+        },
+        VOTE => match postcard::from_bytes::<VoteRequest<PartitionRaft>>(body) {
+            Ok(rpc) => match raft.vote(rpc).await {
+                Ok(response) => answer_ok(&response),
+                Err(error) => answer_refused(&error.to_string()),
+            },
+            Err(error) => malformed(error),
+        },
+        PRE_VOTE => match postcard::from_bytes::<VoteRequest<PartitionRaft>>(body) {
+            Ok(rpc) => match raft.pre_vote(rpc).await {
+                Ok(response) => answer_ok(&response),
+                Err(error) => answer_refused(&error.to_string()),
+            },
+            Err(error) => malformed(error),
+        },
+        TRANSFER_LEADER => {
+            match postcard::from_bytes::<TransferLeaderRequest<PartitionRaft>>(body) {
+                Ok(request) => match raft.handle_transfer_leader(request).await {
+                    Ok(response) => answer_ok(&response),
+                    Err(error) => answer_refused(&error.to_string()),
+                },
+                Err(error) => malformed(error),
+            }
+        }
+        other => answer_refused(&format!("an unknown call kind {other}")),
+    }
+}
+
+/// The answer to a call for a group this node does not have (not created
+/// yet here, or removed).
+pub fn no_such_group(channel: u64) -> Vec<u8> {
+    answer_refused(&format!("no group {channel} here"))
+}
