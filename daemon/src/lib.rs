@@ -15,6 +15,7 @@ pub mod cgroup;
 pub mod topology;
 pub mod preflight;
 pub mod shard;
+pub mod cluster;
 pub mod net;
 pub mod systemd;
 pub mod supervisor;

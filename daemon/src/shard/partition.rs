@@ -108,13 +108,10 @@ pub struct Partition<I: StorageIo + Clone> {
 }
 
 /// What a replicated partition's owner keeps beside its log: the Raft
-/// files, its group, and how far consumers may read.
+/// files and its group (which knows how far consumers may read).
 pub struct Replica<I: StorageIo + Clone> {
     pub files: iggyd_storage::raft::RaftFiles<I>,
     pub group: std::rc::Rc<dyn super::replica::Group>,
-    /// One past the last committed message: polls see nothing beyond (a
-    /// consumer never reads what a failover could take back).
-    pub committed_end: u64,
 }
 
 impl<I: StorageIo + Clone> Partition<I> {
@@ -129,7 +126,7 @@ impl<I: StorageIo + Clone> Partition<I> {
         match &self.replica {
             None => local,
             Some(replica) => {
-                let committed = replica.committed_end.checked_sub(1);
+                let committed = replica.group.committed_end().checked_sub(1);
                 match (local, committed) {
                     (Some(local), Some(committed)) => Some(local.min(committed)),
                     _ => None,

@@ -85,14 +85,6 @@ pub enum RaftOp {
         bytes_max: u64,
         reply: LocalReply<Vec<StoredEntry>>,
     },
-    /// The group applied every entry through `through`: consumers may read
-    /// their messages. Answers the offsets each data entry in
-    /// `from..=through` holds.
-    Applied {
-        from: u64,
-        through: u64,
-        reply: LocalReply<Vec<AppliedEntry>>,
-    },
 }
 
 impl std::fmt::Debug for RaftOp {
@@ -105,7 +97,6 @@ impl std::fmt::Debug for RaftOp {
             RaftOp::SaveVote { .. } => "SaveVote",
             RaftOp::SaveCommitted { .. } => "SaveCommitted",
             RaftOp::Read { .. } => "Read",
-            RaftOp::Applied { .. } => "Applied",
         };
         f.write_str(name)
     }
@@ -132,19 +123,8 @@ impl RaftOp {
             RaftOp::Read { reply, .. } => {
                 let _ = reply.send(Err(error()));
             }
-            RaftOp::Applied { reply, .. } => {
-                let _ = reply.send(Err(error()));
-            }
         }
     }
-}
-
-/// A data entry the group applied: its index and its messages' offsets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AppliedEntry {
-    pub index: u64,
-    pub base_offset: u64,
-    pub last_offset: u64,
 }
 
 #[derive(Default)]
@@ -209,6 +189,9 @@ pub trait Group {
     /// offsets once the batch is committed, or why it was not.
     fn propose(&self, batch: Vec<u8>, reply: Reply<AppendAck>);
     fn leadership(&self) -> Leadership;
+    /// One past the last committed message: consumers read below it (a
+    /// consumer never sees what a failover could take back).
+    fn committed_end(&self) -> u64;
     /// The partition was removed here: stop the group.
     fn stop(&self);
 }
@@ -219,8 +202,13 @@ pub trait Replication {
     /// files and serves consumers only what is committed).
     fn replicates(&self, key: &PartitionKey) -> bool;
     /// Starts the group of a replicated partition the pump opened; its log
-    /// store reaches the pump through `queue`. Must not wait for the pump.
-    fn start_group(&self, key: PartitionKey, queue: RaftQueue) -> Rc<dyn Group>;
+    /// store reaches the pump through `queue`; `first_offset` is where its
+    /// messages start (nothing is committed below it). Must not wait for
+    /// the pump.
+    fn start_group(&self, key: PartitionKey, queue: RaftQueue, first_offset: u64) -> Rc<dyn Group>;
+    /// A node-to-node call for group `channel`, which this shard owns;
+    /// `reply` gets the answer's bytes.
+    fn deliver(&self, channel: u64, body: Vec<u8>, reply: flume::Sender<Vec<u8>>);
 }
 
 /// Builds a shard's replication on its thread (the supervisor makes it,

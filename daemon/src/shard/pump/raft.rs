@@ -16,7 +16,7 @@
 
 use super::*;
 use crate::shard::partition::Replica;
-use crate::shard::replica::{AppliedEntry, Group, Leadership, RaftLogState, RaftOp, Replication};
+use crate::shard::replica::{Group, Leadership, RaftLogState, RaftOp, Replication};
 use iggyd_storage::raft::{EntryBody, RaftFiles, StoredBody, StoredEntry};
 
 impl<I: StorageIo + Clone + 'static> Pump<I> {
@@ -54,16 +54,13 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 "the Raft log lost an unacknowledged tail in a crash; the leader sends it again"
             );
         }
-        let committed_end = match files.committed() {
+        // Messages start after what is purged (their entries are gone).
+        let first_offset = match files.purged() {
             Some((index, _)) => files.messages_end_through(log, index).await?,
             None => log.first_offset(),
         };
-        let group = replication.start_group(key, self.raft_queue.clone());
-        Ok(Some(Replica {
-            files,
-            group,
-            committed_end,
-        }))
+        let group = replication.start_group(key, self.raft_queue.clone(), first_offset);
+        Ok(Some(Replica { files, group }))
     }
 
     /// A leader's append: stamped with this node's time and proposed;
@@ -213,17 +210,6 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 }
                 send(reply, result);
             }
-            RaftOp::Applied {
-                from,
-                through,
-                reply,
-            } => {
-                let result = self.applied(key, from, through).await;
-                if let Err(error) = &result {
-                    self.note_fatal(key, error);
-                }
-                send(reply, result);
-            }
         }
     }
 
@@ -318,8 +304,6 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             .files
             .truncate_after(&mut partition.log, keep)
             .await?;
-        let end = partition.log.next_offset();
-        replica.committed_end = replica.committed_end.min(end);
         Ok(())
     }
 
@@ -357,38 +341,6 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             index += 1;
         }
         Ok(entries)
-    }
-
-    async fn applied(
-        &mut self,
-        key: PartitionKey,
-        from: u64,
-        through: u64,
-    ) -> Result<Vec<AppliedEntry>, PumpError> {
-        let partition = self.partition(key)?;
-        let replica = partition.replica.as_mut().ok_or(PumpError::NotHere(key))?;
-        let mut applied = Vec::new();
-        for index in from..=through {
-            if let Some((base_offset, count)) = replica.files.data_of(index).await?
-                && count > 0
-            {
-                applied.push(AppliedEntry {
-                    index,
-                    base_offset,
-                    last_offset: base_offset + u64::from(count) - 1,
-                });
-            }
-        }
-        let end = replica
-            .files
-            .messages_end_through(&partition.log, through)
-            .await?;
-        // Committed only moves forward; it never passes what is stored.
-        replica.committed_end = replica
-            .committed_end
-            .max(end)
-            .min(partition.log.next_offset());
-        Ok(applied)
     }
 }
 

@@ -1,0 +1,293 @@
+//! Three cluster nodes in one thread, each a real pump on its own
+//! simulated disk with its partition's group, talking through the RPC
+//! codec in process: what a leader's pump acknowledges is on every
+//! replica, followers refuse appends with the leader's name, consumers see
+//! only committed messages, and losing the leader loses nothing.
+
+use super::*;
+use crate::shard::op::{AppendAck, PartitionOp, PollRequest, PollResult, PumpError, Reply};
+use crate::shard::partition::{Durability, PartitionSettings};
+use crate::shard::pump::{Pump, PumpStorage};
+use iggyd_raft::network::TransportError;
+use iggyd_storage::sim::{SimClock, SimIo};
+use iggyd_storage::trash::TrashStart;
+use iggyd_storage::{Access, BufferPool};
+use iggyd_wire::batch::{MessageSpec, ValidBatch, encode_producer_batch};
+use iggyd_wire::protocol::primitives::PollingStrategy;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const KEY: PartitionKey = PartitionKey {
+    stream: 1,
+    topic: 1,
+    partition: 0,
+    storage_id: 5,
+};
+
+/// Calls between the nodes: into the target's cluster layer, unless one
+/// of the two is cut off.
+#[derive(Clone, Default)]
+struct InProcess {
+    from: u64,
+    nodes: Rc<RefCell<BTreeMap<u64, Rc<ShardCluster<InProcess>>>>>,
+    down: Rc<RefCell<BTreeSet<u64>>>,
+}
+
+impl Transport for InProcess {
+    async fn call(
+        &self,
+        target: u64,
+        channel: u64,
+        body: Vec<u8>,
+        _timeout: Duration,
+    ) -> Result<Vec<u8>, TransportError> {
+        let cut_off = {
+            let down = self.down.borrow();
+            down.contains(&self.from) || down.contains(&target)
+        };
+        if cut_off {
+            return Err(TransportError::Unreachable(format!("{target} is cut off")));
+        }
+        let cluster = self.nodes.borrow().get(&target).cloned();
+        let Some(cluster) = cluster else {
+            return Err(TransportError::Unreachable(format!("{target} is not up")));
+        };
+        let (reply, answer) = flume::bounded(1);
+        cluster.deliver(channel, body, reply);
+        answer
+            .recv_async()
+            .await
+            .map_err(|_| TransportError::Failed("no answer".to_string()))
+    }
+}
+
+/// A node: its pump runs in a task that applies ops and the group's Raft
+/// log operations, then commits, like the shard loop.
+struct Node {
+    id: u64,
+    ops: flume::Sender<PartitionOp>,
+    cluster: Rc<ShardCluster<InProcess>>,
+}
+
+fn storage() -> PumpStorage {
+    PumpStorage {
+        data_dir: PathBuf::from("/data"),
+        access: Access::Direct,
+        pool: BufferPool::new(1 << 20),
+        trash: TrashStart::default(),
+        consumer_offsets_max: 16,
+        read_window_bytes: 64 * 1024,
+    }
+}
+
+fn start_node(id: u64, transport: &InProcess) -> Node {
+    let raft = ClusterSettings::raft_config(Duration::from_millis(30), Duration::from_millis(150))
+        .expect("timing");
+    let settings = Arc::new(ClusterSettings {
+        node_id: id,
+        voters: (1..=3)
+            .map(|id| {
+                (
+                    id,
+                    BasicNode {
+                        addr: format!("node-{id}"),
+                    },
+                )
+            })
+            .collect(),
+        join: false,
+        raft,
+    });
+    let cluster = Rc::new(ShardCluster::new(
+        settings,
+        InProcess {
+            from: id,
+            ..transport.clone()
+        },
+    ));
+    transport.nodes.borrow_mut().insert(id, cluster.clone());
+    let mut pump = Pump::new(
+        SimIo::new(40 + id),
+        Rc::new(SimClock::new(1_700_000_000_000_000)),
+        storage(),
+    );
+    pump.set_replication(cluster.clone());
+    let (ops, inbox) = flume::unbounded::<PartitionOp>();
+    monoio::spawn(async move {
+        loop {
+            let next = {
+                let mut receive = std::pin::pin!(inbox.recv_async());
+                let queue = pump.raft_queue().clone();
+                std::future::poll_fn(|cx| {
+                    if queue.poll_ready(cx).is_ready() {
+                        return std::task::Poll::Ready(None);
+                    }
+                    receive.as_mut().poll(cx).map(Some)
+                })
+                .await
+            };
+            match next {
+                Some(Ok(op)) => pump.apply(op).await,
+                Some(Err(_)) => return,
+                None => {}
+            }
+            while let Some((key, op)) = pump.raft_queue().pop() {
+                pump.apply_raft(key, op).await;
+            }
+            pump.commit().await;
+        }
+    });
+    Node { id, ops, cluster }
+}
+
+async fn ask<T>(node: &Node, make: impl FnOnce(Reply<T>) -> PartitionOp) -> Result<T, PumpError> {
+    let (reply, answer) = flume::bounded(1);
+    node.ops.send(make(reply)).expect("the node runs");
+    answer.recv_async().await.expect("an answer")
+}
+
+fn batch(messages: usize, tag: u8) -> ValidBatch {
+    let specs: Vec<MessageSpec> = (0..messages)
+        .map(|index| MessageSpec {
+            id: index as u128 + 1,
+            timestamp_delta: 0,
+            payload: vec![tag; 64],
+            user_headers: Vec::new(),
+        })
+        .collect();
+    let bytes = encode_producer_batch(1_000, &specs);
+    let len = bytes.len();
+    ValidBatch::new(bytes, 0..len).expect("a batch")
+}
+
+/// Appends `messages` through whichever node leads; the offsets it got.
+async fn append(nodes: &[&Node], messages: usize, tag: u8) -> AppendAck {
+    for _ in 0..300 {
+        for node in nodes {
+            match ask(node, |reply| PartitionOp::Append {
+                key: KEY,
+                batch: batch(messages, tag),
+                reply,
+            })
+            .await
+            {
+                Ok(ack) => return ack,
+                Err(PumpError::NotLeader { .. } | PumpError::NotCommitted { .. }) => {}
+                Err(error) => panic!("append on node {}: {error}", node.id),
+            }
+        }
+        monoio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no node accepted the append within 6 s");
+}
+
+async fn poll_all(node: &Node) -> PollResult {
+    ask(node, |reply| PartitionOp::Poll {
+        key: KEY,
+        request: PollRequest {
+            consumer: None,
+            strategy: PollingStrategy::First,
+            count: 10_000,
+            auto_commit: false,
+            bytes_max: u64::MAX,
+        },
+        reply,
+    })
+    .await
+    .expect("a poll")
+}
+
+fn runtime() -> monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>> {
+    monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .expect("a runtime")
+}
+
+// Proves a replicated partition on three pumps: appends are acknowledged
+// with dense offsets by the leader only (a follower names it), every
+// replica then stores the same messages and serves them once committed,
+// and after the leader is cut off the others elect a new one that goes on
+// from the next offset, which the old leader catches up on once back.
+#[test]
+fn three_pumps_replicate_a_partition_and_survive_losing_the_leader() {
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
+        let settings = PartitionSettings {
+            durability: Durability::Persisted,
+            ..PartitionSettings::default()
+        };
+        for node in &nodes {
+            ask(node, |reply| PartitionOp::Open {
+                key: KEY,
+                settings,
+                reply,
+            })
+            .await
+            .expect("open");
+        }
+        let everyone: Vec<&Node> = nodes.iter().collect();
+        let mut next = 0;
+        for (messages, tag) in [(3, b'a'), (1, b'b'), (4, b'c')] {
+            let ack = append(&everyone, messages, tag).await;
+            assert_eq!(ack.base_offset, next);
+            assert_eq!(ack.last_offset, next + messages as u64 - 1);
+            next += messages as u64;
+        }
+        // A follower refuses and names the leader.
+        let leader = nodes
+            .iter()
+            .find(|node| {
+                node.cluster
+                    .raft(KEY.storage_id)
+                    .is_some_and(|raft| raft.is_leader())
+            })
+            .expect("a leader");
+        let follower = nodes
+            .iter()
+            .find(|node| node.id != leader.id)
+            .expect("a follower");
+        match ask(follower, |reply| PartitionOp::Append {
+            key: KEY,
+            batch: batch(1, b'x'),
+            reply,
+        })
+        .await
+        {
+            Err(PumpError::NotLeader {
+                leader: Some(named),
+            }) => assert_eq!(named, leader.id),
+            other => panic!("a follower's append: {other:?}"),
+        }
+        // Cut the leader off; the other two go on from the next offset.
+        transport.down.borrow_mut().insert(leader.id);
+        let rest: Vec<&Node> = nodes.iter().filter(|node| node.id != leader.id).collect();
+        let ack = append(&rest, 2, b'd').await;
+        assert_eq!(ack.base_offset, next);
+        next += 2;
+        transport.down.borrow_mut().remove(&leader.id);
+        // Every replica serves the same committed messages.
+        let mut served = Vec::new();
+        for node in &nodes {
+            let mut result = poll_all(node).await;
+            for _ in 0..300 {
+                if u64::from(result.message_count) == next {
+                    break;
+                }
+                monoio::time::sleep(Duration::from_millis(20)).await;
+                result = poll_all(node).await;
+            }
+            assert_eq!(u64::from(result.message_count), next, "node {}", node.id);
+            served.push(result.records().into_owned());
+        }
+        assert!(served.windows(2).all(|pair| pair[0] == pair[1]));
+        for node in &nodes {
+            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
+                raft.shutdown().await.expect("shutdown");
+            }
+        }
+    });
+}
