@@ -44,17 +44,30 @@ pub trait MetadataIo {
     fn sync_durable(&mut self, name: &str) -> io::Result<()>;
 }
 
-/// `std::fs` in one directory (created if missing).
+/// `std::fs` in one directory (created if missing), or, for a cluster
+/// node, memory: there the metadata group's Raft log is the durable record
+/// and the store is rebuilt from it at every start.
 #[derive(Debug)]
 pub struct StdIo {
     dir: PathBuf,
+    /// `Some` for [`StdIo::in_memory`]: the files by name.
+    memory: Option<std::collections::HashMap<String, Vec<u8>>>,
 }
 
 impl StdIo {
     pub fn open(dir: impl Into<PathBuf>) -> io::Result<Self> {
         let dir = dir.into();
         fs::create_dir_all(&dir)?;
-        Ok(Self { dir })
+        Ok(Self { dir, memory: None })
+    }
+
+    /// Files that live in memory only (a cluster node's store); `dir` only
+    /// names it in messages.
+    pub fn in_memory(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            memory: Some(std::collections::HashMap::new()),
+        }
     }
 
     pub fn dir(&self) -> &Path {
@@ -68,6 +81,9 @@ impl StdIo {
 
 impl MetadataIo for StdIo {
     fn read(&mut self, name: &str) -> io::Result<Option<Vec<u8>>> {
+        if let Some(memory) = &self.memory {
+            return Ok(memory.get(name).cloned());
+        }
         match fs::read(self.dir.join(name)) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -76,6 +92,13 @@ impl MetadataIo for StdIo {
     }
 
     fn append_durable(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        if let Some(memory) = &mut self.memory {
+            memory
+                .entry(name.to_owned())
+                .or_default()
+                .extend_from_slice(bytes);
+            return Ok(());
+        }
         let path = self.dir.join(name);
         let created = !path.exists();
         let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
@@ -88,12 +111,23 @@ impl MetadataIo for StdIo {
     }
 
     fn truncate_durable(&mut self, name: &str, len: u64) -> io::Result<()> {
+        if let Some(memory) = &mut self.memory {
+            let file = memory
+                .get_mut(name)
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+            file.resize(usize::try_from(len).map_err(io::Error::other)?, 0);
+            return Ok(());
+        }
         let file = OpenOptions::new().write(true).open(self.dir.join(name))?;
         file.set_len(len)?;
         file.sync_all()
     }
 
     fn replace_durable(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        if let Some(memory) = &mut self.memory {
+            memory.insert(name.to_owned(), bytes.to_vec());
+            return Ok(());
+        }
         let temporary = self.dir.join(format!("{name}.tmp"));
         let mut file = OpenOptions::new()
             .create(true)
@@ -108,6 +142,9 @@ impl MetadataIo for StdIo {
     }
 
     fn sync_durable(&mut self, name: &str) -> io::Result<()> {
+        if self.memory.is_some() {
+            return Ok(());
+        }
         File::open(self.dir.join(name))?.sync_all()?;
         self.sync_dir()
     }

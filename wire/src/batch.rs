@@ -737,8 +737,8 @@ pub fn slice(bytes: &[u8], start: u32, end: u32) -> Result<Vec<u8>, BatchError> 
     Ok(record)
 }
 
-/// Test and simulation helper: one message to put in a record.
-#[cfg(any(test, feature = "test-support"))]
+/// One message to put in a record (tests, the simulator, benchmarks, and a
+/// cluster node's metadata log, whose entries are records of one message).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageSpec {
     pub id: u128,
@@ -748,10 +748,8 @@ pub struct MessageSpec {
 }
 
 /// Encodes a producer batch (partition 0, offsets and server timestamp 0)
-/// with valid frame and batch checksums. Used by tests, the simulator and
-/// benchmarks (feature `test-support`); the daemon itself never builds
-/// batches from scratch, and its release build does not carry this.
-#[cfg(any(test, feature = "test-support"))]
+/// with valid frame and batch checksums. Used by tests, the simulator,
+/// benchmarks, and a cluster node's metadata log.
 pub fn encode_producer_batch(origin_timestamp: u64, messages: &[MessageSpec]) -> Vec<u8> {
     assert!(!messages.is_empty());
     let frames_len: usize = messages

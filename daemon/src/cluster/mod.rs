@@ -17,6 +17,7 @@
 
 pub mod backend;
 pub mod group;
+pub mod metadata;
 #[cfg(test)]
 mod tests;
 
@@ -27,6 +28,7 @@ use group::{GroupRaft, PartitionGroup};
 use iggyd_raft::backend::BackendLogStore;
 use iggyd_raft::network::{Network, Transport, no_such_group, serve};
 use iggyd_raft::state_machine::StateMachine;
+use metadata::{ApplyMetadata, METADATA_CHANNEL, METADATA_KEY, MetadataGroup};
 use openraft::impls::BasicNode;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -73,16 +75,28 @@ impl ClusterSettings {
 pub struct ShardCluster<T: Transport> {
     settings: Arc<ClusterSettings>,
     transport: T,
-    /// This shard's groups, by channel (a partition's storage id).
+    /// This shard's partition groups, by channel (a storage id).
     groups: RefCell<HashMap<u64, Rc<PartitionGroup>>>,
+    /// Shard 0: how committed metadata commands reach the store.
+    apply_metadata: Option<ApplyMetadata>,
+    /// Shard 0: the metadata group, once its log is opened.
+    metadata: RefCell<Option<Rc<MetadataGroup>>>,
 }
 
 impl<T: Transport> ShardCluster<T> {
-    pub fn new(settings: Arc<ClusterSettings>, transport: T) -> Self {
+    /// A shard's cluster layer; shard 0's gets `apply_metadata` and runs
+    /// the metadata group.
+    pub fn new(
+        settings: Arc<ClusterSettings>,
+        transport: T,
+        apply_metadata: Option<ApplyMetadata>,
+    ) -> Self {
         ShardCluster {
             settings,
             transport,
             groups: RefCell::new(HashMap::new()),
+            apply_metadata,
+            metadata: RefCell::new(None),
         }
     }
 
@@ -93,6 +107,91 @@ impl<T: Transport> ShardCluster<T> {
             .get(&channel)
             .and_then(|group| group.raft())
     }
+
+    /// The metadata group (shard 0), when it has started.
+    pub fn metadata(&self) -> Option<Rc<MetadataGroup>> {
+        self.metadata.borrow().clone()
+    }
+
+    fn start_metadata_group(&self, queue: RaftQueue) -> Rc<dyn Group> {
+        let settings = self.settings.clone();
+        let apply = match &self.apply_metadata {
+            Some(apply) => apply.clone(),
+            None => {
+                tracing::error!("the metadata log opened on a shard without the store");
+                let refuse: ApplyMetadata = Rc::new(|_| {
+                    Box::pin(async { Err(iggyd_wire::protocol::codes::Status::Error) })
+                });
+                refuse
+            }
+        };
+        let group = Rc::new(MetadataGroup::new(settings.node_id, apply));
+        *self.metadata.borrow_mut() = Some(group.clone());
+        let network = Network::new(self.transport.clone(), METADATA_CHANNEL);
+        let store = BackendLogStore::new(PumpBackend::new(METADATA_KEY, queue));
+        let starting = group.clone();
+        monoio::spawn(async move {
+            let machine = starting.machine();
+            if let Some(raft) =
+                start_raft(&settings, network, store, machine, "the metadata group").await
+            {
+                starting.started(Rc::new(raft));
+            }
+        });
+        group
+    }
+}
+
+/// Starts an openraft group and, unless this node joins an existing
+/// cluster, initializes it with every voter when it never was (another
+/// node's initialization reaching it first is the same outcome).
+async fn start_raft<T: Transport, SM>(
+    settings: &ClusterSettings,
+    network: Network<T>,
+    store: BackendLogStore<PumpBackend>,
+    machine: SM,
+    what: &str,
+) -> Option<openraft::Raft<iggyd_raft::PartitionRaft, SM>>
+where
+    SM: openraft::storage::RaftStateMachine<
+            iggyd_raft::PartitionRaft,
+            SnapshotData = std::io::Cursor<Vec<u8>>,
+        >,
+{
+    let raft = match openraft::Raft::new(
+        settings.node_id,
+        settings.raft.clone(),
+        network,
+        store,
+        machine,
+    )
+    .await
+    {
+        Ok(raft) => raft,
+        Err(error) => {
+            tracing::error!(group = what, %error, "a group did not start");
+            return None;
+        }
+    };
+    if !settings.join {
+        match raft.is_initialized().await {
+            Ok(true) => {}
+            Ok(false) => match raft.initialize(settings.voters.clone()).await {
+                Ok(())
+                | Err(openraft::errors::RaftError::APIError(
+                    openraft::errors::InitializeError::NotAllowed(_),
+                )) => {}
+                Err(error) => {
+                    tracing::error!(group = what, %error, "a group did not initialize");
+                }
+            },
+            Err(error) => {
+                tracing::error!(group = what, %error, "a group stopped");
+                return None;
+            }
+        }
+    }
+    Some(raft)
 }
 
 impl<T: Transport> Replication for ShardCluster<T> {
@@ -101,6 +200,9 @@ impl<T: Transport> Replication for ShardCluster<T> {
     }
 
     fn start_group(&self, key: PartitionKey, queue: RaftQueue, first_offset: u64) -> Rc<dyn Group> {
+        if key == METADATA_KEY {
+            return self.start_metadata_group(queue);
+        }
         let settings = self.settings.clone();
         let group = Rc::new(PartitionGroup::new(key, settings.node_id, first_offset));
         self.groups
@@ -111,45 +213,26 @@ impl<T: Transport> Replication for ShardCluster<T> {
         let starting = group.clone();
         monoio::spawn(async move {
             let machine = StateMachine::new(starting.applied());
-            let raft = match GroupRaft::new(
-                settings.node_id,
-                settings.raft.clone(),
-                network,
-                store,
-                machine,
-            )
-            .await
-            {
-                Ok(raft) => Rc::new(raft),
-                Err(error) => {
-                    tracing::error!(partition = %key, %error, "the partition's group did not start");
-                    return;
-                }
-            };
-            if !settings.join {
-                match raft.is_initialized().await {
-                    Ok(true) => {}
-                    Ok(false) => match raft.initialize(settings.voters.clone()).await {
-                        Ok(())
-                        | Err(openraft::errors::RaftError::APIError(
-                            openraft::errors::InitializeError::NotAllowed(_),
-                        )) => {}
-                        Err(error) => {
-                            tracing::error!(partition = %key, %error, "the partition's group did not initialize");
-                        }
-                    },
-                    Err(error) => {
-                        tracing::error!(partition = %key, %error, "the partition's group stopped");
-                        return;
-                    }
-                }
+            let what = key.to_string();
+            if let Some(raft) = start_raft(&settings, network, store, machine, &what).await {
+                starting.started(Rc::new(raft));
             }
-            starting.started(raft);
         });
         group
     }
 
     fn deliver(&self, channel: u64, body: Vec<u8>, reply: flume::Sender<Vec<u8>>) {
+        if channel == METADATA_CHANNEL {
+            let Some(raft) = self.metadata().and_then(|group| group.raft()) else {
+                let _ = reply.send(no_such_group(channel));
+                return;
+            };
+            monoio::spawn(async move {
+                let answer = serve(&raft, &body).await;
+                let _ = reply.send(answer);
+            });
+            return;
+        }
         let Some(raft) = self.raft(channel) else {
             let _ = reply.send(no_such_group(channel));
             return;
@@ -158,5 +241,13 @@ impl<T: Transport> Replication for ShardCluster<T> {
             let answer = serve(&raft, &body).await;
             let _ = reply.send(answer);
         });
+    }
+
+    fn propose_metadata(
+        &self,
+        command: iggyd_metadata::MetadataCommand,
+    ) -> Option<metadata::LocalFuture<metadata::MetadataOutcome>> {
+        let group = self.metadata()?;
+        Some(group.propose(command))
     }
 }

@@ -83,6 +83,10 @@ fn storage() -> PumpStorage {
 }
 
 fn start_node(id: u64, transport: &InProcess) -> Node {
+    start_node_with(id, transport, None)
+}
+
+fn start_node_with(id: u64, transport: &InProcess, apply: Option<metadata::ApplyMetadata>) -> Node {
     let raft = ClusterSettings::raft_config(Duration::from_millis(30), Duration::from_millis(150))
         .expect("timing");
     let settings = Arc::new(ClusterSettings {
@@ -106,6 +110,7 @@ fn start_node(id: u64, transport: &InProcess) -> Node {
             from: id,
             ..transport.clone()
         },
+        apply,
     ));
     transport.nodes.borrow_mut().insert(id, cluster.clone());
     let mut pump = Pump::new(
@@ -286,6 +291,146 @@ fn three_pumps_replicate_a_partition_and_survive_losing_the_leader() {
         assert!(served.windows(2).all(|pair| pair[0] == pair[1]));
         for node in &nodes {
             if let Some(raft) = node.cluster.raft(KEY.storage_id) {
+                raft.shutdown().await.expect("shutdown");
+            }
+        }
+    });
+}
+
+type Store = Rc<RefCell<iggyd_metadata::MetadataStore<iggyd_metadata::io::StdIo>>>;
+
+/// A node's store in memory, and the apply that executes committed
+/// commands on it (shard 0's loop, in the daemon).
+fn memory_store(id: u64) -> (Store, metadata::ApplyMetadata) {
+    let io = iggyd_metadata::io::StdIo::in_memory(format!("/node-{id}/metadata"));
+    let (store, _) = iggyd_metadata::MetadataStore::open(io).expect("an empty store");
+    let store = Rc::new(RefCell::new(store));
+    let executing = store.clone();
+    let apply: metadata::ApplyMetadata = Rc::new(move |command| {
+        let store = executing.clone();
+        Box::pin(async move {
+            let mut store = store.borrow_mut();
+            match store.execute(command) {
+                Ok(applied) => Ok((applied, store.publish())),
+                Err(error) => Err(error.status()),
+            }
+        })
+    });
+    (store, apply)
+}
+
+// Proves the metadata group: a change proposed on the leader is applied to
+// every node's store in the same order (same ids, same names), its
+// proposer hears the outcome its own store gave (a duplicate name is
+// rejected as on one node), and a follower refuses proposals with 58 so
+// that the client goes to the leader.
+#[test]
+fn the_metadata_group_applies_every_change_on_every_node() {
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let mut stores = Vec::new();
+        let mut nodes = Vec::new();
+        for id in 1..=3 {
+            let (store, apply) = memory_store(id);
+            stores.push(store);
+            nodes.push(start_node_with(id, &transport, Some(apply)));
+        }
+        for node in &nodes {
+            ask(node, |reply| PartitionOp::Open {
+                key: metadata::METADATA_KEY,
+                settings: PartitionSettings::default(),
+                reply,
+            })
+            .await
+            .expect("open the metadata log");
+        }
+        let create = |name: &str| iggyd_metadata::MetadataCommand::CreateStream {
+            name: name.to_string(),
+            created_at_us: 1_700_000_000_000_000,
+        };
+        // Find the leader by proposing until one accepts.
+        let mut leader = None;
+        for _ in 0..300 {
+            for node in &nodes {
+                let Some(proposal) = node.cluster.propose_metadata(create("orders")) else {
+                    continue;
+                };
+                match proposal.await {
+                    Ok((applied, _)) => {
+                        assert_eq!(
+                            applied,
+                            iggyd_metadata::Applied::StreamCreated { stream_id: 0 }
+                        );
+                        leader = Some(node.id);
+                        break;
+                    }
+                    Err(status) => assert!(matches!(
+                        status,
+                        iggyd_wire::protocol::codes::Status::TransientNotAccepted
+                            | iggyd_wire::protocol::codes::Status::TransientNotCommitted
+                    )),
+                }
+            }
+            if leader.is_some() {
+                break;
+            }
+            monoio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let leader = leader.expect("a leader accepted the change");
+        let on_leader = nodes
+            .iter()
+            .find(|node| node.id == leader)
+            .expect("the leader");
+        let second = on_leader
+            .cluster
+            .propose_metadata(create("payments"))
+            .expect("a metadata group")
+            .await
+            .expect("a second stream");
+        assert_eq!(
+            second.0,
+            iggyd_metadata::Applied::StreamCreated { stream_id: 1 }
+        );
+        let duplicate = on_leader
+            .cluster
+            .propose_metadata(create("orders"))
+            .expect("a metadata group")
+            .await;
+        assert_eq!(
+            duplicate.map(|(applied, _)| applied),
+            Err(iggyd_wire::protocol::codes::Status::StreamNameAlreadyExists)
+        );
+        let follower = nodes
+            .iter()
+            .find(|node| node.id != leader)
+            .expect("a follower");
+        let refused = follower
+            .cluster
+            .propose_metadata(create("refunds"))
+            .expect("a metadata group")
+            .await;
+        assert_eq!(
+            refused.map(|(applied, _)| applied),
+            Err(iggyd_wire::protocol::codes::Status::TransientNotAccepted)
+        );
+        // Every store converges on the same streams.
+        for store in &stores {
+            for _ in 0..300 {
+                if store.borrow().metadata().streams().count() == 2 {
+                    break;
+                }
+                monoio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let names: Vec<String> = store
+                .borrow()
+                .metadata()
+                .streams()
+                .map(|stream| stream.name.clone())
+                .collect();
+            assert_eq!(names, ["orders", "payments"]);
+        }
+        for node in &nodes {
+            if let Some(raft) = node.cluster.metadata().and_then(|group| group.raft()) {
                 raft.shutdown().await.expect("shutdown");
             }
         }

@@ -23,6 +23,9 @@ pub enum Request {
     /// command is complete (time, hashes, tokens resolved by the sender), so
     /// applying it is deterministic.
     Metadata(Box<MetadataCommand>),
+    /// A committed metadata change for shard 0 of a cluster node to execute
+    /// on its store (from the metadata group's state machine, in log order).
+    ApplyCommitted(Box<MetadataCommand>),
     /// The connections the target shard serves (GetClients, GetClient, stats).
     Clients,
 }
@@ -70,6 +73,14 @@ pub enum ShardMessage {
     StopAccepting,
     /// Second phase: drain the inbox, fsync everything, return.
     Stop,
+    /// A node-to-node call for consensus group `channel`, which this shard
+    /// owns (it arrived on another shard's connection); `reply` gets the
+    /// answer's bytes.
+    Peer {
+        channel: u64,
+        body: Vec<u8>,
+        reply: flume::Sender<Vec<u8>>,
+    },
     /// Close client connection `client_id` of this shard (from the admin
     /// socket); the reply says whether it was there.
     CloseClient {

@@ -252,6 +252,15 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         let replication = (start.0)(context.clone())?;
         shard.replication = Some(replication.clone());
         shard.pump.set_replication(replication);
+        if id == 0 {
+            // A cluster node's metadata log: the metadata group starts with
+            // it, and replays it into the (empty, in-memory) store.
+            let key = replica::METADATA_KEY;
+            let settings = PartitionSettings::default();
+            if let Err(error) = shard.pump.open(key, settings).await {
+                return Err(format!("opening the cluster's metadata log: {error}"));
+            }
+        }
     }
 
     // Recovery: open (and check) every partition this shard owns.
@@ -410,12 +419,21 @@ impl ShardLoop {
         match message {
             ShardMessage::Heartbeat => self.heartbeats.bump(id),
             ShardMessage::View(view) => {
-                if self.context.install_view(&view)
-                    && let Some(front) = &self.front
-                {
-                    front.view_installed(&view);
+                if self.context.install_view(&view) {
+                    if let Some(front) = &self.front {
+                        front.view_installed(&view);
+                    }
+                    self.reconcile_partitions(&view).await;
                 }
             }
+            ShardMessage::Peer {
+                channel,
+                body,
+                reply,
+            } => match &self.replication {
+                Some(replication) => replication.deliver(channel, body, reply),
+                None => drop(reply),
+            },
             ShardMessage::Request(envelope) => {
                 let response = match envelope.request {
                     Request::Ping => Response::Pong {
@@ -430,6 +448,25 @@ impl ShardLoop {
                             .unwrap_or_default(),
                     ),
                     Request::Metadata(command) => {
+                        let proposal = self
+                            .replication
+                            .as_ref()
+                            .and_then(|replication| replication.propose_metadata(*command.clone()));
+                        match proposal {
+                            // A cluster node: the change goes through the
+                            // metadata group; this loop must not wait for it
+                            // (the group's apply comes back here).
+                            Some(proposal) => {
+                                let reply = envelope.reply;
+                                monoio::spawn(async move {
+                                    let _ = reply.send(Response::Metadata(proposal.await));
+                                });
+                                return false;
+                            }
+                            None => Response::Metadata(self.apply_metadata(*command).await),
+                        }
+                    }
+                    Request::ApplyCommitted(command) => {
                         Response::Metadata(self.apply_metadata(*command).await)
                     }
                 };
@@ -538,6 +575,32 @@ impl ShardLoop {
         );
     }
 
+    /// A cluster node: opens the partitions `view` gives this shard that its
+    /// pump does not hold, refreshes the settings of those it holds, and
+    /// removes those the view no longer lists, so that every node's shards
+    /// follow the replicated metadata (on one node the handlers do this for
+    /// the changes they make).
+    async fn reconcile_partitions(&mut self, view: &Arc<MetadataView>) {
+        if self.replication.is_none() {
+            return;
+        }
+        let owned = owned_partitions(view, &self.context);
+        let listed: std::collections::BTreeSet<PartitionKey> =
+            owned.iter().map(|(key, _)| *key).collect();
+        for (key, settings) in owned {
+            if let Err(error) = self.pump.open(key, settings).await {
+                tracing::error!(partition = %key, %error, "a replicated partition did not open");
+            }
+        }
+        for key in self.pump.keys() {
+            if key == replica::METADATA_KEY || listed.contains(&key) {
+                continue;
+            }
+            let (reply, _answer) = flume::bounded(1);
+            self.pump.apply(PartitionOp::Remove { key, reply }).await;
+        }
+    }
+
     /// Shard 0: apply, journal, publish, and enqueue the new view to every
     /// other shard before answering (so a requester that then pings a shard
     /// knows that shard has installed it: inboxes are FIFO). Rejections come
@@ -565,10 +628,11 @@ impl ShardLoop {
             }
             Ok(applied) => {
                 let view = store.publish();
-                if self.context.install_view(&view)
-                    && let Some(front) = &self.front
-                {
-                    front.view_installed(&view);
+                if self.context.install_view(&view) {
+                    if let Some(front) = &self.front {
+                        front.view_installed(&view);
+                    }
+                    self.reconcile_partitions(&view).await;
                 }
                 self.heartbeats.publish_view(view.clone());
                 for shard in 0..self.context.shards {

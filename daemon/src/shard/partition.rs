@@ -20,8 +20,12 @@ pub struct PartitionKey {
 }
 
 impl PartitionKey {
-    /// `data_dir/partitions/<storage_id>` (see `storage::layout`).
+    /// `data_dir/partitions/<storage_id>` (see `storage::layout`); a
+    /// cluster node's metadata log in `data_dir/cluster/metadata`.
     pub fn dir(&self, data_dir: &Path) -> PathBuf {
+        if self.storage_id == super::replica::METADATA_STORAGE_ID {
+            return data_dir.join("cluster").join("metadata");
+        }
         iggyd_storage::layout::partition_dir(data_dir, self.storage_id)
     }
 }

@@ -27,6 +27,18 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+/// The storage id of the hidden partition that holds a cluster node's
+/// metadata log (on shard 0, in `<data_dir>/cluster/metadata`).
+pub const METADATA_STORAGE_ID: u64 = u64::MAX;
+
+/// The hidden partition that holds a cluster node's metadata log.
+pub const METADATA_KEY: PartitionKey = PartitionKey {
+    stream: 0,
+    topic: 0,
+    partition: 0,
+    storage_id: METADATA_STORAGE_ID,
+};
+
 /// A reply to a group's task (on the shard's own thread).
 pub type LocalReply<T> = Reply<T>;
 
@@ -172,6 +184,22 @@ impl RaftQueue {
     }
 }
 
+/// A metadata change in flight through the metadata group: what was
+/// applied and the view with it, or the status of its rejection.
+pub type MetadataProposal = std::pin::Pin<
+    Box<
+        dyn std::future::Future<
+                Output = Result<
+                    (
+                        iggyd_metadata::Applied,
+                        std::sync::Arc<iggyd_metadata::MetadataView>,
+                    ),
+                    iggyd_wire::protocol::codes::Status,
+                >,
+            >,
+    >,
+>;
+
 /// Who leads a partition's group, as far as this node knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Leadership {
@@ -209,6 +237,13 @@ pub trait Replication {
     /// A node-to-node call for group `channel`, which this shard owns;
     /// `reply` gets the answer's bytes.
     fn deliver(&self, channel: u64, body: Vec<u8>, reply: flume::Sender<Vec<u8>>);
+    /// Shard 0 of a cluster node: proposes a metadata change to the
+    /// metadata group; the future resolves with its outcome as applied
+    /// here once committed. `None` when this shard runs no metadata group.
+    fn propose_metadata(
+        &self,
+        command: iggyd_metadata::MetadataCommand,
+    ) -> Option<MetadataProposal>;
 }
 
 /// Builds a shard's replication on its thread (the supervisor makes it,

@@ -302,6 +302,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         self.partitions.len()
     }
 
+    /// The partitions this pump holds.
+    pub fn keys(&self) -> Vec<PartitionKey> {
+        self.partitions.keys().copied().collect()
+    }
+
     pub fn holds(&self, key: &PartitionKey) -> bool {
         self.partitions.contains_key(key)
     }
