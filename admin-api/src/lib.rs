@@ -399,6 +399,11 @@ pub struct GroupMemberStats {
     /// The member's key as the daemon knows it (hex).
     pub member: String,
     pub partitions: Vec<u32>,
+    /// The connection that joined, as `clients` lists it (`client_id`);
+    /// `None` when no shard reported that session in its last report (it
+    /// just left, or the daemon predates the field: added within v1).
+    #[serde(default)]
+    pub client_id: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
