@@ -17,6 +17,7 @@ use crate::control::api::{
     WatchdogState,
 };
 use crate::control::metrics::{MetricsInput, ShardSeries};
+use crate::control::snapshot_file::save;
 use crate::control::{Action, ControlSource, sysinfo};
 use crate::preflight::Driver;
 use crate::shard::heartbeat::{Heartbeats, Latency, ShardCounters};
@@ -54,6 +55,9 @@ pub struct DaemonSourceParts {
     /// Each shard's poll-reply budget, by shard id (empty in tests without
     /// shards).
     pub reply_budgets: Vec<std::sync::Arc<crate::net::reply_budget::ReplyBudget>>,
+    /// The snapshot worker's queue, for `snapshot_file`; `None` in tests
+    /// without a worker.
+    pub snapshot_files: Option<crate::net::snapshot_request::SnapshotFiles>,
 }
 
 #[derive(Debug)]
@@ -431,6 +435,15 @@ impl ControlSource for DaemonSource {
                 Ok(format!("flushed: {fsyncs} files fsynced"))
             }
             Action::DisconnectClient(client_id) => self.disconnect_client(client_id),
+            Action::SnapshotFile { path, request } => save::save(
+                self.parts.snapshot_files.as_ref(),
+                request,
+                &path,
+                &self.parts.data_dir,
+                save::WAIT_MAX,
+            )
+            .map(|saved| saved.message())
+            .map_err(|error| error.to_string()),
             #[cfg(any(debug_assertions, feature = "fault-injection"))]
             Action::FreezeShard(shard) if shard >= self.parts.shards.len() => Err(format!(
                 "freeze_shard: no shard {shard}; this daemon has {} shards",
@@ -589,6 +602,7 @@ mod tests {
             log: None,
             security: None,
             reply_budgets: Vec::new(),
+            snapshot_files: None,
         });
         (source, heartbeats, dir)
     }
