@@ -16,6 +16,7 @@ mod groups;
 mod hostile;
 mod io_modes;
 mod control;
+mod control_actions;
 mod lifecycle;
 mod logging;
 mod messages;
