@@ -17,6 +17,7 @@ mod hostile;
 mod io_modes;
 mod control;
 mod control_actions;
+mod control_cost;
 mod lifecycle;
 mod logging;
 mod messages;
