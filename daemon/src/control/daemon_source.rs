@@ -569,6 +569,7 @@ impl DaemonSource {
 }
 
 mod topics;
+pub use topics::{GroupFigure, PartitionFigure, TopicFigures};
 
 #[cfg(test)]
 mod tests {

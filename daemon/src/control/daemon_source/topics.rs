@@ -123,15 +123,8 @@ impl DaemonSource {
                             .unwrap_or_default(),
                     });
                     for group in topic.groups.values() {
-                        let stored = offsets.iter().find_map(|(consumer, offset)| {
-                            (consumer.kind == ConsumerKind::Group && consumer.id == group.id)
-                                .then_some(*offset)
-                        });
-                        let lag = match stored {
-                            Some(stored) => current_offset.saturating_sub(stored),
-                            None if messages > 0 => messages,
-                            None => 0,
-                        };
+                        let stored = stored_group_offset(offsets, group.id);
+                        let lag = group_lag(messages, current_offset, stored);
                         *lag_by_group.entry(group.id).or_default() += lag;
                         partitions_by_group.entry(group.id).or_default().push(
                             api::GroupPartitionStats {
@@ -175,5 +168,120 @@ impl DaemonSource {
             }
         }
         (topics, group_lags, durable_next_offsets)
+    }
+}
+
+/// What the history samples of the topics each second: per partition its
+/// bytes and next offset, per consumer group its lag summed over its
+/// partitions; the buffers are reused from one second to the next.
+#[derive(Debug, Default)]
+pub struct TopicFigures {
+    pub partitions: Vec<PartitionFigure>,
+    pub groups: Vec<GroupFigure>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionFigure {
+    pub stream: u32,
+    pub topic: u32,
+    pub partition: u32,
+    pub bytes: u64,
+    /// One past the newest message (0 when empty).
+    pub next_offset: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupFigure {
+    pub stream: u32,
+    pub topic: u32,
+    pub group: u32,
+    pub lag: u64,
+}
+
+impl DaemonSource {
+    /// `figures` from the same published state as `topics_and_lags`, in
+    /// the same order, with the same lags, but without a snapshot's lists
+    /// (segments, names, per-partition group entries): the history's lean
+    /// pass.
+    pub(in crate::control) fn topic_figures(&self, figures: &mut TopicFigures) {
+        figures.partitions.clear();
+        figures.groups.clear();
+        let Some(view) = self.parts.heartbeats.view() else {
+            return;
+        };
+        let shard_reports: Vec<_> = (0..self.parts.shards.len())
+            .map(|shard| self.parts.heartbeats.report(shard))
+            .collect();
+        let reports: BTreeMap<_, _> = shard_reports
+            .iter()
+            .flat_map(|report| report.partitions.iter())
+            .map(|partition| (partition.key, partition))
+            .collect();
+        for stream in view.streams() {
+            for topic in stream.topics.values() {
+                let first_group = figures.groups.len();
+                figures
+                    .groups
+                    .extend(topic.groups.values().map(|group| GroupFigure {
+                        stream: stream.id,
+                        topic: topic.id,
+                        group: group.id,
+                        lag: 0,
+                    }));
+                for partition in &topic.partitions {
+                    let route = crate::shard::router::route(
+                        stream,
+                        topic,
+                        partition,
+                        self.parts.shards.len(),
+                    );
+                    let report = reports.get(&route.key);
+                    let (messages, bytes, current_offset, offsets) =
+                        report.map_or((0, 0, 0, &[][..]), |report| {
+                            (
+                                report.stats.messages,
+                                report.stats.bytes,
+                                report.current_offset,
+                                report.consumer_offsets.as_slice(),
+                            )
+                        });
+                    figures.partitions.push(PartitionFigure {
+                        stream: stream.id,
+                        topic: topic.id,
+                        partition: partition.id,
+                        bytes,
+                        next_offset: if messages == 0 && current_offset == 0 {
+                            0
+                        } else {
+                            current_offset + 1
+                        },
+                    });
+                    for group in &mut figures.groups[first_group..] {
+                        let stored = stored_group_offset(offsets, group.group);
+                        group.lag += group_lag(messages, current_offset, stored);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The offset consumer group `group` stored in a partition, if any.
+fn stored_group_offset(
+    offsets: &[(iggyd_storage::consumer_offsets::ConsumerKey, u64)],
+    group: u32,
+) -> Option<u64> {
+    offsets.iter().find_map(|(consumer, offset)| {
+        (consumer.kind == ConsumerKind::Group && consumer.id == group).then_some(*offset)
+    })
+}
+
+/// Messages a group has yet to consume in a partition: behind its stored
+/// offset, or all of them before its first commit.
+fn group_lag(messages: u64, current_offset: u64, stored: Option<u64>) -> u64 {
+    match stored {
+        Some(stored) => current_offset.saturating_sub(stored),
+        None if messages > 0 => messages,
+        None => 0,
     }
 }

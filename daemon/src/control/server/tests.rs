@@ -40,11 +40,11 @@ impl FakeSource {
 
     /// Record one point of the series `load` at `at_ms`.
     fn record(&self, at_ms: u64, load: f32) {
-        use crate::control::history::{Aggregate, Value};
+        use crate::control::history::{Aggregate, SeriesKey, Value};
         lock(&self.history).record(
             at_ms,
             &[Value {
-                name: "load".into(),
+                key: SeriesKey::Process("load"),
                 aggregate: Aggregate::Last,
                 value: load,
             }],
