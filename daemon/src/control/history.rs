@@ -339,7 +339,7 @@ impl Rings {
         self.sorted.clear();
         self.sorted.extend_from_slice(values);
         // Stable, so `dedup` keeps the first (higher-priority) value.
-        self.sorted.sort_by(|left, right| left.key.cmp(&right.key));
+        self.sorted.sort_by_key(|value| value.key);
         self.sorted.dedup_by(|later, kept| later.key == kept.key);
         self.second.push(at_ms, &self.sorted);
         let index = at_ms / TEN_SECOND_STEP_MS;
