@@ -39,6 +39,18 @@ pub fn disconnect_client_request(client_id: u64) -> String {
     format!("{{\"v\":{PROTOCOL_VERSION},\"op\":\"disconnect_client\",\"client_id\":{client_id}}}\n")
 }
 
+/// Ask the daemon to write an `iggy snapshot` ZIP to `path`, a new file on
+/// the daemon's host. `path` and the names are JSON-escaped, so any text
+/// makes one valid line (the daemon judges it).
+pub fn snapshot_file_request(path: &str, compression: &str, types: &[&str]) -> String {
+    let path = serde_json::Value::from(path);
+    let compression = serde_json::Value::from(compression);
+    let types = serde_json::Value::from(types.to_vec());
+    format!(
+        "{{\"v\":{PROTOCOL_VERSION},\"op\":\"snapshot_file\",\"path\":{path},\"compression\":{compression},\"types\":{types}}}\n"
+    )
+}
+
 /// Decode one response line into its payload; a daemon error, another
 /// protocol version or malformed JSON becomes a message for the console's
 /// status line. Decoding goes field by field first so the message names what
@@ -165,6 +177,18 @@ mod tests {
         assert_eq!(
             disconnect_client_request(7),
             "{\"v\":1,\"op\":\"disconnect_client\",\"client_id\":7}\n"
+        );
+        let line = snapshot_file_request("/var/log/iggyd/a \"b\".zip", "xz", &["all", "test"]);
+        assert_eq!(
+            line,
+            "{\"v\":1,\"op\":\"snapshot_file\",\"path\":\"/var/log/iggyd/a \\\"b\\\".zip\",\
+             \"compression\":\"xz\",\"types\":[\"all\",\"test\"]}\n"
+        );
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"v":1,"op":"snapshot_file","path":"/var/log/iggyd/a \"b\".zip",
+                "compression":"xz","types":["all","test"]})
         );
     }
 }

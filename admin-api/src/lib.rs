@@ -17,6 +17,8 @@
 //!   (with "history":true each line also carries the history points it has not sent yet)
 //! {"v":1,"op":"history"}                      -> {"v":1,"ok":true,"type":"history","history":{...}}
 //! {"v":1,"op":"disconnect_client","client_id":N} -> done (closes that client's connection)
+//! {"v":1,"op":"snapshot_file","path":"/abs/x.zip","compression":"deflated","types":["all"]}
+//!   -> done once the daemon wrote an `iggy snapshot` ZIP to that new file
 //! {"v":1,"op":"set_log_level","level":"debug"}-> {"v":1,"ok":true,"type":"done","message":"..."}
 //! {"v":1,"op":"rotate_logs"} / {"v":1,"op":"flush"} -> done
 //! {"v":1,"op":"fault","fault":"freeze_shard","shard":N} (debug builds and `fault-injection`)
@@ -34,7 +36,7 @@ pub mod line;
 
 pub use client::{
     decode, disconnect_client_request, hello_request, history_request, set_log_level_request,
-    snapshot_request, subscribe_history_request, subscribe_request,
+    snapshot_file_request, snapshot_request, subscribe_history_request, subscribe_request,
 };
 pub use history::{History, HistoryWindow, Series};
 pub use line::{LineRead, read_line_capped};
@@ -53,6 +55,28 @@ pub const SUBSCRIBE_INTERVAL_MS_MAX: u64 = 60_000;
 pub const SUBSCRIBE_INTERVAL_MS_DEFAULT: u64 = 1_000;
 /// At most this many events travel in one snapshot.
 pub const EVENTS_MAX: usize = 200;
+/// Longest `path` a `snapshot_file` request may name (Linux's `PATH_MAX`).
+pub const SNAPSHOT_FILE_PATH_BYTES_MAX: usize = 4096;
+/// How long the daemon waits for a `snapshot_file` ZIP (the queue of the
+/// snapshot worker and the build) before it answers that nothing was
+/// written; a client waits a little longer for the answer.
+pub const SNAPSHOT_FILE_WAIT_MS_MAX: u64 = 60_000;
+/// The `compression` a `snapshot_file` request takes when it names none.
+pub const SNAPSHOT_FILE_COMPRESSION_DEFAULT: &str = "deflated";
+/// The compressions a `snapshot_file` request may name (the ZIP methods the
+/// daemon writes; `iggy snapshot`'s LZMA has no writer).
+pub const SNAPSHOT_FILE_COMPRESSIONS: &[&str] = &["stored", "deflated", "bzip2", "zstd", "xz"];
+/// The types a `snapshot_file` request may name; `all` is every type but
+/// `test`, as `iggy snapshot` expands it, and the default.
+pub const SNAPSHOT_FILE_TYPES: &[&str] = &[
+    "all",
+    "filesystem_overview",
+    "process_list",
+    "resource_usage",
+    "test",
+    "server_logs",
+    "server_config",
+];
 
 /// Answer to `hello`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -399,6 +423,11 @@ pub struct GroupMemberStats {
     /// The member's key as the daemon knows it (hex).
     pub member: String,
     pub partitions: Vec<u32>,
+    /// The connection that joined, as `clients` lists it (`client_id`);
+    /// `None` when no shard reported that session in its last report (it
+    /// just left, or the daemon predates the field: added within v1).
+    #[serde(default)]
+    pub client_id: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

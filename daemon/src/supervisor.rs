@@ -330,6 +330,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         log: Some(launch.reload.log.clone()),
         security: Some(net.admission.clone()),
         reply_budgets: net.reply_budgets.to_vec(),
+        snapshot_files: Some(snapshot_files.clone()),
     }));
     match ControlServer::start(&launch.admin_socket, source.clone()) {
         Ok(server) => {

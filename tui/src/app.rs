@@ -1,11 +1,12 @@
 //! The console's state and its one transition function, `App::update`:
 //! which view is shown, the drill-down path (streams → topics → partitions
 //! → segments; groups → one group), selections, sorts and filters, the
-//! graph window, pause, help, the confirmation line and the action waiting
-//! for the socket, the last snapshot and the daemon's history. It does no
-//! I/O and reads no clock, so every behaviour is a unit test; rendering
-//! (`ui`) only reads it. Row lists (`rows`) are computed here so that the
-//! selection and the screen agree on order.
+//! graph window, pause, help, the prompts (filter, log level, snapshot
+//! path), the confirmation line and the action waiting for the socket, the
+//! last snapshot and the daemon's history. It does no I/O and reads no
+//! clock, so every behaviour is a unit test; rendering (`ui`) only reads
+//! it. Row lists (`rows`) are computed here so that the selection and the
+//! screen agree on order.
 
 pub mod rows;
 
@@ -26,8 +27,11 @@ pub const HOT_CPU_PERCENT: f64 = 85.0;
 /// A shard with more messages than this waiting in its inbox is hot (a
 /// quarter of the daemon's 4096-deep inbox).
 pub const HOT_QUEUE_DEPTH: u64 = 1_024;
-/// Longest text typed into a prompt.
+/// Longest text typed into a filter or log-level prompt.
 const INPUT_CHARS_MAX: usize = 64;
+/// Longest path typed into the snapshot prompt: whatever its characters,
+/// it stays within the daemon's `SNAPSHOT_FILE_PATH_BYTES_MAX`.
+pub const PATH_CHARS_MAX: usize = crate::api::SNAPSHOT_FILE_PATH_BYTES_MAX / 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
@@ -85,7 +89,15 @@ pub enum Connection {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     SetLogLevel(String),
-    DisconnectClient { client_id: u64, address: String },
+    DisconnectClient {
+        client_id: u64,
+        address: String,
+    },
+    /// The daemon writes an `iggy snapshot` ZIP (every type, deflated) to
+    /// this new file on its host.
+    SnapshotFile {
+        path: String,
+    },
 }
 
 impl Action {
@@ -94,6 +106,9 @@ impl Action {
             Action::SetLogLevel(level) => format!("set the daemon's log level to {level:?}"),
             Action::DisconnectClient { client_id, address } => {
                 format!("disconnect client {client_id} ({address})")
+            }
+            Action::SnapshotFile { path } => {
+                format!("write a snapshot ZIP (all diagnostics, deflated) to {path}")
             }
         }
     }
@@ -104,6 +119,18 @@ impl Action {
 pub enum InputKind {
     Filter,
     LogLevel,
+    /// Where the daemon writes a snapshot ZIP.
+    SnapshotPath,
+}
+
+impl InputKind {
+    /// Longest text this prompt takes.
+    pub fn chars_max(self) -> usize {
+        match self {
+            InputKind::Filter | InputKind::LogLevel => INPUT_CHARS_MAX,
+            InputKind::SnapshotPath => PATH_CHARS_MAX,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,6 +179,8 @@ pub struct App {
     pub outbox: Option<Action>,
     /// The answer to the last action: (ok, message).
     pub status: Option<(bool, String)>,
+    /// The last snapshot path typed, offered again by the next `S`.
+    pub snapshot_path: String,
 }
 
 impl App {
@@ -185,6 +214,7 @@ impl App {
             confirm: None,
             outbox: None,
             status: None,
+            snapshot_path: String::new(),
         }
     }
 
@@ -273,6 +303,21 @@ impl App {
                             self.confirm = Some(Action::SetLogLevel(text));
                         }
                         InputKind::LogLevel => {}
+                        InputKind::SnapshotPath if text.is_empty() => {}
+                        InputKind::SnapshotPath if !text.starts_with('/') => {
+                            self.status = Some((
+                                false,
+                                format!(
+                                    "{text:?} is relative: the daemon writes the ZIP on its own \
+                                     host, give an absolute path"
+                                ),
+                            ));
+                            self.snapshot_path = text;
+                        }
+                        InputKind::SnapshotPath => {
+                            self.snapshot_path.clone_from(&text);
+                            self.confirm = Some(Action::SnapshotFile { path: text });
+                        }
                     }
                 }
                 KeyCode::Esc => {
@@ -284,7 +329,7 @@ impl App {
                 KeyCode::Backspace => {
                     input.text.pop();
                 }
-                KeyCode::Char(c) if input.text.chars().count() < INPUT_CHARS_MAX => {
+                KeyCode::Char(c) if input.text.chars().count() < input.kind.chars_max() => {
                     input.text.push(c);
                 }
                 _ => {}
@@ -339,6 +384,12 @@ impl App {
                 self.input = Some(Input {
                     kind: InputKind::LogLevel,
                     text: String::new(),
+                });
+            }
+            KeyCode::Char('S') => {
+                self.input = Some(Input {
+                    kind: InputKind::SnapshotPath,
+                    text: self.snapshot_path.clone(),
                 });
             }
             KeyCode::Char('d') if self.view == View::Clients => {

@@ -33,8 +33,11 @@ const PACKAGED_SOCKET: &str = "/run/iggyd/iggyd.sock";
 const LOCAL_SOCKET: &str = "local_data/iggyd.sock";
 /// How long the loop waits for an event before a `Tick`.
 const TICK: Duration = Duration::from_secs(1);
-/// How long `--once` waits for the daemon.
+/// How long `--once` and an action wait for the daemon.
 const ONCE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a snapshot ZIP may take: the daemon's own wait for it, plus
+/// the time to write it.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_millis(api::SNAPSHOT_FILE_WAIT_MS_MAX + 15_000);
 /// Subscription interval bounds the daemon accepts.
 const INTERVAL_MIN: Duration = Duration::from_millis(100);
 const INTERVAL_MAX: Duration = Duration::from_secs(60);
@@ -180,14 +183,20 @@ fn run_dashboard(socket: PathBuf, interval: Duration) -> io::Result<()> {
 /// Send a confirmed action on a connection of its own, off the UI thread;
 /// its answer comes back as `Event::ActionDone`.
 fn send_action(socket: PathBuf, action: Action, events: mpsc::Sender<Event>) {
-    let line = match &action {
-        Action::SetLogLevel(level) => api::set_log_level_request(level),
-        Action::DisconnectClient { client_id, .. } => api::disconnect_client_request(*client_id),
+    let (line, timeout) = match &action {
+        Action::SetLogLevel(level) => (api::set_log_level_request(level), ONCE_TIMEOUT),
+        Action::DisconnectClient { client_id, .. } => {
+            (api::disconnect_client_request(*client_id), ONCE_TIMEOUT)
+        }
+        Action::SnapshotFile { path } => (
+            api::snapshot_file_request(path, api::SNAPSHOT_FILE_COMPRESSION_DEFAULT, &["all"]),
+            SNAPSHOT_TIMEOUT,
+        ),
     };
     let spawned = std::thread::Builder::new()
         .name("iggy-top-action".into())
         .spawn(move || {
-            let result = client::send_action(&socket, &line, ONCE_TIMEOUT);
+            let result = client::send_action(&socket, &line, timeout);
             let _ = events.send(Event::ActionDone(result));
         });
     if let Err(error) = spawned {

@@ -225,6 +225,11 @@ const SCREENS: &[(&str, &str)] = &[
     ("clients", "5"),
     ("events", "6"),
     ("help", "?"),
+    ("snapshot_prompt", "S/var/log/iggyd/snapshot-2026-01-01.zip"),
+    (
+        "snapshot_confirm",
+        "S/var/log/iggyd/snapshot-2026-01-01.zip\n",
+    ),
 ];
 
 fn screen(keys_typed: &str) -> App {
@@ -365,6 +370,42 @@ fn prompts_and_confirmations() {
         "{}",
         rows(&buffer)[23]
     );
+}
+
+/// Proves the snapshot path prompt keeps what is being typed in sight: a
+/// path longer than the footer shows its end after "…" (the prompt stays,
+/// the hint gives way), and Enter turns it into the confirmation line
+/// naming the whole path.
+#[test]
+fn a_long_snapshot_path_shows_its_end() {
+    let mut app = app();
+    let path = format!("/srv/diagnostics/{}iggyd-snapshot.zip", "deep/".repeat(20));
+    key(&mut app, KeyCode::Char('S'));
+    keys(&mut app, &path);
+    let footer = rows(&draw(&app, 80, 24))[23].clone();
+    assert!(
+        footer.starts_with("snapshot ZIP path (new, absolute, on the daemon's host): …"),
+        "{footer}"
+    );
+    assert!(footer.contains("/iggyd-snapshot.zip▏"), "{footer}");
+    assert!(!footer.contains("Esc cancels"), "{footer}");
+    assert_eq!(footer.chars().count(), 80);
+    key(&mut app, KeyCode::Enter);
+    let footer = rows(&draw(&app, 200, 60))[59].clone();
+    assert!(
+        footer.contains(&format!(
+            "Write a snapshot ZIP (all diagnostics, deflated) to {path}?"
+        )),
+        "{footer}"
+    );
+    // Narrow: the question keeps its start and its end, and y/n stays.
+    let footer = rows(&draw(&app, 80, 24))[23].clone();
+    assert!(footer.starts_with(" Write a snapshot ZIP"), "{footer}");
+    assert!(
+        footer.contains("…") && footer.contains("iggyd-snapshot.zip? "),
+        "{footer}"
+    );
+    assert!(footer.trim_end().ends_with("y/n"), "{footer}");
 }
 
 /// Proves tiny terminals do not panic: every view draws into exactly the

@@ -9,7 +9,9 @@
 //! This module parses values only: it does no I/O, and it never panics on
 //! input (every malformed request becomes a `RequestError`).
 
+use crate::net::snapshot_request::{SnapshotFileError, SnapshotFileRequest};
 pub use iggyd_admin_api::*;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Longest `level` accepted by `set_log_level`.
@@ -26,6 +28,7 @@ pub const OPS: &[&str] = &[
     "flush",
     "fault",
     "disconnect_client",
+    "snapshot_file",
 ];
 
 /// An admin action the daemon performs on request.
@@ -37,6 +40,12 @@ pub enum Action {
     Flush,
     /// Close one client connection (by the `client_id` snapshots show).
     DisconnectClient(u64),
+    /// Build an `iggy snapshot` ZIP on the snapshot worker and write it to
+    /// `path`, a new file (absolute; checked again when written).
+    SnapshotFile {
+        path: PathBuf,
+        request: SnapshotFileRequest,
+    },
     /// Stop shard N's pump from making progress (watchdog tests).
     #[cfg(any(debug_assertions, feature = "fault-injection"))]
     FreezeShard(usize),
@@ -157,6 +166,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
                 problem: "must be a client id (a whole number, as snapshots show it)".into(),
             }),
         },
+        "snapshot_file" => parse_snapshot_file(object),
         "set_log_level" => match object.get("level") {
             Some(serde_json::Value::String(level))
                 if !level.trim().is_empty() && level.len() <= LOG_LEVEL_BYTES_MAX =>
@@ -179,6 +189,124 @@ pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
         "fault" => parse_fault(object),
         other => Err(RequestError::UnknownOp(other.to_string())),
     }
+}
+
+/// `snapshot_file`: `path` (absolute, at most
+/// `SNAPSHOT_FILE_PATH_BYTES_MAX` bytes, no NUL), `compression` (a name of
+/// `SNAPSHOT_FILE_COMPRESSIONS`, default deflated) and `types` (names of
+/// `SNAPSHOT_FILE_TYPES`, default all).
+fn parse_snapshot_file(
+    object: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Request, RequestError> {
+    let bad = |field: &'static str, problem: String| RequestError::BadField {
+        op: "snapshot_file",
+        field,
+        problem,
+    };
+    let path = match object.get("path") {
+        Some(serde_json::Value::String(path)) => path,
+        Some(other) => return Err(bad("path", format!("must be a string, not {other}"))),
+        None => {
+            return Err(bad(
+                "path",
+                "is missing: name the new file to write, an absolute path on the daemon's host"
+                    .into(),
+            ));
+        }
+    };
+    if path.is_empty() || path.len() > SNAPSHOT_FILE_PATH_BYTES_MAX || path.contains('\0') {
+        return Err(bad(
+            "path",
+            format!("must be 1 to {SNAPSHOT_FILE_PATH_BYTES_MAX} bytes without NUL"),
+        ));
+    }
+    if !path.starts_with('/') {
+        return Err(bad(
+            "path",
+            format!(
+                "{path:?} is relative: give an absolute path (the daemon writes it, and its \
+                 working directory is not yours)"
+            ),
+        ));
+    }
+    let compression = match object.get("compression") {
+        None => SNAPSHOT_FILE_COMPRESSION_DEFAULT,
+        Some(serde_json::Value::String(name)) => name.as_str(),
+        Some(other) => {
+            return Err(bad("compression", format!("must be a string, not {other}")));
+        }
+    };
+    let compression_code = match compression {
+        "stored" => 1,
+        "deflated" => 2,
+        "bzip2" => 3,
+        "zstd" => 4,
+        "lzma" => 5,
+        "xz" => 6,
+        other => {
+            return Err(bad(
+                "compression",
+                format!(
+                    "{other:?} is unknown: expected one of {}",
+                    SNAPSHOT_FILE_COMPRESSIONS.join(", ")
+                ),
+            ));
+        }
+    };
+    let type_codes = match object.get("types") {
+        None => vec![100],
+        Some(serde_json::Value::Array(types)) => {
+            let mut codes = Vec::with_capacity(types.len());
+            for value in types {
+                codes.push(match value.as_str() {
+                    Some("all") => 100,
+                    Some("filesystem_overview") => 1,
+                    Some("process_list") => 2,
+                    Some("resource_usage") => 3,
+                    Some("test") => 4,
+                    Some("server_logs") => 5,
+                    Some("server_config") => 6,
+                    _ => {
+                        return Err(bad(
+                            "types",
+                            format!(
+                                "{value} is unknown: expected names among {}",
+                                SNAPSHOT_FILE_TYPES.join(", ")
+                            ),
+                        ));
+                    }
+                });
+            }
+            codes
+        }
+        Some(other) => {
+            return Err(bad(
+                "types",
+                format!("must be a list of names, not {other}"),
+            ));
+        }
+    };
+    let request = SnapshotFileRequest::parse(compression_code, &type_codes).map_err(|error| {
+        let field = match error {
+            SnapshotFileError::UnknownCompression(_) | SnapshotFileError::LzmaUnavailable => {
+                "compression"
+            }
+            _ => "types",
+        };
+        let problem = match error {
+            SnapshotFileError::LzmaUnavailable => format!(
+                "lzma cannot be written into a ZIP here; use one of {}",
+                SNAPSHOT_FILE_COMPRESSIONS.join(", ")
+            ),
+            SnapshotFileError::NoTypes => "must name at least one type (or \"all\")".into(),
+            other => other.to_string(),
+        };
+        bad(field, problem)
+    })?;
+    Ok(Request::Action(Action::SnapshotFile {
+        path: PathBuf::from(path),
+        request,
+    }))
 }
 
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
@@ -218,6 +346,7 @@ fn parse_fault(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::snapshot_request::Compression;
 
     /// Proves the request lines a client builds with the shared crate are
     /// the requests this parser reads them as.
@@ -249,6 +378,50 @@ mod tests {
             parse(set_log_level_request("debug")),
             Ok(Request::Action(Action::SetLogLevel("debug".into())))
         );
+        assert_eq!(
+            parse(snapshot_file_request(
+                "/tmp/s.zip",
+                "zstd",
+                &["test", "server_config"]
+            )),
+            Ok(Request::Action(Action::SnapshotFile {
+                path: PathBuf::from("/tmp/s.zip"),
+                request: SnapshotFileRequest::parse(4, &[4, 6]).unwrap(),
+            }))
+        );
+    }
+
+    /// Proves `snapshot_file` defaults to a deflated ZIP of every type but
+    /// `test` (as `iggy snapshot` asks for "all"), takes every compression
+    /// the writer has by name, and expands "all" among other names.
+    #[test]
+    fn snapshot_file_defaults_and_names() {
+        let parsed = parse_request(br#"{"v":1,"op":"snapshot_file","path":"/var/log/x.zip"}"#);
+        assert_eq!(
+            parsed,
+            Ok(Request::Action(Action::SnapshotFile {
+                path: PathBuf::from("/var/log/x.zip"),
+                request: SnapshotFileRequest::parse(2, &[100]).unwrap(),
+            }))
+        );
+        for (code, name) in (1u8..).zip(["stored", "deflated", "bzip2", "zstd"]) {
+            let line = snapshot_file_request("/x.zip", name, &["all", "test"]);
+            let Ok(Request::Action(Action::SnapshotFile { request, .. })) =
+                parse_request(line.trim_end().as_bytes())
+            else {
+                panic!("{line}");
+            };
+            assert_eq!(request.compression, Compression::from_code(code).unwrap());
+            assert_eq!(request.types.len(), 6, "all and test: {name}");
+        }
+        assert!(SNAPSHOT_FILE_COMPRESSIONS.iter().all(|name| {
+            let line = snapshot_file_request("/x.zip", name, &["test"]);
+            parse_request(line.trim_end().as_bytes()).is_ok()
+        }));
+        assert!(SNAPSHOT_FILE_TYPES.iter().all(|name| {
+            let line = snapshot_file_request("/x.zip", "stored", &[name]);
+            parse_request(line.trim_end().as_bytes()).is_ok()
+        }));
     }
 
     /// Proves every documented request parses, with defaults and bounds.
@@ -343,6 +516,46 @@ mod tests {
             (
                 br#"{"v":1,"op":"disconnect_client","client_id":-1}"#,
                 "client_id must be a client id",
+            ),
+            (
+                br#"{"v":1,"op":"snapshot_file"}"#,
+                "snapshot_file: path is missing",
+            ),
+            (
+                br#"{"v":1,"op":"snapshot_file","path":"snap.zip"}"#,
+                "\"snap.zip\" is relative: give an absolute path",
+            ),
+            (
+                br#"{"v":1,"op":"snapshot_file","path":""}"#,
+                "path must be 1 to 4096 bytes",
+            ),
+            (
+                br#"{"v":1,"op":"snapshot_file","path":"/a\u0000b"}"#,
+                "without NUL",
+            ),
+            (
+                br#"{"v":1,"op":"snapshot_file","path":7}"#,
+                "path must be a string",
+            ),
+            (
+                br#"{"v":1,"op":"snapshot_file","path":"/x","compression":"rar"}"#,
+                "\"rar\" is unknown: expected one of stored, deflated, bzip2, zstd, xz",
+            ),
+            (
+                br#"{"v":1,"op":"snapshot_file","path":"/x","compression":"lzma"}"#,
+                "lzma cannot be written",
+            ),
+            (
+                br#"{"v":1,"op":"snapshot_file","path":"/x","types":["cores"]}"#,
+                "\"cores\" is unknown: expected names among all,",
+            ),
+            (
+                br#"{"v":1,"op":"snapshot_file","path":"/x","types":[]}"#,
+                "types must name at least one type",
+            ),
+            (
+                br#"{"v":1,"op":"snapshot_file","path":"/x","types":"all"}"#,
+                "types must be a list of names",
             ),
         ];
         for (line, needle) in cases {

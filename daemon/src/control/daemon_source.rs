@@ -16,15 +16,14 @@ use crate::control::api::{
     self, Hello, Percentiles, ProcessStats, SecurityStats, ShardStats, Snapshot, Watchdog,
     WatchdogState,
 };
-use crate::control::metrics::{GroupLag, MetricsInput, ShardSeries};
+use crate::control::metrics::{MetricsInput, ShardSeries};
+use crate::control::snapshot_file::save;
 use crate::control::{Action, ControlSource, sysinfo};
 use crate::preflight::Driver;
 use crate::shard::heartbeat::{Heartbeats, Latency, ShardCounters};
 use crate::shard::mesh::{Mesh, ShardMessage};
 use crate::shard::op::PartitionOp;
 use crate::topology::PlannedShard;
-use iggyd_storage::consumer_offsets::ConsumerKind;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -56,6 +55,9 @@ pub struct DaemonSourceParts {
     /// Each shard's poll-reply budget, by shard id (empty in tests without
     /// shards).
     pub reply_budgets: Vec<std::sync::Arc<crate::net::reply_budget::ReplyBudget>>,
+    /// The snapshot worker's queue, for `snapshot_file`; `None` in tests
+    /// without a worker.
+    pub snapshot_files: Option<crate::net::snapshot_request::SnapshotFiles>,
 }
 
 #[derive(Debug)]
@@ -433,6 +435,15 @@ impl ControlSource for DaemonSource {
                 Ok(format!("flushed: {fsyncs} files fsynced"))
             }
             Action::DisconnectClient(client_id) => self.disconnect_client(client_id),
+            Action::SnapshotFile { path, request } => save::save(
+                self.parts.snapshot_files.as_ref(),
+                request,
+                &path,
+                &self.parts.data_dir,
+                save::WAIT_MAX,
+            )
+            .map(|saved| saved.message())
+            .map_err(|error| error.to_string()),
             #[cfg(any(debug_assertions, feature = "fault-injection"))]
             Action::FreezeShard(shard) if shard >= self.parts.shards.len() => Err(format!(
                 "freeze_shard: no shard {shard}; this daemon has {} shards",
@@ -555,163 +566,15 @@ impl DaemonSource {
             open_fds: sysinfo::open_fds().ok(),
         }
     }
-
-    /// Topics from the published metadata view and the shards' published
-    /// partition reports.
-    fn topics(&self) -> Vec<api::TopicStats> {
-        self.topics_and_lags().0
-    }
-
-    /// Topics, each consumer group's lag per partition, and each partition's
-    /// durable watermark (by stream, topic and partition id).
-    #[allow(clippy::type_complexity)]
-    pub(super) fn topics_and_lags(
-        &self,
-    ) -> (
-        Vec<api::TopicStats>,
-        Vec<GroupLag>,
-        BTreeMap<(u32, u32, u32), u64>,
-    ) {
-        let mut group_lags = Vec::new();
-        let mut durable_next_offsets = BTreeMap::new();
-        let Some(view) = self.parts.heartbeats.view() else {
-            return (Vec::new(), group_lags, durable_next_offsets);
-        };
-        let mut reports = BTreeMap::new();
-        for shard in 0..self.parts.shards.len() {
-            let report = self.parts.heartbeats.report(shard);
-            for partition in &report.partitions {
-                reports.insert(partition.key, (shard, partition.clone()));
-            }
-        }
-        let mut topics = Vec::new();
-        for stream in view.streams() {
-            for topic in stream.topics.values() {
-                let mut stats = api::TopicStats {
-                    stream_id: stream.id,
-                    stream: stream.name.clone(),
-                    topic_id: topic.id,
-                    topic: topic.name.clone(),
-                    messages: 0,
-                    bytes: 0,
-                    partitions: Vec::with_capacity(topic.partitions.len()),
-                    consumer_groups: Vec::new(),
-                    max_size_bytes: topic.options.max_topic_size_bytes,
-                    message_expiry_us: topic.options.message_expiry_us,
-                };
-                let mut lag_by_group: BTreeMap<u32, u64> = BTreeMap::new();
-                let mut partitions_by_group: BTreeMap<u32, Vec<api::GroupPartitionStats>> =
-                    BTreeMap::new();
-                for partition in &topic.partitions {
-                    let crate::shard::router::Route { key, owner } = crate::shard::router::route(
-                        stream,
-                        topic,
-                        partition,
-                        self.parts.shards.len(),
-                    );
-                    let (messages, bytes, segments, current_offset, offsets) =
-                        match reports.get(&key) {
-                            Some((_, report)) => {
-                                durable_next_offsets.insert(
-                                    (stream.id, topic.id, partition.id),
-                                    report.durable_next_offset,
-                                );
-                                (
-                                    report.stats.messages,
-                                    report.stats.bytes,
-                                    report.stats.segments as u64,
-                                    report.current_offset,
-                                    report.consumer_offsets.clone(),
-                                )
-                            }
-                            None => (0, 0, 0, 0, Vec::new()),
-                        };
-                    let report = reports.get(&key).map(|(_, report)| report);
-                    let segment_count = report.map_or(0, |report| report.segments.len());
-                    stats.messages += messages;
-                    stats.bytes += bytes;
-                    stats.partitions.push(api::PartitionStats {
-                        partition_id: partition.id,
-                        shard: u32::try_from(owner).unwrap_or(u32::MAX),
-                        messages,
-                        bytes,
-                        segments,
-                        current_offset,
-                        consumer_offsets: offsets.len() as u64,
-                        durable_next_offset: report.map_or(0, |report| report.durable_next_offset),
-                        segment_list: report
-                            .map(|report| {
-                                report
-                                    .segments
-                                    .iter()
-                                    .enumerate()
-                                    .map(|(index, segment)| api::SegmentStats {
-                                        start_offset: segment.start_offset,
-                                        next_offset: segment.next_offset,
-                                        size_bytes: segment.size_bytes,
-                                        last_timestamp_us: segment.last_timestamp,
-                                        sealed: index + 1 < segment_count,
-                                    })
-                                    .collect()
-                            })
-                            .unwrap_or_default(),
-                    });
-                    for group in topic.groups.values() {
-                        let stored = offsets.iter().find_map(|(consumer, offset)| {
-                            (consumer.kind == ConsumerKind::Group && consumer.id == group.id)
-                                .then_some(*offset)
-                        });
-                        let lag = match stored {
-                            Some(stored) => current_offset.saturating_sub(stored),
-                            None if messages > 0 => messages,
-                            None => 0,
-                        };
-                        *lag_by_group.entry(group.id).or_default() += lag;
-                        partitions_by_group.entry(group.id).or_default().push(
-                            api::GroupPartitionStats {
-                                partition_id: partition.id,
-                                offset: stored,
-                                lag,
-                            },
-                        );
-                        group_lags.push(GroupLag {
-                            stream: stream.name.clone(),
-                            topic: topic.name.clone(),
-                            group: group.name.clone(),
-                            partition_id: partition.id,
-                            lag,
-                        });
-                    }
-                }
-                stats.consumer_groups = topic
-                    .groups
-                    .values()
-                    .map(|group| api::ConsumerGroupStats {
-                        group_id: group.id,
-                        name: group.name.clone(),
-                        members: u32::try_from(group.members.len()).unwrap_or(u32::MAX),
-                        lag: lag_by_group.get(&group.id).copied().unwrap_or(0),
-                        partitions: partitions_by_group.remove(&group.id).unwrap_or_default(),
-                        member_list: group
-                            .members
-                            .iter()
-                            .map(|member| api::GroupMemberStats {
-                                member: format!("{:032x}", member.key.0),
-                                partitions: member.partitions.clone(),
-                            })
-                            .collect(),
-                    })
-                    .collect();
-                topics.push(stats);
-            }
-        }
-        (topics, group_lags, durable_next_offsets)
-    }
 }
+
+mod topics;
+pub use topics::{GroupFigure, PartitionFigure, TopicFigures};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iggyd_storage::consumer_offsets::ConsumerKind;
 
     fn source(shards: usize) -> (DaemonSource, Heartbeats, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
@@ -740,6 +603,7 @@ mod tests {
             log: None,
             security: None,
             reply_budgets: Vec::new(),
+            snapshot_files: None,
         });
         (source, heartbeats, dir)
     }

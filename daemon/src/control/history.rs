@@ -15,13 +15,20 @@
 //! series (process, then shards, then groups, then partitions; the rest are
 //! not recorded), each allocated at its ring's full length when it first
 //! appears, so the rings never pass `limits::HISTORY_BYTES_MAX`.
+//!
+//! Cost: a sample must stay well under 1 ms of the thread per second. So a
+//! second's values carry typed keys (`SeriesKey`: ids and a static metric
+//! name), compared and looked up without building strings; a series' name
+//! is formatted once, when it first appears; topics are read through a
+//! lean pass (`DaemonSource::topic_figures`) rather than a snapshot's
+//! lists; shard threads' CPU comes from their CPU clocks, not `/proc`.
 
 use crate::control::api::{History, HistoryWindow, Series, history::name};
 use crate::control::daemon_source::{self, DaemonSource};
 use crate::control::sysinfo;
 use crate::limits::{HISTORY_BYTES_MAX, HISTORY_SERIES_MAX};
 use crate::shard::heartbeat::ShardCounters;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
@@ -40,22 +47,59 @@ pub enum Aggregate {
     Last,
 }
 
+/// Which series a value belongs to, as the parts of its name
+/// (`api::history::name`): cheap to build, compare and order every second;
+/// `name` formats the string once, when the series first appears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SeriesKey {
+    /// A process-wide series, named as it is.
+    Process(&'static str),
+    /// `shard.<id>.<metric>`.
+    Shard(u32, &'static str),
+    /// `group.<stream>.<topic>.<group>.lag`.
+    Group(u32, u32, u32),
+    /// `partition.<stream>.<topic>.<partition>.<metric>`.
+    Partition(u32, u32, u32, &'static str),
+}
+
+impl SeriesKey {
+    pub fn name(self) -> String {
+        match self {
+            SeriesKey::Process(series_name) => series_name.to_string(),
+            SeriesKey::Shard(shard, metric) => name::shard(shard, metric),
+            SeriesKey::Group(stream, topic, group) => name::group(stream, topic, group),
+            SeriesKey::Partition(stream, topic, partition, metric) => {
+                name::partition(stream, topic, partition, metric)
+            }
+        }
+    }
+}
+
 /// One sampled value.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Value {
-    pub name: String,
+    pub key: SeriesKey,
     pub aggregate: Aggregate,
     pub value: f32,
 }
 
-/// One ring: point times and, per series, values aligned to the newest
-/// point. Every deque is allocated at `capacity` when created.
+/// One series of a ring: its name (formatted once) and its values, aligned
+/// to the ring's newest point.
+#[derive(Debug)]
+struct RingSeries {
+    name: String,
+    values: VecDeque<f32>,
+}
+
+/// One ring: point times and, per series (sorted by key), values aligned
+/// to the newest point. Every deque is allocated at `capacity` when
+/// created.
 #[derive(Debug)]
 struct Ring {
     step_ms: u64,
     capacity: usize,
     times: VecDeque<u64>,
-    series: BTreeMap<String, VecDeque<f32>>,
+    series: Vec<(SeriesKey, RingSeries)>,
 }
 
 impl Ring {
@@ -65,13 +109,17 @@ impl Ring {
             step_ms,
             capacity,
             times: VecDeque::with_capacity(capacity),
-            series: BTreeMap::new(),
+            series: Vec::new(),
         }
     }
 
-    /// Append a point; series missing from `values` are gone (their entity
-    /// no longer exists), new ones start here.
-    fn push(&mut self, at_ms: u64, values: &[(&str, f32)]) {
+    /// Append a point; `values` are sorted by key without duplicates.
+    /// Series missing from `values` are gone (their entity no longer
+    /// exists), new ones start here. A second with the same series as the
+    /// one before (the usual case) updates them in place; otherwise one
+    /// merge of the two sorted lists keeps, drops and adds series.
+    fn push(&mut self, at_ms: u64, values: &[Value]) {
+        debug_assert!(values.windows(2).all(|pair| pair[0].key < pair[1].key));
         // The series a point may carry are capped here too: the ten-second
         // bucket is a union of ten seconds' series.
         let values = &values[..values.len().min(HISTORY_SERIES_MAX)];
@@ -79,24 +127,39 @@ impl Ring {
             self.times.pop_front();
         }
         self.times.push_back(at_ms);
-        let present: HashMap<&str, f32> = values.iter().copied().collect();
-        self.series
-            .retain(|name, _| present.contains_key(name.as_str()));
-        let points = self.times.len();
-        for (series_name, value) in values {
-            let capacity = self.capacity;
-            let series = match self.series.get_mut(*series_name) {
-                Some(series) => series,
-                None => self
-                    .series
-                    .entry((*series_name).to_string())
-                    .or_insert_with(|| VecDeque::with_capacity(capacity)),
-            };
-            if series.len() == capacity {
-                series.pop_front();
+        let capacity = self.capacity;
+        let same_series = self.series.len() == values.len()
+            && self
+                .series
+                .iter()
+                .zip(values)
+                .all(|((kept, _), value)| *kept == value.key);
+        if !same_series {
+            let mut kept = std::mem::take(&mut self.series).into_iter().peekable();
+            let mut series = Vec::with_capacity(values.len());
+            for value in values {
+                while kept.next_if(|(key, _)| *key < value.key).is_some() {}
+                let ring_series = match kept.next_if(|(key, _)| *key == value.key) {
+                    Some((_, ring_series)) => ring_series,
+                    None => RingSeries {
+                        name: value.key.name(),
+                        values: VecDeque::with_capacity(capacity),
+                    },
+                };
+                series.push((value.key, ring_series));
             }
-            series.push_back(if value.is_finite() { *value } else { 0.0 });
-            debug_assert!(series.len() <= points);
+            self.series = series;
+        }
+        let points = self.times.len();
+        for ((_, series), value) in self.series.iter_mut().zip(values) {
+            if series.values.len() == capacity {
+                series.values.pop_front();
+            }
+            let value = value.value;
+            series
+                .values
+                .push_back(if value.is_finite() { value } else { 0.0 });
+            debug_assert!(series.values.len() <= points);
         }
     }
 
@@ -113,11 +176,16 @@ impl Ring {
             series: self
                 .series
                 .iter()
-                .map(|(series_name, values)| {
-                    let take = values.len().min(count);
+                .map(|(_, series)| {
+                    let take = series.values.len().min(count);
                     Series {
-                        name: series_name.clone(),
-                        values: values.iter().skip(values.len() - take).copied().collect(),
+                        name: series.name.clone(),
+                        values: series
+                            .values
+                            .iter()
+                            .skip(series.values.len() - take)
+                            .copied()
+                            .collect(),
                     }
                 })
                 .collect(),
@@ -129,29 +197,107 @@ impl Ring {
         let values: usize = self
             .series
             .iter()
-            .map(|(series_name, values)| {
-                series_name.capacity()
-                    + values.capacity() * size_of::<f32>()
-                    + SERIES_OVERHEAD_BYTES
-            })
+            .map(|(_, series)| series.name.capacity() + series.values.capacity() * size_of::<f32>())
             .sum();
-        self.times.capacity() * size_of::<u64>() + values
+        self.times.capacity() * size_of::<u64>()
+            + values
+            + self.series.capacity().max(self.series.len()) * SERIES_OVERHEAD_BYTES
     }
 }
 
-/// Per series: a `String` and a `VecDeque` header plus a B-tree slot.
-pub const SERIES_OVERHEAD_BYTES: usize = 96;
+/// Per series: its slot in a ring's list (key, `String` and `VecDeque`
+/// headers), with room to spare.
+pub const SERIES_OVERHEAD_BYTES: usize = 128;
+const _: () = assert!(size_of::<(SeriesKey, RingSeries)>() <= SERIES_OVERHEAD_BYTES);
 /// The longest series name: a partition's, with every id at `u32::MAX`.
 pub const SERIES_NAME_BYTES_MAX: usize =
     "partition.4294967295.4294967295.4294967295.messages_in".len();
 
-/// The ten-second point being built from one-second samples.
+/// One series of the ten-second point being built.
+#[derive(Debug, Clone, Copy)]
+struct Folded {
+    aggregate: Aggregate,
+    running: f64,
+    samples: u32,
+}
+
+impl Folded {
+    fn new(value: &Value) -> Folded {
+        Folded {
+            aggregate: value.aggregate,
+            running: f64::from(value.value),
+            samples: 1,
+        }
+    }
+
+    fn add(&mut self, value: &Value) {
+        let sample = f64::from(value.value);
+        self.samples += 1;
+        match self.aggregate {
+            Aggregate::Mean => self.running += sample,
+            Aggregate::Max => self.running = self.running.max(sample),
+            Aggregate::Last => self.running = sample,
+        }
+    }
+
+    fn value(&self) -> f32 {
+        match self.aggregate {
+            Aggregate::Mean => (self.running / f64::from(self.samples.max(1))) as f32,
+            Aggregate::Max | Aggregate::Last => self.running as f32,
+        }
+    }
+}
+
+/// The ten-second point being built from one-second samples: the union of
+/// their series, sorted by key, at most `HISTORY_SERIES_MAX` (key order is
+/// also priority order: process, shards, groups, partitions).
 #[derive(Debug, Default)]
 struct Bucket {
     index: u64,
     at_ms: u64,
-    /// Per series: aggregate, running value, samples seen.
-    values: BTreeMap<String, (Aggregate, f64, u32)>,
+    values: Vec<(SeriesKey, Folded)>,
+}
+
+impl Bucket {
+    /// Fold one second's `values` (sorted by key, no duplicates) in.
+    fn fold(&mut self, values: &[Value]) {
+        let same_series = self.values.len() == values.len()
+            && self
+                .values
+                .iter()
+                .zip(values)
+                .all(|((kept, _), value)| *kept == value.key);
+        if same_series {
+            for ((_, folded), value) in self.values.iter_mut().zip(values) {
+                folded.add(value);
+            }
+            return;
+        }
+        let mut kept = std::mem::take(&mut self.values).into_iter().peekable();
+        let mut offered = values.iter().peekable();
+        let mut merged = Vec::with_capacity(kept.len().max(values.len()));
+        loop {
+            match (kept.peek(), offered.peek()) {
+                (Some((key, _)), Some(value)) if *key < value.key => merged.extend(kept.next()),
+                (Some((key, _)), Some(value)) if *key == value.key => {
+                    if let Some((key, mut folded)) = kept.next() {
+                        folded.add(value);
+                        merged.push((key, folded));
+                    }
+                    offered.next();
+                }
+                (_, Some(value)) => {
+                    if merged.len() + kept.len() < HISTORY_SERIES_MAX {
+                        merged.push((value.key, Folded::new(value)));
+                    }
+                    offered.next();
+                }
+                (Some(_), None) => merged.extend(kept.next()),
+                (None, None) => break,
+            }
+        }
+        self.values = merged;
+    }
 }
 
 /// Both rings.
@@ -160,6 +306,9 @@ pub struct Rings {
     second: Ring,
     ten_second: Ring,
     bucket: Option<Bucket>,
+    /// The second's values by key, kept between calls (no allocation per
+    /// second once it has grown).
+    sorted: Vec<Value>,
 }
 
 impl Default for Rings {
@@ -174,23 +323,25 @@ impl Rings {
             second: Ring::new(SECOND_STEP_MS, SECOND_POINTS),
             ten_second: Ring::new(TEN_SECOND_STEP_MS, TEN_SECOND_POINTS),
             bucket: None,
+            sorted: Vec::new(),
         }
     }
 
     /// Record one second's values at `at_ms` (Unix ms, increasing). Values
     /// past `HISTORY_SERIES_MAX` are dropped (callers order them by
-    /// priority). Each completed ten-second bucket becomes a point of the
-    /// ten-second ring.
+    /// priority); of two values with one key the first counts. Each
+    /// completed ten-second bucket becomes a point of the ten-second ring.
     pub fn record(&mut self, at_ms: u64, values: &[Value]) {
         if self.second.times.back().is_some_and(|last| at_ms <= *last) {
             return;
         }
         let values = &values[..values.len().min(HISTORY_SERIES_MAX)];
-        let pairs: Vec<(&str, f32)> = values
-            .iter()
-            .map(|value| (value.name.as_str(), value.value))
-            .collect();
-        self.second.push(at_ms, &pairs);
+        self.sorted.clear();
+        self.sorted.extend_from_slice(values);
+        // Stable, so `dedup` keeps the first (higher-priority) value.
+        self.sorted.sort_by_key(|value| value.key);
+        self.sorted.dedup_by(|later, kept| later.key == kept.key);
+        self.second.push(at_ms, &self.sorted);
         let index = at_ms / TEN_SECOND_STEP_MS;
         if self
             .bucket
@@ -198,44 +349,23 @@ impl Rings {
             .is_some_and(|bucket| bucket.index != index)
             && let Some(done) = self.bucket.take()
         {
-            let pairs: Vec<(&str, f32)> = done
+            let point: Vec<Value> = done
                 .values
                 .iter()
-                .map(|(series_name, (aggregate, value, count))| {
-                    let value = match aggregate {
-                        Aggregate::Mean => *value / f64::from((*count).max(1)),
-                        Aggregate::Max | Aggregate::Last => *value,
-                    };
-                    (series_name.as_str(), value as f32)
+                .map(|(key, folded)| Value {
+                    key: *key,
+                    aggregate: folded.aggregate,
+                    value: folded.value(),
                 })
                 .collect();
-            self.ten_second.push(done.at_ms, &pairs);
+            self.ten_second.push(done.at_ms, &point);
         }
         let bucket = self.bucket.get_or_insert_with(|| Bucket {
             index,
             ..Bucket::default()
         });
         bucket.at_ms = at_ms;
-        for value in values {
-            let sample = f64::from(value.value);
-            let full = bucket.values.len() >= HISTORY_SERIES_MAX;
-            match bucket.values.get_mut(&value.name) {
-                Some((aggregate, running, count)) => {
-                    *count += 1;
-                    match aggregate {
-                        Aggregate::Mean => *running += sample,
-                        Aggregate::Max => *running = running.max(sample),
-                        Aggregate::Last => *running = sample,
-                    }
-                }
-                None if !full => {
-                    bucket
-                        .values
-                        .insert(value.name.clone(), (value.aggregate, sample, 1));
-                }
-                None => {}
-            }
-        }
+        bucket.fold(&self.sorted);
     }
 
     /// The points of both rings newer than `cursor`, and the cursor that
@@ -254,7 +384,9 @@ impl Rings {
 
     /// Bytes both rings hold.
     pub fn memory_bytes(&self) -> usize {
-        self.second.memory_bytes() + self.ten_second.memory_bytes()
+        self.second.memory_bytes()
+            + self.ten_second.memory_bytes()
+            + self.sorted.capacity() * size_of::<Value>()
     }
 }
 
@@ -277,10 +409,14 @@ pub struct Recorder {
 struct Previous {
     at: Option<Instant>,
     counters: Vec<ShardCounters>,
-    /// Per shard: thread id and CPU ms at `at`.
+    /// Per shard: thread id and CPU ns at `at`.
     cpu: Vec<(Option<i32>, u64)>,
-    /// Per partition (stream, topic, partition id): its next offset at `at`.
-    next_offsets: HashMap<(u32, u32, u32), u64>,
+    /// The topics' figures at `at` (next offsets, for append rates), and
+    /// the buffer the next second's figures go into.
+    topics: daemon_source::TopicFigures,
+    spare_topics: daemon_source::TopicFigures,
+    /// Kept between seconds.
+    values: Vec<Value>,
 }
 
 impl Recorder {
@@ -300,22 +436,20 @@ impl Recorder {
 
     /// Sample `source`'s published state now and record it.
     pub fn record(&self, source: &DaemonSource) {
-        let values = {
-            let mut previous = self.previous.lock().unwrap_or_else(PoisonError::into_inner);
-            sample(source, &mut previous)
-        };
+        let mut previous = self.previous.lock().unwrap_or_else(PoisonError::into_inner);
+        sample(source, &mut previous);
         let at_ms = daemon_source::unix_ms();
         self.rings
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .record(at_ms, &values);
+            .record(at_ms, &previous.values);
     }
 }
 
-/// One second's values, in priority order: process, shards, groups,
-/// partitions. Rates need a previous sample, so the first call records
-/// levels only.
-fn sample(source: &DaemonSource, previous: &mut Previous) -> Vec<Value> {
+/// One second's values into `previous.values`, in priority order: process,
+/// shards, groups, partitions. Rates need a previous sample, so the first
+/// call records levels only.
+fn sample(source: &DaemonSource, previous: &mut Previous) {
     let now = Instant::now();
     let parts = source.parts();
     let heartbeats = &parts.heartbeats;
@@ -324,30 +458,41 @@ fn sample(source: &DaemonSource, previous: &mut Previous) -> Vec<Value> {
         .at
         .map(|at| now.saturating_duration_since(at).as_secs_f64())
         .filter(|seconds| *seconds > 0.0);
-    let mut values = Vec::with_capacity(16 + shards * 11);
-    let mut push = |series_name: String, aggregate: Aggregate, value: f64| {
+    let mut topics = std::mem::take(&mut previous.spare_topics);
+    source.topic_figures(&mut topics);
+    let mut values = std::mem::take(&mut previous.values);
+    values.clear();
+    values.reserve(
+        (16 + shards * 11 + topics.groups.len() + topics.partitions.len() * 2)
+            .min(HISTORY_SERIES_MAX),
+    );
+    // Values past the cap would be dropped by `Rings::record` anyway.
+    let mut push = |key: SeriesKey, aggregate: Aggregate, value: f64| {
+        if values.len() >= HISTORY_SERIES_MAX {
+            return;
+        }
         values.push(Value {
-            name: series_name,
+            key,
             aggregate,
             value: value as f32,
         });
     };
     if let Ok(disk) = sysinfo::disk_usage(&parts.data_dir) {
         push(
-            name::DISK_USED.into(),
+            SeriesKey::Process(name::DISK_USED),
             Aggregate::Last,
             disk.used_bytes as f64,
         );
     }
     let total = heartbeats.total();
     push(
-        name::PROCESS_CONNECTIONS.into(),
+        SeriesKey::Process(name::PROCESS_CONNECTIONS),
         Aggregate::Last,
         total.connections as f64,
     );
     if let Some(admission) = &parts.security {
         push(
-            name::CONNECTIONS_REFUSED.into(),
+            SeriesKey::Process(name::CONNECTIONS_REFUSED),
             Aggregate::Last,
             admission.snapshot().connections_refused as f64,
         );
@@ -364,9 +509,9 @@ fn sample(source: &DaemonSource, previous: &mut Previous) -> Vec<Value> {
         let counters = heartbeats.counters(shard);
         let report = heartbeats.report(shard);
         let before = previous.counters[shard];
-        let cpu_ms = previous.cpu[shard]
+        let cpu_ns = previous.cpu[shard]
             .0
-            .and_then(|tid| sysinfo::thread_cpu_time_ms(tid).ok())
+            .and_then(|tid| sysinfo::thread_cpu_time_ns(tid).ok())
             .unwrap_or(0);
         if let Some(seconds) = elapsed {
             let rate = |now: u64, then: u64| now.saturating_sub(then) as f64 / seconds;
@@ -380,17 +525,21 @@ fn sample(source: &DaemonSource, previous: &mut Previous) -> Vec<Value> {
                 (name::BYTES_IN, counters.bytes_in, before.bytes_in),
                 (name::BYTES_OUT, counters.bytes_out, before.bytes_out),
             ] {
-                push(name::shard(id, metric), Aggregate::Mean, rate(now, then));
+                push(
+                    SeriesKey::Shard(id, metric),
+                    Aggregate::Mean,
+                    rate(now, then),
+                );
             }
-            let busy = cpu_ms.saturating_sub(previous.cpu[shard].1) as f64 / (seconds * 10.0);
+            let busy = cpu_ns.saturating_sub(previous.cpu[shard].1) as f64 / (seconds * 1e7);
             push(
-                name::shard(id, name::BUSY_PERCENT),
+                SeriesKey::Shard(id, name::BUSY_PERCENT),
                 Aggregate::Mean,
                 busy.min(100.0),
             );
         }
         previous.counters[shard] = counters;
-        previous.cpu[shard].1 = cpu_ms;
+        previous.cpu[shard].1 = cpu_ns;
         for (metric, aggregate, value) in [
             (name::REQUEST_P50, Aggregate::Mean, report.request.p50),
             (name::REQUEST_P99, Aggregate::Max, report.request.p99),
@@ -403,47 +552,45 @@ fn sample(source: &DaemonSource, previous: &mut Previous) -> Vec<Value> {
             ),
             (name::CONNECTIONS, Aggregate::Last, counters.connections),
         ] {
-            push(name::shard(id, metric), aggregate, value as f64);
+            push(SeriesKey::Shard(id, metric), aggregate, value as f64);
         }
     }
-    let (topics, _, _) = source.topics_and_lags();
-    for topic in &topics {
-        for group in &topic.consumer_groups {
+    for group in &topics.groups {
+        push(
+            SeriesKey::Group(group.stream, group.topic, group.group),
+            Aggregate::Last,
+            group.lag as f64,
+        );
+    }
+    let before = &previous.topics.partitions;
+    for (index, partition) in topics.partitions.iter().enumerate() {
+        let (stream, topic, partition_id) =
+            (partition.stream, partition.topic, partition.partition);
+        push(
+            SeriesKey::Partition(stream, topic, partition_id, name::BYTES),
+            Aggregate::Last,
+            partition.bytes as f64,
+        );
+        // The same partition a second ago: at the same place unless
+        // partitions came or went.
+        let same = |other: &&daemon_source::PartitionFigure| {
+            (other.stream, other.topic, other.partition) == (stream, topic, partition_id)
+        };
+        let then = before
+            .get(index)
+            .filter(same)
+            .or_else(|| before.iter().find(same));
+        if let (Some(seconds), Some(then)) = (elapsed, then) {
             push(
-                name::group(topic.stream_id, topic.topic_id, group.group_id),
-                Aggregate::Last,
-                group.lag as f64,
+                SeriesKey::Partition(stream, topic, partition_id, name::MESSAGES_IN),
+                Aggregate::Mean,
+                partition.next_offset.saturating_sub(then.next_offset) as f64 / seconds,
             );
         }
     }
-    let mut next_offsets = HashMap::with_capacity(previous.next_offsets.len());
-    for topic in &topics {
-        for partition in &topic.partitions {
-            let key = (topic.stream_id, topic.topic_id, partition.partition_id);
-            let (stream, topic_id, partition_id) = key;
-            push(
-                name::partition(stream, topic_id, partition_id, name::BYTES),
-                Aggregate::Last,
-                partition.bytes as f64,
-            );
-            let next_offset = if partition.messages == 0 && partition.current_offset == 0 {
-                0
-            } else {
-                partition.current_offset + 1
-            };
-            if let (Some(seconds), Some(before)) = (elapsed, previous.next_offsets.get(&key)) {
-                push(
-                    name::partition(stream, topic_id, partition_id, name::MESSAGES_IN),
-                    Aggregate::Mean,
-                    next_offset.saturating_sub(*before) as f64 / seconds,
-                );
-            }
-            next_offsets.insert(key, next_offset);
-        }
-    }
-    previous.next_offsets = next_offsets;
     previous.at = Some(now);
-    values
+    previous.values = values;
+    previous.spare_topics = std::mem::replace(&mut previous.topics, topics);
 }
 
 /// The bound `limits::HISTORY_BYTES_MAX` must cover: every series at full
@@ -453,6 +600,7 @@ pub const fn memory_bound_bytes() -> usize {
     points * size_of::<u64>()
         + 2 * HISTORY_SERIES_MAX * (SERIES_NAME_BYTES_MAX + SERIES_OVERHEAD_BYTES)
         + HISTORY_SERIES_MAX * points * size_of::<f32>()
+        + HISTORY_SERIES_MAX * size_of::<Value>()
 }
 
 const _: () = assert!(memory_bound_bytes() <= HISTORY_BYTES_MAX);

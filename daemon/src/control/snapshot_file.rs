@@ -227,6 +227,7 @@ fn zip_method(compression: Compression) -> Option<zip::CompressionMethod> {
 }
 
 mod contents;
+pub mod save;
 
 #[cfg(test)]
 mod tests;

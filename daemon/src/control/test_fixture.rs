@@ -40,6 +40,7 @@ pub fn source(
         log: None,
         security,
         reply_budgets: Vec::new(),
+        snapshot_files: None,
     })
 }
 

@@ -25,6 +25,9 @@ pub struct Activity {
     bytes_out: Cell<u64>,
     last_command: Cell<u32>,
     last_request_at: Cell<Instant>,
+    /// The login's session number (0 before login): the key it joins
+    /// consumer groups under, so the console can name a group's members.
+    session: Cell<u64>,
     /// Sending on it closes the connection (taken by the first close).
     close: RefCell<Option<flume::Sender<()>>>,
     closed: flume::Receiver<()>,
@@ -47,6 +50,7 @@ impl Activity {
             bytes_out: Cell::new(0),
             last_command: Cell::new(0),
             last_request_at: Cell::new(now),
+            session: Cell::new(0),
             close: RefCell::new(Some(close)),
             closed,
         }
@@ -54,6 +58,11 @@ impl Activity {
 
     pub fn set_tls(&self) {
         self.tls.set(true);
+    }
+
+    /// The connection logged in as session `session` (0: it logged out).
+    pub fn set_session(&self, session: u64) {
+        self.session.set(session);
     }
 
     /// A request frame of `bytes` (header included) with `command` arrived.
@@ -90,6 +99,7 @@ impl Activity {
             client_id,
             peer,
             user_id,
+            session: self.session.get(),
             tls: self.tls.get(),
             requests: self.requests.get(),
             bytes_in: self.bytes_in.get(),
@@ -114,6 +124,7 @@ mod tests {
         activity.request(101, 300);
         activity.request(100, 56);
         activity.replied(1000);
+        activity.set_session(77);
         let peer: SocketAddr = "127.0.0.1:5".parse().unwrap();
         let report = activity.report(9, peer, Some(1));
         assert_eq!(
@@ -121,6 +132,7 @@ mod tests {
             (2, 356, 1000)
         );
         assert_eq!((report.last_command, report.tls), (100, true));
+        assert_eq!(report.session, 77);
         let closed = activity.closed();
         assert!(closed.try_recv().is_err());
         assert!(activity.close());

@@ -182,6 +182,33 @@ pub fn queue() -> (SnapshotFiles, SnapshotJobs) {
 }
 
 impl SnapshotFiles {
+    /// Queue `request` and wait for its ZIP, blocking the calling thread
+    /// until `deadline` at most (for the admin socket's client threads; a
+    /// shard uses `build`). `None`: the queue stayed full or the ZIP was not
+    /// ready by then (the worker still finishes it and drops the answer).
+    pub fn build_until(
+        &self,
+        request: SnapshotFileRequest,
+        deadline: std::time::Instant,
+    ) -> Option<Answer> {
+        let (reply, answer) = flume::bounded(1);
+        match self
+            .jobs
+            .send_deadline(Job::Build(request, reply), deadline)
+        {
+            Ok(()) => {}
+            Err(flume::SendTimeoutError::Timeout(_)) => return None,
+            Err(flume::SendTimeoutError::Disconnected(_)) => {
+                return Some(Err(SnapshotFileError::Stopping));
+            }
+        }
+        match answer.recv_deadline(deadline) {
+            Ok(built) => Some(built),
+            Err(flume::RecvTimeoutError::Timeout) => None,
+            Err(flume::RecvTimeoutError::Disconnected) => Some(Err(SnapshotFileError::Stopping)),
+        }
+    }
+
     /// Queue `request` and wait for its ZIP without blocking the thread.
     pub async fn build(&self, request: SnapshotFileRequest) -> Answer {
         let (reply, answer) = flume::bounded(1);

@@ -43,6 +43,9 @@ pub struct ClientReport {
     pub client_id: u32,
     pub peer: SocketAddr,
     pub user_id: Option<u32>,
+    /// The login's session number, the key of its consumer-group
+    /// memberships (`MemberKey`); 0 before login.
+    pub session: u64,
     pub tls: bool,
     pub requests: u64,
     pub bytes_in: u64,

@@ -2,7 +2,8 @@
 //! `<data_dir>/iggyd.sock`, its mode, replacement of a stale socket after a
 //! crash, refusal when another process serves the path, refusal of other
 //! users (a client run under `setpriv` as uid 65534), and `iggy-top`
-//! itself in a tmux pane against the live daemon.
+//! itself in a tmux pane against the live daemon (graphs, drill-down, the
+//! snapshot action).
 
 use iggyd_testkit::{TestDaemon, iggyd_command, run, skip};
 use std::io::{BufRead, BufReader, Write};
@@ -328,7 +329,8 @@ fn shard_row(line: &str) -> Option<u64> {
 /// (its newest value leaves zero and its braille changes between two
 /// captures) and the daemon's history op serves the points the console
 /// drew; a drill-down streams → topic → partition reaches the partition's
-/// active segment; `q` quits.
+/// active segment; `S`, a path, Enter and `y` have the daemon write a
+/// snapshot ZIP there and the status line says so; `q` quits.
 #[test]
 fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
     let iggy_top = Path::new(env!("CARGO_BIN_EXE_iggyd")).with_file_name("iggy-top");
@@ -532,6 +534,53 @@ fn iggy_top_in_tmux_shows_the_header_and_one_row_per_shard() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let batches = producer.join().expect("producer");
     assert!(batches > 0);
+
+    // The snapshot action: S, a path, Enter puts the question on the
+    // confirmation line, y has the daemon write the ZIP, whose answer
+    // takes the status line.
+    let out = tempfile::tempdir().unwrap();
+    let zip_path = out.path().join("from-the-console.zip");
+    keys(&["S"]);
+    tmux.command()
+        .args(["send-keys", "-t", "top", "-l"])
+        .arg(zip_path.to_str().unwrap())
+        .status()
+        .unwrap();
+    keys(&["Enter"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let screen = tmux.capture();
+        if screen.contains("Write a snapshot ZIP") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no confirmation line:\n{screen}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    keys(&["y"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let written = loop {
+        let screen = tmux.capture();
+        if screen.contains("wrote a snapshot ZIP of") {
+            break screen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no answer on the status line:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    println!("snapshot written:\n{written}");
+    let bytes = std::fs::read(&zip_path).expect("the console's ZIP exists");
+    assert!(
+        written.contains(&format!("wrote a snapshot ZIP of {} bytes", bytes.len())),
+        "{written}"
+    );
+    let archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("a ZIP");
+    assert!(
+        archive
+            .file_names()
+            .any(|name| name.is_ok_and(|name| name == "summary.json"))
+    );
 
     tmux.command()
         .args(["send-keys", "-t", "top", "q"])

@@ -16,6 +16,8 @@ mod groups;
 mod hostile;
 mod io_modes;
 mod control;
+mod control_actions;
+mod control_cost;
 mod lifecycle;
 mod logging;
 mod messages;

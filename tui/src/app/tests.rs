@@ -188,6 +188,81 @@ fn actions_need_a_yes() {
     assert_eq!(app.status, Some((false, "no log handle".into())));
 }
 
+/// Proves the snapshot action: `S` opens a path prompt; a relative path is
+/// refused on the status line without asking the daemon; an absolute one
+/// puts the question on the confirmation line and `y` hands it over once;
+/// the daemon's answer shows; the next `S` offers the last path again, Esc
+/// leaves the view's filter alone, and the prompt takes a long path up to
+/// its cap.
+#[test]
+fn snapshot_zip_needs_an_absolute_path_and_a_yes() {
+    let mut app = app();
+    app.update(key(KeyCode::Char('3')));
+    app.filters[View::Streams.index()] = "orders".into();
+    app.update(key(KeyCode::Char('S')));
+    assert_eq!(
+        app.input,
+        Some(Input {
+            kind: InputKind::SnapshotPath,
+            text: String::new()
+        })
+    );
+    chars(&mut app, "snap.zip");
+    app.update(key(KeyCode::Enter));
+    assert!(app.confirm.is_none() && app.input.is_none());
+    assert!(app.take_action().is_none());
+    let (ok, message) = app.status.clone().expect("a status line");
+    assert!(
+        !ok && message.contains("\"snap.zip\" is relative"),
+        "{message}"
+    );
+    app.update(key(KeyCode::Char('S')));
+    assert_eq!(
+        app.input.as_ref().map(|input| input.text.as_str()),
+        Some("snap.zip")
+    );
+    for _ in 0.."snap.zip".len() {
+        app.update(key(KeyCode::Backspace));
+    }
+    chars(&mut app, "/var/log/iggyd/snap.zip");
+    app.update(key(KeyCode::Enter));
+    let asked = Action::SnapshotFile {
+        path: "/var/log/iggyd/snap.zip".into(),
+    };
+    assert_eq!(app.confirm, Some(asked.clone()));
+    app.update(key(KeyCode::Char('y')));
+    assert_eq!(app.take_action(), Some(asked.clone()));
+    assert!(app.take_action().is_none());
+    assert_eq!(
+        app.status,
+        Some((true, format!("sent: {}", asked.describe())))
+    );
+    let done = "wrote a snapshot ZIP of 5120 bytes to /var/log/iggyd/snap.zip";
+    app.update(Event::ActionDone(Ok(done.into())));
+    assert_eq!(app.status, Some((true, done.into())));
+    app.update(key(KeyCode::Char('S')));
+    assert_eq!(
+        app.input.as_ref().map(|input| input.text.as_str()),
+        Some("/var/log/iggyd/snap.zip")
+    );
+    app.update(key(KeyCode::Esc));
+    assert!(app.input.is_none() && app.confirm.is_none());
+    assert_eq!(app.filter(), "orders", "Esc on the path leaves the filter");
+    app.update(key(KeyCode::Char('S')));
+    chars(&mut app, &"d/".repeat(PATH_CHARS_MAX));
+    let typed = app
+        .input
+        .as_ref()
+        .map_or(0, |input| input.text.chars().count());
+    assert_eq!(typed, PATH_CHARS_MAX);
+    app.update(key(KeyCode::Char('L')));
+    let level = app
+        .input
+        .as_ref()
+        .map_or(0, |input| input.text.chars().count());
+    assert_eq!(level, PATH_CHARS_MAX, "a prompt that is full takes no more");
+}
+
 /// Proves pause freezes the snapshot and the history, keeps what arrives,
 /// and applies it on resume; the history merges into one window.
 #[test]

@@ -1,9 +1,11 @@
 //! The Groups view: every consumer group (stream/topic/group, members,
 //! lag) with the selected group's lag over the window; Enter opens a group:
-//! its partitions (stored offset, lag, the member holding it) and its
-//! members, with the lag graph. It only reads `App`.
+//! its partitions (stored offset, lag, the member holding it, named by the
+//! client connection that joined) and its members, with the lag graph. It
+//! only reads `App`.
 
 use crate::api::history::name;
+use crate::api::{ClientStats, GroupMemberStats};
 use crate::app::App;
 use crate::series;
 use crate::ui::fmt_count;
@@ -38,14 +40,16 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             group.members,
             fmt_count(group.lag)
         );
+        let clients = app
+            .snapshot
+            .as_ref()
+            .map_or(&[][..], |snapshot| snapshot.clients.as_slice());
         let holder = |partition_id: u32| {
             group
                 .member_list
                 .iter()
                 .find(|member| member.partitions.contains(&partition_id))
-                .map_or("-".to_string(), |member| {
-                    member.member.trim_start_matches('0').to_string()
-                })
+                .map_or("-".to_string(), |member| member_name(member, clients))
         };
         let rows: Vec<Row> = app
             .group_partition_rows()
@@ -144,5 +148,65 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             }],
             crate::ui::fmt_rate,
         );
+    }
+}
+
+/// A member as the operator knows it: the client connection that joined
+/// (its id and address, as the Clients view lists it), the client id alone
+/// when that connection is not in the snapshot's list, or the daemon's key
+/// when the snapshot does not name the connection (an older daemon, or a
+/// member whose connection just closed).
+pub fn member_name(member: &GroupMemberStats, clients: &[ClientStats]) -> String {
+    match member.client_id {
+        Some(client_id) => match clients.iter().find(|client| client.client_id == client_id) {
+            Some(client) => format!("client {client_id} {}", client.address),
+            None => format!("client {client_id}"),
+        },
+        None => {
+            let key = member.member.trim_start_matches('0');
+            format!("key {}", if key.is_empty() { "0" } else { key })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves a member is named by its client and address when the
+    /// snapshot lists the connection, by its client id when it does not,
+    /// and by the daemon's key (leading zeros dropped) otherwise.
+    #[test]
+    fn members_are_named_by_their_client() {
+        let client = ClientStats {
+            client_id: 16_777_217,
+            address: "10.0.0.6:40112".into(),
+            user: Some("billing".into()),
+            tls: false,
+            shard: 1,
+            requests_total: 0,
+            bytes_in_total: 0,
+            bytes_out_total: 0,
+            last_command: 0,
+            idle_ms: 0,
+            connected_ms: 0,
+        };
+        let member = |client_id: Option<u64>| GroupMemberStats {
+            member: "000000000000000000000001000000a7".into(),
+            partitions: vec![1],
+            client_id,
+        };
+        let clients = std::slice::from_ref(&client);
+        assert_eq!(
+            member_name(&member(Some(16_777_217)), clients),
+            "client 16777217 10.0.0.6:40112"
+        );
+        assert_eq!(member_name(&member(Some(5)), clients), "client 5");
+        assert_eq!(member_name(&member(None), clients), "key 1000000a7");
+        let zero = GroupMemberStats {
+            member: "0".repeat(32),
+            ..member(None)
+        };
+        assert_eq!(member_name(&zero, &[]), "key 0");
     }
 }

@@ -28,6 +28,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("e", "events: all levels, warn + error, errors only"),
     ("d", "clients: disconnect the selected client (asks y/n)"),
     ("L", "set the daemon's log level (asks y/n)"),
+    (
+        "S",
+        "the daemon writes a snapshot ZIP to a new path (asks y/n)",
+    ),
     ("p", "pause / resume updates"),
     ("?, Esc", "close this help"),
 ];

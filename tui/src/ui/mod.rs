@@ -169,12 +169,19 @@ fn render_waiting(frame: &mut Frame, area: Rect, app: &App) {
 fn render_footer(frame: &mut Frame, area: Rect, app: &App) {
     let theme = &app.theme;
     if let Some(action) = &app.confirm {
+        let question = format!(" {}? ", capitalized(&action.describe()));
+        let width = usize::from(area.width);
+        let hint = if question.chars().count() + 35 <= width {
+            "  y confirms, any other key cancels"
+        } else {
+            " y/n"
+        };
         let line = Line::from(vec![
             Span::styled(
-                format!(" {}? ", capitalized(&action.describe())),
+                elide_middle(&question, width.saturating_sub(hint.len())),
                 theme.banner(),
             ),
-            Span::raw("  y confirms, any other key cancels"),
+            Span::raw(hint),
         ]);
         frame.render_widget(Paragraph::new(line), area);
         return;
@@ -183,12 +190,31 @@ fn render_footer(frame: &mut Frame, area: Rect, app: &App) {
         let prompt = match input.kind {
             InputKind::Filter => "filter: ",
             InputKind::LogLevel => "log level (e.g. debug, info,iggyd::shard=trace): ",
+            InputKind::SnapshotPath => "snapshot ZIP path (new, absolute, on the daemon's host): ",
+        };
+        let hint = "  (Enter applies, Esc cancels)";
+        // The text's end is what is being typed: when the line is too
+        // narrow, its start gives way first, then the hint.
+        let width = usize::from(area.width);
+        let prompt_width = prompt.chars().count();
+        let hint = if prompt_width + input.text.chars().count() + 1 + hint.len() <= width {
+            hint
+        } else {
+            ""
+        };
+        let room = width.saturating_sub(prompt_width + 1 + hint.len()).max(2);
+        let length = input.text.chars().count();
+        let text = if length <= room {
+            input.text.clone()
+        } else {
+            let tail: String = input.text.chars().skip(length + 1 - room).collect();
+            format!("…{tail}")
         };
         let line = Line::from(vec![
             Span::styled(prompt, theme.accent()),
-            Span::raw(input.text.clone()),
+            Span::raw(text),
             Span::styled("▏", theme.accent()),
-            Span::raw("  (Enter applies, Esc cancels)"),
+            Span::raw(hint),
         ]);
         frame.render_widget(Paragraph::new(line), area);
         return;
@@ -220,6 +246,24 @@ fn render_footer(frame: &mut Frame, area: Rect, app: &App) {
         Span::raw(" help"),
     ]);
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// `text` in at most `width` characters: when longer, its start and its
+/// end with "…" between them (a path's directory and its file name both
+/// matter).
+fn elide_middle(text: &str, width: usize) -> String {
+    let length = text.chars().count();
+    if length <= width {
+        return text.to_string();
+    }
+    let Some(kept) = width.checked_sub(1) else {
+        return String::new();
+    };
+    let head = kept / 2;
+    let tail = kept - head;
+    let start: String = text.chars().take(head).collect();
+    let end: String = text.chars().skip(length - tail).collect();
+    format!("{start}…{end}")
 }
 
 fn capitalized(text: &str) -> String {
@@ -359,5 +403,8 @@ mod tests {
         assert_eq!(fmt_interval(std::time::Duration::from_millis(250)), "250ms");
         assert_eq!(fmt_interval(std::time::Duration::from_millis(1500)), "1.5s");
         assert_eq!(fmt_clock(1_767_225_599_000), "23:59:59");
+        assert_eq!(elide_middle("/var/log/x.zip", 20), "/var/log/x.zip");
+        assert_eq!(elide_middle("/var/log/iggyd/x.zip", 9), "/var….zip");
+        assert_eq!(elide_middle("abc", 0), "");
     }
 }

@@ -11,6 +11,9 @@ const GOLDEN_SNAPSHOT: &str = include_str!("../../../tests/golden/control_v1_sna
 struct FakeSource {
     snapshot: Snapshot,
     snapshots_taken: AtomicUsize,
+    /// History the test records by hand (`record`); the server's history
+    /// thread records nothing into a fake.
+    history: Mutex<crate::control::history::Rings>,
 }
 
 impl FakeSource {
@@ -31,7 +34,21 @@ impl FakeSource {
         Arc::new(FakeSource {
             snapshot: *snapshot,
             snapshots_taken: AtomicUsize::new(0),
+            history: Mutex::new(crate::control::history::Rings::new()),
         })
+    }
+
+    /// Record one point of the series `load` at `at_ms`.
+    fn record(&self, at_ms: u64, load: f32) {
+        use crate::control::history::{Aggregate, SeriesKey, Value};
+        lock(&self.history).record(
+            at_ms,
+            &[Value {
+                key: SeriesKey::Process("load"),
+                aggregate: Aggregate::Last,
+                value: load,
+            }],
+        );
     }
 }
 
@@ -46,6 +63,9 @@ impl ControlSource for FakeSource {
     fn snapshot(&self) -> Snapshot {
         self.snapshots_taken.fetch_add(1, Ordering::SeqCst);
         self.snapshot.clone()
+    }
+    fn history(&self, cursor: Cursor) -> Option<(api::HistoryWindow, Cursor)> {
+        Some(lock(&self.history).since(cursor))
     }
     fn action(&self, action: Action) -> Result<String, String> {
         match action {
@@ -253,6 +273,85 @@ fn subscribe_pushes_at_the_requested_interval() {
         }
     }
     assert!(refused);
+    server.stop();
+}
+
+/// The one-second points' times of a snapshot line's history and the
+/// values of its `load` series (empty when the line carries no points).
+fn history_points(line: &serde_json::Value) -> (Vec<u64>, Vec<f64>) {
+    let second = &line["history"]["second"];
+    let times = second["at_ms"]
+        .as_array()
+        .expect("a history window")
+        .iter()
+        .map(|at| at.as_u64().unwrap())
+        .collect();
+    let load = second["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|series| series["name"] == "load")
+        .map(|series| {
+            series["values"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|value| value.as_f64().unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    (times, load)
+}
+
+/// Proves history in subscriptions over a real socket: the first line of a
+/// `"history":true` subscription carries the whole window, each later line
+/// only the points recorded since the line before (an empty window when
+/// there are none, and no point twice), and a subscription without the
+/// flag carries no history at all.
+#[test]
+fn history_subscription_sends_the_window_then_only_newer_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("iggyd.sock");
+    let source = FakeSource::new();
+    for second in 0..3u64 {
+        source.record(1_000_000 + second * 1000, second as f32);
+    }
+    let server = ControlServer::start(&path, source.clone()).unwrap();
+    let mut plain = Client::connect(&path);
+    plain.send(r#"{"v":1,"op":"subscribe","interval_ms":100}"#);
+    let line = plain.line().expect("a snapshot");
+    assert_eq!(line["type"], "snapshot");
+    assert!(line.get("history").is_none(), "{line}");
+
+    let mut client = Client::connect(&path);
+    client.send(r#"{"v":1,"op":"subscribe","interval_ms":100,"history":true}"#);
+    let first = client.line().expect("the first line");
+    assert_eq!(first["type"], "snapshot");
+    assert_eq!(
+        history_points(&first),
+        (vec![1_000_000, 1_001_000, 1_002_000], vec![0.0, 1.0, 2.0]),
+        "the whole window first"
+    );
+    let idle = client.line().expect("the next line");
+    assert_eq!(history_points(&idle), (vec![], vec![]), "nothing new");
+    source.record(1_003_000, 3.0);
+    source.record(1_004_000, 4.0);
+    let (mut times, mut values) = (Vec::new(), Vec::new());
+    while times.len() < 2 {
+        let line = client.line().expect("a line with the new points");
+        let (new_times, new_values) = history_points(&line);
+        assert_eq!(new_times.len(), new_values.len(), "{line}");
+        times.extend(new_times);
+        values.extend(new_values);
+    }
+    assert_eq!(times, [1_003_000, 1_004_000], "each new point once");
+    assert_eq!(values, [3.0, 4.0]);
+    let after = client.line().expect("a line after them");
+    assert_eq!(history_points(&after), (vec![], vec![]), "not sent again");
+    assert_eq!(
+        plain.line().expect("still subscribed")["history"],
+        serde_json::Value::Null
+    );
     server.stop();
 }
 

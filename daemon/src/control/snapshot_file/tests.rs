@@ -16,7 +16,7 @@ use std::time::UNIX_EPOCH;
 const PASSWORD: &str = "hunter22-root";
 const PASSWORD_HASH: &str = "$argon2id$v=19$m=8,t=1,p=1$c2VjcmV0LWhhc2g";
 
-fn sources(dir: &std::path::Path) -> SnapshotSources {
+pub(super) fn sources(dir: &std::path::Path) -> SnapshotSources {
     let config_file = dir.join("iggyd.toml");
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs).unwrap();
@@ -69,7 +69,7 @@ fn sources(dir: &std::path::Path) -> SnapshotSources {
 }
 
 /// `(name, compression method, contents)` of every entry.
-fn entries(zip: &[u8]) -> Vec<(String, zip::CompressionMethod, String)> {
+pub(super) fn entries(zip: &[u8]) -> Vec<(String, zip::CompressionMethod, String)> {
     let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip)).unwrap();
     (0..archive.len())
         .map(|index| {

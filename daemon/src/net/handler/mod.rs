@@ -527,6 +527,9 @@ pub async fn session_ended(context: &Rc<NetContext>, session: &mut Session) {
     session.ended = None;
     context.unwatch_grant(session.client_id);
     context.update_client(session.client_id, None, Vec::new());
+    if let Some(activity) = context.client_activity(session.client_id) {
+        activity.set_session(0);
+    }
 }
 
 /// A session whose login a metadata change revoked, found at its next

@@ -142,6 +142,9 @@ pub(crate) async fn login(
     });
     session.ended = Some(context.watch_grant(session.client_id, grant));
     context.update_client(session.client_id, Some(user_id), Vec::new());
+    if let Some(activity) = context.client_activity(session.client_id) {
+        activity.set_session(session_number);
+    }
     let Some(session_id) = NonZeroU64::new(session_number) else {
         return replier.evict(EvictionReason::SessionError);
     };
