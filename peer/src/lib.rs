@@ -10,7 +10,9 @@
 //! Reading order: `identity` (node names and the certificate convention),
 //! `tls` (rustls configurations, the certificate → node check), `certs`
 //! (generating a cluster's certificates), `frame` and `hello` (the wire,
-//! sans-I/O), `limits`, `error`.
+//! sans-I/O), `limits`, `counters`, `error`, `budget` (calls in flight),
+//! `link` (TLS over a split TCP stream, the writer task), `handshake`
+//! (setup and identity checks), then the two ends: `client` and `server`.
 //!
 //! Must not: depend on openraft or the daemon, interpret call bodies, use
 //! monoio's vectored-write helpers, or panic on anything a peer sends.
@@ -28,10 +30,21 @@ pub mod certs;
 pub mod frame;
 pub mod hello;
 pub mod limits;
+pub mod counters;
 pub mod error;
+mod budget;
+mod link;
+mod handshake;
+pub mod client;
+pub mod server;
 
 pub use certs::{ClusterCerts, NodeCert};
+pub use client::{PeerClient, PeerTarget};
+pub use counters::{CountersSnapshot, PeerCounters};
 pub use error::{PeerError, PeerFailure};
 pub use identity::ClusterName;
 pub use limits::{PeerLimits, ValidLimits};
+pub use server::{
+    LocalBoxFuture, PeerHandler, PeerRequest, ServerStop, StopSignal, serve, stop_signal,
+};
 pub use tls::{PeerTls, PeerTlsError};

@@ -1,7 +1,7 @@
 //! Every bound of the peer transport: the configurable ones with their
 //! defaults and the check that turns a [`PeerLimits`] into the
 //! [`ValidLimits`] that clients and servers take (so a connection never
-//! runs on bounds nobody checked).
+//! runs on bounds nobody checked), and the fixed sizes of its buffers.
 //! (The wire's own facts, the header size and the failure message cap,
 //! are in `frame.rs`.)
 //!
@@ -25,6 +25,22 @@ pub const FRAME_BYTES_FLOOR: usize = 4 << 10;
 
 /// The most calls one connection may carry at once.
 pub const CALLS_IN_FLIGHT_CEILING: usize = 1 << 16;
+
+/// Bytes asked of the socket per read: a connection buffers at most this
+/// much beyond the frame it is receiving.
+pub(crate) const READ_CHUNK_BYTES: usize = 64 << 10;
+
+/// Plaintext handed to rustls per step (one TLS record's worth), so rustls
+/// never holds more than a step of a large body at once.
+pub(crate) const PLAINTEXT_STEP_BYTES: usize = 16 << 10;
+
+/// Encrypted bytes gathered before a socket write; frames already queued
+/// are packed into one write up to this.
+pub(crate) const FLUSH_BYTES: usize = 256 << 10;
+
+/// A pause after a failed accept (out of descriptors, say), so the accept
+/// loop never spins on an error that persists.
+pub(crate) const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
 /// The transport's bounds. `Default` gives the production values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
