@@ -40,6 +40,7 @@ use monoio::net::{TcpListener, TcpStream};
 use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -182,6 +183,11 @@ pub async fn serve(
             }
         }
     }
+    // Stop listening now, not when the driver gets round to closing the
+    // descriptor (io_uring closes it asynchronously, after the cancelled
+    // accept completes): a server started next on the same address
+    // (SO_REUSEPORT) must not share incoming connections with this one.
+    let _ = nix::sys::socket::shutdown(listener.as_raw_fd(), nix::sys::socket::Shutdown::Both);
     drop(listener);
     drop(connections);
     let _ = all_closed.recv_async().await;
