@@ -240,14 +240,14 @@ impl FrameDecoder {
         self.header_filled == 0 && self.partial.is_none()
     }
 
-    /// Bytes held for the frame being received (its memory, not what it
-    /// declared).
+    /// Bytes held for the frame being received (the memory reserved for
+    /// it, not what it declared).
     pub fn buffered_bytes(&self) -> usize {
         HEADER_BYTES
             + self
                 .partial
                 .as_ref()
-                .map_or(0, |partial| partial.body.len())
+                .map_or(0, |partial| partial.body.capacity())
     }
 
     /// Where the next bytes go: never empty.
@@ -262,6 +262,15 @@ impl FrameDecoder {
                     let grown = partial
                         .body_len
                         .min(partial.filled.saturating_add(BODY_GROWTH_STEP));
+                    // Doubling keeps the copies linear in the body's size;
+                    // the declared length caps it.
+                    let capacity = partial
+                        .body_len
+                        .min(partial.body.capacity().saturating_mul(2))
+                        .max(grown);
+                    partial
+                        .body
+                        .reserve_exact(capacity.saturating_sub(partial.body.len()));
                     partial.body.resize(grown, 0);
                 }
                 partial.body.get_mut(partial.filled..).unwrap_or_default()
@@ -355,7 +364,9 @@ impl FrameDecoder {
             call_id: u64_at(header, 8),
             channel: u64_at(header, 16),
             body_len,
-            body: Vec::with_capacity(body_len),
+            // Nothing is reserved before a body byte arrives: a peer that
+            // declares a large body and sends none of it holds no memory.
+            body: Vec::new(),
             filled: 0,
         };
         if body_len == 0 {
@@ -510,19 +521,42 @@ mod tests {
         ));
     }
 
-    // Proves a body grows with what arrives, not with what it declares: a
-    // frame declaring 1 MiB + 1 holds one growth step after its first byte.
+    // Proves a body's memory follows what arrives, not what it declares:
+    // nothing after the header alone, one growth step after the first body
+    // byte, doubling after that, and never more than the declared length
+    // (3.5 growth steps here), byte for byte intact at the end.
     #[test]
     fn body_memory_follows_the_bytes_received() {
-        let body_len = BODY_GROWTH_STEP + 1;
-        let header = frame(FrameKind::Request, vec![0; body_len]).header();
+        let body_len = 3 * BODY_GROWTH_STEP + BODY_GROWTH_STEP / 2;
+        let sent = frame(
+            FrameKind::Request,
+            (0..body_len).map(|at| at as u8).collect(),
+        );
+        let bytes = sent.to_bytes();
         let mut decoder = FrameDecoder::new(4 * BODY_GROWTH_STEP);
-        let mut rest = &header[..];
-        assert_eq!(decoder.push(&mut rest).unwrap(), None);
-        let mut one = &[1u8][..];
+        let mut header = &bytes[..HEADER_BYTES];
+        assert_eq!(decoder.push(&mut header).unwrap(), None);
+        assert_eq!(decoder.buffered_bytes(), HEADER_BYTES);
+        assert!(!decoder.is_between_frames());
+        let mut one = &bytes[HEADER_BYTES..HEADER_BYTES + 1];
         assert_eq!(decoder.push(&mut one).unwrap(), None);
         assert_eq!(decoder.buffered_bytes(), HEADER_BYTES + BODY_GROWTH_STEP);
-        assert!(!decoder.is_between_frames());
+        let mut step = &bytes[HEADER_BYTES + 1..HEADER_BYTES + BODY_GROWTH_STEP + 1];
+        assert_eq!(decoder.push(&mut step).unwrap(), None);
+        assert_eq!(
+            decoder.buffered_bytes(),
+            HEADER_BYTES + 2 * BODY_GROWTH_STEP
+        );
+        let mut rest = &bytes[HEADER_BYTES + BODY_GROWTH_STEP + 1..];
+        let mut received = None;
+        while !rest.is_empty() {
+            received = decoder.push(&mut rest).unwrap();
+            if received.is_none() {
+                assert!(decoder.buffered_bytes() <= HEADER_BYTES + body_len);
+            }
+        }
+        assert_eq!(received, Some(sent));
+        assert!(decoder.is_between_frames());
     }
 
     // Proves failure bodies: messages cut at a character boundary when
