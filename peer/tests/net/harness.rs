@@ -17,7 +17,7 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest any awaited event may take before the test fails.
@@ -30,6 +30,7 @@ pub const CLUSTER: &str = "test";
 
 /// Runs `test` on monoio's legacy (epoll) driver.
 pub fn legacy<F: Future<Output = ()>>(test: impl FnOnce() -> F) {
+    install_log_capture();
     monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
         .enable_timer()
         .build()
@@ -40,6 +41,7 @@ pub fn legacy<F: Future<Output = ()>>(test: impl FnOnce() -> F) {
 /// Runs `test` on the io_uring driver, or skips (through the test kit,
 /// which fails under CI=true) where the kernel or memlock forbid it.
 pub fn io_uring<F: Future<Output = ()>>(test: impl FnOnce() -> F) {
+    install_log_capture();
     match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
         .enable_timer()
         .build()
@@ -315,33 +317,48 @@ pub fn exchange_hellos(
     iggyd_peer::hello::Hello::decode(&bytes).expect("the server's hello decodes")
 }
 
-/// The log lines written while the returned guard lives (this thread).
+/// The log lines this thread writes while the returned guard lives.
+///
+/// One global subscriber, installed before any test runs its code
+/// (`legacy` and `io_uring` call `install_log_capture` first), writes each
+/// thread's lines to that thread's own buffer while it captures. A scoped
+/// subscriber per test (`tracing::subscriber::set_default`) would race
+/// with other test threads over tracing's process-wide callsite interest
+/// cache and lose lines now and then.
 pub struct Logs {
-    lines: Arc<Mutex<Vec<u8>>>,
-    _default: tracing::subscriber::DefaultGuard,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+thread_local! {
+    /// This thread's captured lines, while it captures.
+    static CAPTURED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Installs the capturing subscriber once per test binary; every test
+/// calls it before anything it does can log.
+pub fn install_log_capture() {
+    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(|| LogWriter)
+            .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+    });
 }
 
 impl Logs {
     pub fn capture() -> Logs {
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let writer = {
-            let lines = lines.clone();
-            move || LogWriter(lines.clone())
-        };
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(writer)
-            .with_ansi(false)
-            .with_max_level(tracing::Level::DEBUG)
-            .finish();
+        CAPTURED.with(|captured| *captured.borrow_mut() = Some(Vec::new()));
         Logs {
-            lines,
-            _default: tracing::subscriber::set_default(subscriber),
+            _not_send: std::marker::PhantomData,
         }
     }
 
     /// The lines so far at `level` (`WARN`, `INFO`, …).
     pub fn at(&self, level: &str) -> Vec<String> {
-        let bytes = self.lines.lock().expect("the log buffer").clone();
+        let bytes = CAPTURED.with(|captured| captured.borrow().clone().unwrap_or_default());
         String::from_utf8_lossy(&bytes)
             .lines()
             .filter(|line| line.contains(level))
@@ -350,14 +367,22 @@ impl Logs {
     }
 }
 
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
+impl Drop for Logs {
+    fn drop(&mut self) {
+        CAPTURED.with(|captured| *captured.borrow_mut() = None);
+    }
+}
+
+/// Appends to the writing thread's buffer, if it captures.
+struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .expect("the log buffer")
-            .extend_from_slice(bytes);
+        CAPTURED.with(|captured| {
+            if let Some(lines) = captured.borrow_mut().as_mut() {
+                lines.extend_from_slice(bytes);
+            }
+        });
         Ok(bytes.len())
     }
 
