@@ -1,7 +1,8 @@
 //! Calls that succeed or fail as calls: a round trip, a thousand at once
-//! on one connection answered out of order, 32 MiB bodies both ways,
+//! on one connection answered out of order, 5 MiB bodies both ways,
 //! failures and size limits, a timeout whose late answer is discarded,
-//! and the server's in-flight bound holding it back from reading.
+//! and the in-flight bound holding a server back from reading and a
+//! client back from sending.
 //!
 //! Must not: let a negative check (nothing happens) wait longer than a
 //! short window.
@@ -21,6 +22,7 @@ crate::on_both_drivers!(
     failures_and_oversized_bodies_reach_the_caller,
     a_timed_out_call_fails_and_its_late_answer_is_discarded,
     the_in_flight_bound_stops_the_server_reading,
+    the_in_flight_bound_holds_a_clients_calls_back,
 );
 
 // Proves a call reaches the handler with the caller's node, shard and
@@ -137,12 +139,14 @@ fn checksum(bytes: &[u8]) -> u64 {
     })
 }
 
-// Proves 32 MiB bodies cross intact both ways (the handler checks what it
-// received against the checksum in the request and answers 32 MiB of its
-// own, compared byte for byte), and that a small call on the same
-// connection is answered while they move.
+// Proves large bodies cross intact both ways: 5 MiB and 12,345 bytes (five
+// of the decoder's growth steps, hundreds of TLS records, several socket
+// flushes, a multiple of none of them). The handler checks what it
+// received against the checksum in the request and answers as many bytes
+// of its own, compared byte for byte; a small call on the same connection
+// is answered too.
 async fn large_bodies_arrive_intact() {
-    const BYTES: usize = 32 << 20;
+    const BYTES: usize = (5 << 20) + 12_345;
     let certs = cluster();
     let transform = |bytes: &[u8]| bytes.iter().map(|byte| byte ^ 0xA5).collect::<Vec<u8>>();
     let large = handler(move |request: PeerRequest| async move {
@@ -160,9 +164,7 @@ async fn large_bodies_arrive_intact() {
     let server = Server::start(&tls(&certs, 2), limits(), large);
     let (client, _) = client(&tls(&certs, 1), 2, server.address, limits());
     let mut rng = Rng(0x0B16_B0D1);
-    let data: Vec<u8> = (0..BYTES / 8)
-        .flat_map(|_| rng.next_u64().to_le_bytes())
-        .collect();
+    let data = rng.bytes(BYTES);
     let mut body = checksum(&data).to_le_bytes().to_vec();
     body.extend_from_slice(&data);
     let big_call = monoio::spawn({
@@ -171,7 +173,7 @@ async fn large_bodies_arrive_intact() {
     });
     let small = guard("a small call", client.call(0, Vec::new(), CALL)).await;
     assert_eq!(small.unwrap(), b"small");
-    let reply = guard("a 32 MiB call", big_call).await.unwrap();
+    let reply = guard("a large call", big_call).await.unwrap();
     assert_eq!(reply.len(), BYTES);
     assert_eq!(checksum(&reply), checksum(&transform(&data)));
     assert!(reply == transform(&data), "the reply's bytes changed");
@@ -325,5 +327,63 @@ async fn the_in_flight_bound_stops_the_server_reading() {
         assert_eq!(guard("a call", call).await.unwrap(), vec![index as u8]);
     }
     assert_eq!(server.counters.snapshot().calls_received, CALLS as u64);
+    server.stop().await;
+}
+
+// Proves the client's side of the bound: with `calls_in_flight_max` = 2
+// on the client, two calls to handlers that block are sent and a third
+// waits for room without being sent, until its timeout fails it (the
+// client wrote two requests, the server read two, no third handler
+// started); released, the two are answered, and the room they held is
+// free for the next call.
+async fn the_in_flight_bound_holds_a_clients_calls_back() {
+    let certs = cluster();
+    let (started, starts) = flume::unbounded::<()>();
+    let (gate, gate_opens) = flume::unbounded::<()>();
+    let blocking = handler(move |request: PeerRequest| {
+        let (started, gate_opens) = (started.clone(), gate_opens.clone());
+        async move {
+            if request.channel == 1 {
+                started.send(()).unwrap();
+                gate_opens.recv_async().await.unwrap();
+            }
+            Ok(request.body)
+        }
+    });
+    let server = Server::start(&tls(&certs, 2), limits(), blocking);
+    let two = PeerLimits {
+        calls_in_flight_max: 2,
+        ..limits()
+    };
+    let (client, counters) = client(&tls(&certs, 1), 2, server.address, two);
+    let held: Vec<_> = (0..2u8)
+        .map(|index| {
+            let client = client.clone();
+            monoio::spawn(async move { client.call(1, vec![index], CALL).await })
+        })
+        .collect();
+    for _ in 0..2 {
+        guard("a handler starts", starts.recv_async())
+            .await
+            .unwrap();
+    }
+    let timeout = Duration::from_millis(300);
+    let third = guard("a third call", client.call(1, vec![2], timeout)).await;
+    assert_eq!(third.unwrap_err(), PeerError::TimedOut { node: 2, timeout });
+    assert!(starts.is_empty(), "a third handler started past the bound");
+    assert_eq!(counters.snapshot().calls_sent, 2);
+    assert_eq!(server.counters.snapshot().calls_received, 2);
+    gate.send(()).unwrap();
+    gate.send(()).unwrap();
+    for (index, call) in held.into_iter().enumerate() {
+        assert_eq!(guard("a held call", call).await.unwrap(), vec![index as u8]);
+    }
+    let next = guard(
+        "a call after the others",
+        client.call(0, b"n".to_vec(), CALL),
+    )
+    .await;
+    assert_eq!(next.unwrap(), b"n");
+    assert_eq!(counters.snapshot().calls_sent, 3);
     server.stop().await;
 }

@@ -55,8 +55,8 @@ fn gated() -> (
 async fn stalled_peers_time_out_without_blocking_others() {
     let certs = cluster();
     let short = PeerLimits {
-        handshake_timeout: Duration::from_secs(5),
-        stall_timeout: Duration::from_secs(5),
+        handshake_timeout: Duration::from_secs(2),
+        stall_timeout: Duration::from_secs(2),
         ..limits()
     };
     let server = Server::start(&tls(&certs, 2), short, echo());
@@ -204,7 +204,7 @@ async fn an_unreachable_node_is_retried_after_a_back_off_not_in_a_loop() {
         reserved.local_addr().unwrap()
     };
     let backing_off = PeerLimits {
-        reconnect_backoff_min: Duration::from_secs(1),
+        reconnect_backoff_min: Duration::from_millis(500),
         reconnect_backoff_max: Duration::from_secs(2),
         ..limits()
     };
@@ -230,7 +230,7 @@ async fn an_unreachable_node_is_retried_after_a_back_off_not_in_a_loop() {
         (1, 1, 2)
     );
     // Waiting out the back-off is what this test is about.
-    monoio::time::sleep(Duration::from_millis(1_100)).await;
+    monoio::time::sleep(Duration::from_millis(600)).await;
     let third = guard(
         "a call after the back-off",
         client.call(0, b"up".to_vec(), CALL),
@@ -241,14 +241,14 @@ async fn an_unreachable_node_is_retried_after_a_back_off_not_in_a_loop() {
     server.stop().await;
 }
 
-// Proves pings keep an idle connection open: with pings every 200 ms and
-// an idle timeout of 2 s on both sides, a connection left alone for 3 s
+// Proves pings keep an idle connection open: with pings every 100 ms and
+// an idle timeout of 1 s on both sides, a connection left alone for 2 s
 // is still the same one for the next call.
 async fn an_idle_connection_lives_on_pings() {
     let certs = cluster();
     let chatty = PeerLimits {
-        ping_interval: Duration::from_millis(200),
-        idle_timeout: Duration::from_secs(2),
+        ping_interval: Duration::from_millis(100),
+        idle_timeout: Duration::from_secs(1),
         ..limits()
     };
     let server = Server::start(&tls(&certs, 2), chatty, echo());
@@ -256,7 +256,7 @@ async fn an_idle_connection_lives_on_pings() {
     let first = guard("a first call", client.call(0, b"a".to_vec(), CALL)).await;
     assert_eq!(first.unwrap(), echoed(1, 0, b"a"));
     // Idling is what this test is about.
-    monoio::time::sleep(Duration::from_secs(3)).await;
+    monoio::time::sleep(Duration::from_secs(2)).await;
     let second = guard("a call after idling", client.call(0, b"b".to_vec(), CALL)).await;
     assert_eq!(second.unwrap(), echoed(1, 0, b"b"));
     assert_eq!(counters.snapshot().connections_established, 1);
