@@ -26,6 +26,10 @@ pub const FRAME_BYTES_FLOOR: usize = 4 << 10;
 /// The most calls one connection may carry at once.
 pub const CALLS_IN_FLIGHT_CEILING: usize = 1 << 16;
 
+/// No timeout, interval or back-off may exceed this: a day is already far
+/// past any useful value, and deadlines computed from one never overflow.
+pub const DURATION_CEILING: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// Bytes asked of the socket per read: a connection buffers at most this
 /// much beyond the frame it is receiving.
 pub(crate) const READ_CHUNK_BYTES: usize = 64 << 10;
@@ -177,8 +181,12 @@ impl PeerLimits {
             ("reconnect_backoff_max", self.reconnect_backoff_max),
             ("stop_grace", self.stop_grace),
         ] {
-            if value.is_zero() {
-                return fail(key, "0 s".to_string(), "longer than zero".to_string());
+            if value.is_zero() || value > DURATION_CEILING {
+                return fail(
+                    key,
+                    format!("{value:?}"),
+                    format!("longer than zero and at most {DURATION_CEILING:?}"),
+                );
             }
         }
         if self.ping_interval >= self.idle_timeout {
@@ -235,6 +243,14 @@ mod tests {
         );
         assert_eq!(key(|l| l.connections_max = 0), "connections_max");
         assert_eq!(key(|l| l.stall_timeout = Duration::ZERO), "stall_timeout");
+        assert_eq!(
+            key(|l| l.reconnect_backoff_max = Duration::MAX),
+            "reconnect_backoff_max"
+        );
+        assert_eq!(
+            key(|l| l.stop_grace = DURATION_CEILING + Duration::from_nanos(1)),
+            "stop_grace"
+        );
         assert_eq!(
             key(|l| l.ping_interval = Duration::from_secs(30)),
             "ping_interval"
