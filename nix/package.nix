@@ -26,6 +26,7 @@ rustPlatform.buildRustPackage {
       ../Cargo.lock
       ../wire
       ../storage
+      ../peer
       ../metadata
       ../raft
       ../daemon

@@ -26,7 +26,7 @@ const NEVER_LINK_THE_DAEMON: &[&str] = &["tui", "admin-api", "testkit"];
 
 /// The library crates below the daemon: like `daemon/src`, nothing in them
 /// may end the process or print.
-const LOWER_CRATES: &[&str] = &["wire/src/", "storage/src/", "metadata/src/"];
+const LOWER_CRATES: &[&str] = &["wire/src/", "storage/src/", "peer/src/", "metadata/src/"];
 
 /// Directory names never read: build output and the fuzzers' generated
 /// inputs.
@@ -171,7 +171,7 @@ fn every_source_file_opens_with_a_module_doc() {
 /// Proves nothing below `boot` ends the process or prints (ARCHITECTURE.md:
 /// "nothing below `boot` prints or exits"): no `process::exit`,
 /// `libc::exit` or `libc::_exit` anywhere in `daemon/src` or the lower
-/// crates (`wire/`, `storage/`, `metadata/`) but `main.rs` and
+/// crates (`wire/`, `storage/`, `peer/`, `metadata/`) but `main.rs` and
 /// `boot.rs`, and no `print!`/`println!`/`eprint!`/`eprintln!` in their
 /// production code (tests may print what they measured).
 #[test]
