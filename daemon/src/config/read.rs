@@ -7,9 +7,11 @@
 //! where the value came from.
 //!
 //! Must not: know individual keys, except for the rules that tie two keys
-//! together (`cross_checks`).
+//! together (`cross_checks`, and `cluster` for the `[cluster]` table's).
 
-use super::keys::{BuiltIn, KEYS, Key, Kind};
+mod cluster;
+
+use super::keys::{BuiltIn, Field, KEYS, Key, Kind, Omitted};
 use super::units::{self, CPU_ALLOCATION_FORMS, DURATION_FORMS, SIZE_FORMS};
 use super::{Config, ConfigError, CpuAllocation, from, layers, show};
 use crate::limits::{PU_ID_LIMIT, UNIX_SOCKET_PATH_BYTES_MAX};
@@ -34,7 +36,7 @@ impl Reader<'_> {
             layers::insert(&mut normalized, key.name, value);
         }
         self.cross_checks()?;
-        Value::from(normalized).deserialize().map_err(|error| {
+        let config: Config = Value::from(normalized).deserialize().map_err(|error| {
             // Only a key table that disagrees with `Config` gets here; the
             // tests load every key, so this is a programmer error, reported
             // typed all the same.
@@ -44,7 +46,11 @@ impl Reader<'_> {
                 expected: format!("a value `Config` can hold ({})", error.kind),
                 origin: None,
             }
-        })
+        })?;
+        // Over typed values: a node list is easier to compare as `Config`
+        // holds it than as figment values.
+        self.cluster_checks(&config)?;
+        Ok(config)
     }
 
     /// The normalized value of `key`; `Empty` when it stays unset, so that an
@@ -66,8 +72,8 @@ impl Reader<'_> {
     }
 
     /// `value`, given for the key `name`, checked and normalized as `kind`
-    /// (a key's kind or the inner kind of an `Optional` one). `example` is
-    /// the "like …" of errors.
+    /// (a key's kind, the inner kind of an `Optional` one, or a field's
+    /// kind in an array of tables). `example` is the "like …" of errors.
     fn value_of_kind(
         &self,
         name: &str,
@@ -132,8 +138,91 @@ impl Reader<'_> {
             Kind::Level => Value::from(self.level(name, value)?),
             Kind::CpuAllocation => serialized(self.cpu_allocation(name, value)?),
             Kind::Choice(words) => Value::from(self.choice(name, value, words)?),
+            Kind::Label { max } => Value::from(self.label(name, value, max, example)?),
+            Kind::TableArray { fields } => Value::from(self.table_array(name, value, fields)?),
         };
         Ok(value)
+    }
+
+    /// An array of tables, each field checked by its kind and reported as
+    /// `name[index].field`; a field a table leaves out gets its `Omitted`
+    /// value or is refused. (Unknown fields were refused by `layers`.)
+    fn table_array(
+        &self,
+        name: &str,
+        value: &Value,
+        fields: &[Field],
+    ) -> Result<Vec<Value>, ConfigError> {
+        let field_names: Vec<&str> = fields.iter().map(|field| field.name).collect();
+        let field_names = field_names.join(", ");
+        let Value::Array(_, items) = value else {
+            return Err(self.fail(
+                name,
+                value,
+                format!(
+                    "an array of tables with the keys {field_names} (`[[{name}]]` sections in a \
+                     file; `[{{key=value, …}}, …]` in an environment variable)"
+                ),
+            ));
+        };
+        let mut tables = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let element = format!("{name}[{index}]");
+            let Some(table) = item.as_dict() else {
+                return Err(self.fail(
+                    &element,
+                    item,
+                    format!("a table with the keys {field_names}"),
+                ));
+            };
+            let mut normalized = Dict::new();
+            for field in fields {
+                let key = format!("{element}.{}", field.name);
+                let checked = match (table.get(field.name), field.omitted) {
+                    (Some(value), _) => {
+                        self.value_of_kind(&key, value, field.kind, field.example)?
+                    }
+                    (
+                        None,
+                        Some(Omitted::Prefixed {
+                            prefix,
+                            field: source,
+                        }),
+                    ) => {
+                        let text = match normalized.get(source) {
+                            Some(Value::String(_, text)) => text.clone(),
+                            Some(Value::Num(_, number)) => number
+                                .to_u128()
+                                .map(|number| number.to_string())
+                                .unwrap_or_default(),
+                            _ => String::new(),
+                        };
+                        Value::from(format!("{prefix}{text}"))
+                    }
+                    (None, None) => return Err(self.missing(&key, item, field)),
+                };
+                normalized.insert(field.name.to_string(), checked);
+            }
+            tables.push(Value::from(normalized));
+        }
+        Ok(tables)
+    }
+
+    /// The error for a required `field` that the table `table` leaves out:
+    /// what the field's kind accepts, attributed to where the table came
+    /// from.
+    fn missing(&self, key: &str, table: &Value, field: &Field) -> ConfigError {
+        let nothing = Value::from(Empty::None);
+        let expected = match self.value_of_kind(key, &nothing, field.kind, field.example) {
+            Err(ConfigError::Invalid { expected, .. }) => expected,
+            _ => "a value".to_string(),
+        };
+        ConfigError::Invalid {
+            key: key.to_string(),
+            value: "nothing".to_string(),
+            expected: format!("{expected} (the key is required)"),
+            origin: layers::origin(self.figment, table),
+        }
     }
 
     /// Rules between keys, once every key is accepted on its own.
@@ -325,6 +414,33 @@ impl Reader<'_> {
         let expected = format!("a string of {min} to {max} characters");
         let (value, text) = self.string(key, value, &expected)?;
         if !(min..=max).contains(&text.chars().count()) {
+            return Err(self.fail(key, value, expected));
+        }
+        Ok(text)
+    }
+
+    /// A DNS label of 1 to `max` characters, exactly as written: an
+    /// upper-case letter is refused rather than folded, so the name in the
+    /// file is the name in the certificates.
+    fn label(
+        &self,
+        key: &str,
+        value: &Value,
+        max: usize,
+        example: &str,
+    ) -> Result<String, ConfigError> {
+        let expected = format!(
+            "a name of 1 to {max} characters a-z, 0-9 and '-', neither first nor last a '-', \
+             like \"{example}\""
+        );
+        let (value, text) = self.string(key, value, &expected)?;
+        let accepted = (1..=max).contains(&text.len())
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !text.starts_with('-')
+            && !text.ends_with('-');
+        if !accepted {
             return Err(self.fail(key, value, expected));
         }
         Ok(text)
@@ -580,6 +696,7 @@ fn example(key: &Key) -> String {
         BuiltIn::Size(bytes) => units::format_size(bytes),
         BuiltIn::Count(count) => count.to_string(),
         BuiltIn::InDataDir(file) => format!("<data_dir>/{file}"),
+        BuiltIn::EmptyArray => "[]".to_string(),
     }
 }
 
