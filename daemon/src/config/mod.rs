@@ -21,6 +21,8 @@ mod read;
 mod units;
 
 #[cfg(test)]
+mod cluster_tests;
+#[cfg(test)]
 mod limits_tests;
 #[cfg(test)]
 mod tests;

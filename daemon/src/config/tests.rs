@@ -3,7 +3,8 @@
 //! lines, unknown keys and suggestions, `iggyd config`'s round trip, and that
 //! the key table agrees with `Config`, `packaging/iggyd.toml` and the README.
 //! Every load passes a config file, so the machine's `/etc/iggyd/iggyd.toml`
-//! is never read.
+//! is never read. The `[cluster]` keys have their own file
+//! (`cluster_tests`).
 
 use super::*;
 use std::io::Write;
