@@ -375,6 +375,33 @@ pub const CONSUMER_OFFSETS_PER_PARTITION_MAX: u64 = 10_000_000;
 /// Largest certificate, key or CA file read (PEM): far above any real chain.
 pub const TLS_PEM_FILE_BYTES_MAX: u64 = 1024 * 1024;
 
+// Cluster (`[cluster]`, replication between nodes).
+
+/// `cluster.name` is a DNS label of 1 to this many characters: it names the
+/// node certificates (SAN `node-<id>.<name>`).
+pub const CLUSTER_NAME_LEN_MAX: usize = 63;
+/// `cluster.node_id` and each `cluster.nodes[i].id` are 1 to this: Raft node
+/// ids are `u64`, but a TOML integer is signed, so a larger id could be
+/// given only through the environment and `iggyd config` could not print it.
+pub const CLUSTER_NODE_ID_MAX: u64 = i64::MAX as u64;
+/// `cluster.nodes[i].name` is 1 to this many characters (an Iggy name).
+pub const CLUSTER_NODE_NAME_LEN_MAX: usize = 255;
+/// `cluster.election_timeout`: a follower that hears no leader for a random
+/// time between this and twice this starts an election.
+pub const CLUSTER_ELECTION_TIMEOUT: Duration = Duration::from_secs(1);
+/// See [`CLUSTER_ELECTION_TIMEOUT`]: the accepted range.
+pub const CLUSTER_ELECTION_TIMEOUT_MIN: Duration = Duration::from_millis(150);
+/// See [`CLUSTER_ELECTION_TIMEOUT`].
+pub const CLUSTER_ELECTION_TIMEOUT_MAX: Duration = Duration::from_secs(60);
+/// `cluster.heartbeat_interval`: how often the leader tells followers it is
+/// alive; below half the election timeout (checked when the cluster is on),
+/// so one lost heartbeat does not start an election.
+pub const CLUSTER_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(200);
+/// See [`CLUSTER_HEARTBEAT_INTERVAL`]: the accepted range.
+pub const CLUSTER_HEARTBEAT_INTERVAL_MIN: Duration = Duration::from_millis(20);
+/// See [`CLUSTER_HEARTBEAT_INTERVAL`].
+pub const CLUSTER_HEARTBEAT_INTERVAL_MAX: Duration = Duration::from_secs(10);
+
 // Configuration forms (`config/`).
 
 /// Highest PU OS index `sharding.cpu_allocation` accepts, exclusive. Linux's

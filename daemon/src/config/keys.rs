@@ -10,7 +10,8 @@
 //! the checks that `packaging/iggyd.toml` and the README document exactly
 //! these keys (`tests`). Adding a key is one entry here plus its field in
 //! `Config` (serde names the field like the key's last segment); a nested
-//! table such as `tcp.tls.cert_file` is just a longer name.
+//! table such as `tcp.tls.cert_file` is just a longer name, and an array of
+//! tables (`[[cluster.nodes]]`) is one key whose kind lists the fields.
 //!
 //! Must not: read values or know about figment (this is data, not code).
 
@@ -80,6 +81,15 @@ pub(super) enum Kind {
     CpuAllocation,
     /// One of these words (the `Config` field deserializes from the word).
     Choice(&'static [&'static str]),
+    /// A DNS label: 1 to `max` (at most 63) characters of `a`–`z`, `0`–`9`
+    /// and `-`, neither first nor last a `-`. Names that end up in host
+    /// names and certificates.
+    Label { max: usize },
+    /// An array of tables (`[[cluster.nodes]]` in a file), each holding
+    /// exactly `fields`; the `Config` field is a `Vec` of a struct with a
+    /// field per entry. Errors name one field of one table as
+    /// `key[index].field`, the index counting from 0.
+    TableArray { fields: &'static [Field] },
     /// `""`, meaning `empty` (the `Config` field is an `Option` and holds
     /// `None`), or a value of the `inner` kind.
     Optional {
@@ -97,7 +107,12 @@ impl Kind {
             Kind::Optional { inner, .. } => inner.env_verbatim(),
             _ => matches!(
                 self,
-                Kind::Path | Kind::SocketPath | Kind::Address | Kind::Text { .. } | Kind::Level
+                Kind::Path
+                    | Kind::SocketPath
+                    | Kind::Address
+                    | Kind::Text { .. }
+                    | Kind::Level
+                    | Kind::Label { .. }
             ),
         }
     }
@@ -109,6 +124,31 @@ impl Kind {
             _ => matches!(self, Kind::Text { secret: true, .. }),
         }
     }
+}
+
+/// One field of the tables of a [`Kind::TableArray`] key.
+#[derive(Debug)]
+pub(super) struct Field {
+    /// The field's name inside a table, like `replication_address`.
+    pub name: &'static str,
+    /// What the field accepts.
+    pub kind: Kind,
+    /// The "like …" of its error messages.
+    pub example: &'static str,
+    /// What a table that leaves the field out gets; `None`: it is required.
+    pub omitted: Option<Omitted>,
+}
+
+/// The value of a field a table leaves out.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Omitted {
+    /// `prefix` followed by the value of the field `field`, which comes
+    /// earlier in the table's fields: `node-` and `id` name node 3
+    /// `node-3`.
+    Prefixed {
+        prefix: &'static str,
+        field: &'static str,
+    },
 }
 
 /// A key's built-in default.
@@ -125,6 +165,8 @@ pub(super) enum BuiltIn {
     Count(u64),
     /// This name under the final `data_dir`, so that `--data-dir` moves it.
     InDataDir(&'static str),
+    /// An empty array (of a [`Kind::TableArray`] key: no tables).
+    EmptyArray,
 }
 
 /// What a SIGHUP does with a changed value.
@@ -302,6 +344,63 @@ const REBALANCE_TIMEOUT: Kind = Kind::Duration {
     max: Some(limits::REBALANCE_TIMEOUT_MAX),
     zero: None,
 };
+const CLUSTER_NAME: Kind = Kind::Label {
+    max: limits::CLUSTER_NAME_LEN_MAX,
+};
+const NODE_ID: Kind = Kind::Count {
+    min: 1,
+    max: limits::CLUSTER_NODE_ID_MAX,
+    auto: None,
+};
+const ELECTION_TIMEOUT: Kind = Kind::Duration {
+    min: limits::CLUSTER_ELECTION_TIMEOUT_MIN,
+    max: Some(limits::CLUSTER_ELECTION_TIMEOUT_MAX),
+    zero: None,
+};
+const HEARTBEAT_INTERVAL: Kind = Kind::Duration {
+    min: limits::CLUSTER_HEARTBEAT_INTERVAL_MIN,
+    max: Some(limits::CLUSTER_HEARTBEAT_INTERVAL_MAX),
+    zero: None,
+};
+/// `[[cluster.nodes]]`: every node of the cluster, this one included.
+const CLUSTER_NODES: Kind = Kind::TableArray {
+    fields: &[
+        Field {
+            name: "id",
+            kind: NODE_ID,
+            example: "1",
+            omitted: None,
+        },
+        Field {
+            name: "name",
+            kind: Kind::Text {
+                min: 1,
+                max: limits::CLUSTER_NODE_NAME_LEN_MAX,
+                secret: false,
+                empty: None,
+            },
+            example: "node-1",
+            omitted: Some(Omitted::Prefixed {
+                prefix: "node-",
+                field: "id",
+            }),
+        },
+        Field {
+            name: "address",
+            kind: Kind::Address,
+            example: "10.0.0.1:8090",
+            omitted: None,
+        },
+        Field {
+            name: "replication_address",
+            kind: Kind::Address,
+            example: "10.0.0.1:8091",
+            omitted: None,
+        },
+    ],
+};
+const ELECTION_TIMEOUT_DEFAULT: BuiltIn = BuiltIn::Duration(limits::CLUSTER_ELECTION_TIMEOUT);
+const HEARTBEAT_INTERVAL_DEFAULT: BuiltIn = BuiltIn::Duration(limits::CLUSTER_HEARTBEAT_INTERVAL);
 const RETENTION_CHECK_DEFAULT: BuiltIn = BuiltIn::Duration(limits::RETENTION_CHECK_INTERVAL);
 const FLUSH_INTERVAL_DEFAULT: BuiltIn = BuiltIn::Duration(limits::FLUSH_INTERVAL);
 const REBALANCE_TIMEOUT_DEFAULT: BuiltIn = BuiltIn::Duration(limits::REBALANCE_TIMEOUT);
@@ -375,6 +474,17 @@ pub(super) const KEYS: &[Key] = &[
     key("limits.max_consumer_groups_per_topic", GROUPS_PER_TOPIC, GROUPS_PER_TOPIC_DEFAULT, Restart),
     key("limits.max_members_per_group",    MEMBERS_PER_GROUP,   MEMBERS_PER_GROUP_DEFAULT, Restart),
     key("limits.max_metadata_record_size", METADATA_RECORD,     METADATA_RECORD_DEFAULT, Restart),
+    key("cluster.enabled",                 Kind::Bool,          BuiltIn::Bool(false),    Restart),
+    key("cluster.name",                    CLUSTER_NAME,        Text("iggyd"),           Restart),
+    key("cluster.node_id",                 NODE_ID,             BuiltIn::Count(1),       Restart),
+    key("cluster.join",                    Kind::Bool,          BuiltIn::Bool(false),    Restart),
+    key("cluster.nodes",                   CLUSTER_NODES,       BuiltIn::EmptyArray,     Restart),
+    key("cluster.election_timeout",        ELECTION_TIMEOUT,    ELECTION_TIMEOUT_DEFAULT, Restart),
+    key("cluster.heartbeat_interval",      HEARTBEAT_INTERVAL,  HEARTBEAT_INTERVAL_DEFAULT, Restart),
+    key("cluster.allow_even_voters",       Kind::Bool,          BuiltIn::Bool(false),    Restart),
+    key("cluster.tls.ca_file",             TLS_FILE,            Text(""),                Restart),
+    key("cluster.tls.cert_file",           TLS_FILE,            Text(""),                Restart),
+    key("cluster.tls.key_file",            TLS_FILE,            Text(""),                Restart),
 ];
 
 /// The key named `name`, if there is one.
@@ -457,6 +567,34 @@ pub fn applies_live(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Proves every field of an array of tables that is named after another
+    // field names one that comes earlier (the reader fills fields in order),
+    // and that field names are unique within their table.
+    #[test]
+    fn omitted_fields_name_an_earlier_field() {
+        for key in KEYS {
+            let Kind::TableArray { fields } = key.kind else {
+                continue;
+            };
+            for (index, field) in fields.iter().enumerate() {
+                assert!(
+                    !fields[..index].iter().any(|other| other.name == field.name),
+                    "{}: `{}` twice",
+                    key.name,
+                    field.name
+                );
+                if let Some(Omitted::Prefixed { field: source, .. }) = field.omitted {
+                    assert!(
+                        fields[..index].iter().any(|other| other.name == source),
+                        "{}: `{}` is named after `{source}`, which must come before it",
+                        key.name,
+                        field.name
+                    );
+                }
+            }
+        }
+    }
 
     // Proves the schema helpers handle tables nested deeper than one level
     // (`tcp.tls.cert_file`), which is all a nested key needs from this table.

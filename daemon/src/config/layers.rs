@@ -5,10 +5,13 @@
 //! each value with where it came from, and an error can name the file, the
 //! environment variable or the flag. Environment variables come from
 //! `Sources::env`, never from the process, so tests stay hermetic. This module
-//! also owns the unknown-key check (the schema is the key table, `keys`); it
-//! does not interpret values.
+//! also owns the unknown-key check (the schema is the key table, `keys`),
+//! down to the fields of an array of tables (`cluster.nodes[0].adress`).
+//!
+//! Must not: interpret values (that is `read`), or read the process
+//! environment (only `Sources::env`).
 
-use super::keys::{self, BuiltIn, KEYS};
+use super::keys::{self, BuiltIn, Field, KEYS, Kind};
 use super::{ConfigError, Sources, units};
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider, Source};
@@ -61,6 +64,7 @@ fn defaults() -> Layer {
             BuiltIn::Duration(duration) => Value::from(units::format_duration(duration)),
             BuiltIn::Size(bytes) => Value::from(units::format_size(bytes)),
             BuiltIn::Count(count) => Value::from(count),
+            BuiltIn::EmptyArray => Value::from(Vec::<Value>::new()),
             // Derived from the final `data_dir` after merging, so that
             // `--data-dir` moves it: absent here on purpose.
             BuiltIn::InDataDir(_) => continue,
@@ -266,7 +270,10 @@ fn check_table(figment: &Figment, table: &str, dict: &Dict) -> Result<(), Config
         } else {
             format!("{table}.{name}")
         };
-        if keys::find(&path).is_some() {
+        if let Some(key) = keys::find(&path) {
+            if let (Kind::TableArray { fields }, Value::Array(_, items)) = (key.kind, value) {
+                check_fields(figment, &path, items, fields)?;
+            }
             continue;
         }
         if !keys::is_table(&path) {
@@ -275,7 +282,7 @@ fn check_table(figment: &Figment, table: &str, dict: &Dict) -> Result<(), Config
             } else {
                 keys::children(table)
             };
-            return Err(unknown(figment, &path, value, &candidates));
+            return Err(unknown(figment, &path, value, &candidates, true));
         }
         let Some(inner) = value.as_dict() else {
             let fields: Vec<String> = keys::children(&path)
@@ -294,11 +301,51 @@ fn check_table(figment: &Figment, table: &str, dict: &Dict) -> Result<(), Config
     Ok(())
 }
 
-fn unknown(figment: &Figment, key: &str, value: &Value, candidates: &[String]) -> ConfigError {
+/// Rejects fields the tables of an array-of-tables key (`cluster.nodes`) do
+/// not have. Elements that are not tables are left to `read`, which says
+/// what each must be.
+fn check_fields(
+    figment: &Figment,
+    path: &str,
+    items: &[Value],
+    fields: &[Field],
+) -> Result<(), ConfigError> {
+    for (index, item) in items.iter().enumerate() {
+        let Some(table) = item.as_dict() else {
+            continue;
+        };
+        let element = format!("{path}[{index}]");
+        for (name, value) in table {
+            if fields.iter().any(|field| field.name == name) {
+                continue;
+            }
+            let candidates: Vec<String> = fields
+                .iter()
+                .map(|field| format!("{element}.{}", field.name))
+                .collect();
+            // Inside one variable's value a field is named as such, never
+            // as a variable of its own.
+            let key = format!("{element}.{name}");
+            return Err(unknown(figment, &key, value, &candidates, false));
+        }
+    }
+    Ok(())
+}
+
+/// `key` is not known; `env_names`: suggest the environment variable when
+/// the key came from one.
+fn unknown(
+    figment: &Figment,
+    key: &str,
+    value: &Value,
+    candidates: &[String],
+    env_names: bool,
+) -> ConfigError {
     let origin = origin(figment, value);
-    let from_env = origin
-        .as_deref()
-        .is_some_and(|o| o.starts_with("environment variable"));
+    let from_env = env_names
+        && origin
+            .as_deref()
+            .is_some_and(|o| o.starts_with("environment variable"));
     let similarity = |candidate: &String| {
         let last = candidate.rsplit('.').next().unwrap_or(candidate);
         let flat = candidate.replace('.', "_");

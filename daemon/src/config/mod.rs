@@ -8,7 +8,8 @@
 //!
 //! Layout: `keys` is the one table of keys (name, accepted form and bounds,
 //! default, reload), `layers` builds the figment and rejects unknown keys,
-//! `read` checks each key by its kind into a `Config`, `print` writes a
+//! `read` checks each key by its kind into a `Config` (`read/cluster` the
+//! rules between the `[cluster]` keys), `print` writes a
 //! `Config` back as a config file, and `units` parses and prints sizes,
 //! durations and PU ranges exactly. Each field of `Config` is named (for
 //! serde) like the last segment of its key.
@@ -19,6 +20,8 @@ mod print;
 mod read;
 mod units;
 
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod limits_tests;
 #[cfg(test)]
@@ -248,6 +251,81 @@ pub struct ConsumerGroupsConfig {
     pub rebalance_timeout: Duration,
 }
 
+/// `[cluster]`: replication between iggyd nodes (off by default: one node,
+/// and nothing else changes). When `enabled` is false the section may be
+/// absent or leave keys out (they take their defaults); the values that are
+/// given are still checked by their kind, but not against each other. Every
+/// key needs a restart.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterConfig {
+    /// `cluster.enabled`: run as a node of the Raft cluster `nodes` lists.
+    pub enabled: bool,
+    /// `cluster.name`: a DNS label of 1 to 63 characters (`a`–`z`, `0`–`9`,
+    /// `-`, not first or last). It names the node certificates (SAN
+    /// `node-<id>.<name>`) and is the name GetClusterMetadata reports.
+    pub name: String,
+    /// `cluster.node_id`: this node's id, 1 to `i64::MAX` (a TOML
+    /// integer); when the cluster is on it is the id of one of `nodes`.
+    pub node_id: u64,
+    /// `cluster.join`: this node never initializes the cluster's groups with
+    /// `nodes` as voters; it waits for the running cluster to add it
+    /// (`cluster::ClusterSettings::join`). It still lists itself in `nodes`.
+    pub join: bool,
+    /// `cluster.nodes`: every node of the cluster, this one included
+    /// (`[[cluster.nodes]]`). When the cluster is on: not empty, distinct
+    /// ids and names, every address and replication address distinct and
+    /// concrete (no unspecified IP, no port 0), an odd count unless
+    /// `allow_even_voters`.
+    pub nodes: Vec<ClusterNode>,
+    /// `cluster.election_timeout`: a follower that hears no leader for a
+    /// random time between this and twice this starts an election (150 ms
+    /// to 60 s).
+    pub election_timeout: Duration,
+    /// `cluster.heartbeat_interval`: how often the leader sends heartbeats
+    /// (20 ms to 10 s; when the cluster is on, below half of
+    /// `election_timeout`).
+    pub heartbeat_interval: Duration,
+    /// `cluster.allow_even_voters`: accept an even number of nodes (a
+    /// majority of 2k nodes survives no more failures than one of 2k - 1).
+    pub allow_even_voters: bool,
+    /// `[cluster.tls]`: the certificates nodes authenticate each other with.
+    pub tls: ClusterTlsConfig,
+}
+
+/// One `[[cluster.nodes]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterNode {
+    /// 1 to `i64::MAX`, unique among the nodes (the Raft node id).
+    pub id: u64,
+    /// 1 to 255 characters, unique among the nodes; `node-<id>` when
+    /// omitted. GetClusterMetadata reports it.
+    pub name: String,
+    /// The node's Iggy TCP address as clients reach it (GetClusterMetadata
+    /// reports it); a concrete IP, not `0.0.0.0` or `::`. For this node its
+    /// port is `tcp.address`'s.
+    pub address: SocketAddr,
+    /// The node-to-node (Raft) address; this node listens on its own
+    /// entry's.
+    pub replication_address: SocketAddr,
+}
+
+/// `[cluster.tls]`: mutual TLS between nodes. All three files must be set
+/// when the cluster is on. As for `[tcp.tls]`, the configuration checks
+/// that they are set, not that they exist: the files are read where they
+/// are used (`net::tls` reads the client port's at start), because a path
+/// starting with `$CREDENTIALS_DIRECTORY/` names a file of the directory
+/// systemd's `LoadCredential=` fills, which only the running service has.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterTlsConfig {
+    /// PEM CA certificates that issued every node's certificate.
+    pub ca_file: Option<PathBuf>,
+    /// PEM certificate chain of this node, leaf first (SAN
+    /// `node-<node_id>.<name>`).
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of that certificate.
+    pub key_file: Option<PathBuf>,
+}
+
 /// The validated, immutable configuration.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Config {
@@ -264,6 +342,7 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub consumer_groups: ConsumerGroupsConfig,
     pub limits: LimitsConfig,
+    pub cluster: ClusterConfig,
 }
 
 /// Where configuration comes from, besides the built-in defaults.

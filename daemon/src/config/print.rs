@@ -1,13 +1,13 @@
 //! The effective configuration as a config file: every key of the table, in
 //! table order, with its value in the form an operator writes (sizes and
 //! durations as exact human strings, derived paths explicitly, the budget as
-//! `"auto"` when derived at start). `Config::load` of the output gives back
-//! an equal `Config`.
+//! `"auto"` when derived at start, an array of tables as `[[table.key]]`
+//! sections). `Config::load` of the output gives back an equal `Config`.
 //!
 //! Must not: know individual keys; each value is printed by its key's kind
 //! from `Config`'s serde form.
 
-use super::keys::{KEYS, Kind};
+use super::keys::{self, KEYS, Kind};
 use super::{Config, CpuAllocation, units};
 use figment::value::Value;
 use std::time::Duration;
@@ -57,7 +57,22 @@ fn printed(kind: Kind, value: Option<&Value>) -> Option<Toml> {
         | Kind::Address
         | Kind::Text { .. }
         | Kind::Level
+        | Kind::Label { .. }
         | Kind::Choice(_) => Toml::from(value.deserialize::<String>().ok()?),
+        Kind::TableArray { fields } => {
+            let Value::Array(_, items) = value else {
+                return None;
+            };
+            let tables = items.iter().map(|item| {
+                let table = item.as_dict()?;
+                let fields = fields.iter().filter_map(|field| {
+                    let value = printed(field.kind, table.get(field.name))?;
+                    Some((field.name.to_string(), value))
+                });
+                Some(Toml::Table(fields.collect()))
+            });
+            Toml::Array(tables.collect::<Option<Vec<Toml>>>()?)
+        }
         Kind::Bool => Toml::Boolean(value.deserialize::<bool>().ok()?),
         Kind::Count { .. } => {
             Toml::Integer(i64::try_from(value.deserialize::<u64>().ok()?).unwrap_or(i64::MAX))
@@ -81,7 +96,10 @@ fn printed(kind: Kind, value: Option<&Value>) -> Option<Toml> {
 }
 
 /// The entries as a TOML document: top-level keys first, then one `[table]`
-/// per table in the order its first key appears.
+/// per table in the order its first key appears. A non-empty array of tables
+/// follows its table's other keys as one `[[table.key]]` section per table
+/// (fields in the key's order), so that no key after it falls into its last
+/// table; an empty one is `key = []`.
 pub(super) fn document(entries: Vec<(&'static str, Toml)>) -> String {
     let mut tables: Vec<(&str, Vec<(&str, Toml)>)> = Vec::new();
     for (name, value) in entries {
@@ -98,15 +116,54 @@ pub(super) fn document(entries: Vec<(&'static str, Toml)>) -> String {
         if !table.is_empty() {
             document.push_str(&format!("\n[{table}]\n"));
         }
+        let (arrays, lines): (Vec<_>, Vec<_>) = lines
+            .into_iter()
+            .partition(|(_, value)| is_array_of_tables(value));
         for (leaf, value) in lines {
-            // A one-entry table prints as `key = value` with TOML quoting;
-            // that cannot fail for strings, integers, booleans and arrays.
-            let line = toml::to_string(&toml::Table::from_iter([(leaf.to_string(), value)]))
-                .unwrap_or_default();
-            document.push_str(&line);
+            document.push_str(&line(leaf, value));
+        }
+        for (leaf, value) in arrays {
+            let name = if table.is_empty() {
+                leaf.to_string()
+            } else {
+                format!("{table}.{leaf}")
+            };
+            let order: Vec<&str> = match keys::find(&name).map(|key| key.kind) {
+                Some(Kind::TableArray { fields }) => {
+                    fields.iter().map(|field| field.name).collect()
+                }
+                _ => Vec::new(),
+            };
+            let Toml::Array(items) = value else { continue };
+            for item in items {
+                let Toml::Table(mut fields) = item else {
+                    continue;
+                };
+                document.push_str(&format!("\n[[{name}]]\n"));
+                for field in &order {
+                    if let Some(value) = fields.remove(*field) {
+                        document.push_str(&line(field, value));
+                    }
+                }
+                for (field, value) in fields {
+                    document.push_str(&line(&field, value));
+                }
+            }
         }
     }
     document
+}
+
+/// `key = value` and a newline, with TOML quoting. A one-entry table
+/// cannot fail to print for strings, integers, booleans and arrays.
+fn line(key: &str, value: Toml) -> String {
+    toml::to_string(&toml::Table::from_iter([(key.to_string(), value)])).unwrap_or_default()
+}
+
+/// A non-empty array whose items are all tables: printed as sections.
+fn is_array_of_tables(value: &Toml) -> bool {
+    matches!(value, Toml::Array(items)
+        if !items.is_empty() && items.iter().all(|item| matches!(item, Toml::Table(_))))
 }
 
 #[cfg(test)]
@@ -132,5 +189,48 @@ mod tests {
         );
         let parsed: toml::Table = toml::from_str(&text).unwrap();
         assert_eq!(parsed["tcp"]["tls"]["cert_file"].as_str(), Some("/c.pem"));
+    }
+
+    // Proves an array of tables prints as `[[…]]` sections after the other
+    // keys of its table (a key after them would land in the last node) and
+    // before any sub-table, with the fields in the key table's order, and
+    // that an empty one stays a plain `key = []`.
+    #[test]
+    fn array_of_tables_prints_as_sections_after_its_table() {
+        let node = |id: i64, address: &str| {
+            // Fields given out of order: the key table's order wins.
+            Toml::Table(toml::Table::from_iter([
+                ("replication_address".to_string(), Toml::from("10.0.0.1:2")),
+                ("address".to_string(), Toml::from(address)),
+                ("id".to_string(), Toml::Integer(id)),
+            ]))
+        };
+        let entries = vec![
+            ("cluster.enabled", Toml::Boolean(true)),
+            (
+                "cluster.nodes",
+                Toml::Array(vec![node(1, "10.0.0.1:1"), node(2, "10.0.0.2:1")]),
+            ),
+            ("cluster.join", Toml::Boolean(false)),
+            ("cluster.tls.ca_file", Toml::from("/ca.pem")),
+        ];
+        let text = document(entries);
+        assert_eq!(
+            text,
+            "\n[cluster]\nenabled = true\njoin = false\n\n[[cluster.nodes]]\nid = 1\n\
+             address = \"10.0.0.1:1\"\nreplication_address = \"10.0.0.1:2\"\n\n\
+             [[cluster.nodes]]\nid = 2\naddress = \"10.0.0.2:1\"\n\
+             replication_address = \"10.0.0.1:2\"\n\n[cluster.tls]\nca_file = \"/ca.pem\"\n"
+        );
+        let parsed: toml::Table = toml::from_str(&text).unwrap();
+        assert_eq!(parsed["cluster"]["join"].as_bool(), Some(false));
+        assert_eq!(parsed["cluster"]["nodes"][1]["id"].as_integer(), Some(2));
+        assert_eq!(
+            parsed["cluster"]["tls"]["ca_file"].as_str(),
+            Some("/ca.pem")
+        );
+
+        let empty = document(vec![("cluster.nodes", Toml::Array(Vec::new()))]);
+        assert_eq!(empty, "\n[cluster]\nnodes = []\n");
     }
 }

@@ -7,9 +7,11 @@
 //! where the value came from.
 //!
 //! Must not: know individual keys, except for the rules that tie two keys
-//! together (`cross_checks`).
+//! together (`cross_checks`, and `cluster` for the `[cluster]` table's).
 
-use super::keys::{BuiltIn, KEYS, Key, Kind};
+mod cluster;
+
+use super::keys::{BuiltIn, Field, KEYS, Key, Kind, Omitted};
 use super::units::{self, CPU_ALLOCATION_FORMS, DURATION_FORMS, SIZE_FORMS};
 use super::{Config, ConfigError, CpuAllocation, from, layers, show};
 use crate::limits::{PU_ID_LIMIT, UNIX_SOCKET_PATH_BYTES_MAX};
@@ -34,7 +36,7 @@ impl Reader<'_> {
             layers::insert(&mut normalized, key.name, value);
         }
         self.cross_checks()?;
-        Value::from(normalized).deserialize().map_err(|error| {
+        let config: Config = Value::from(normalized).deserialize().map_err(|error| {
             // Only a key table that disagrees with `Config` gets here; the
             // tests load every key, so this is a programmer error, reported
             // typed all the same.
@@ -44,7 +46,11 @@ impl Reader<'_> {
                 expected: format!("a value `Config` can hold ({})", error.kind),
                 origin: None,
             }
-        })
+        })?;
+        // Over typed values: a node list is easier to compare as `Config`
+        // holds it than as figment values.
+        self.cluster_checks(&config)?;
+        Ok(config)
     }
 
     /// The normalized value of `key`; `Empty` when it stays unset, so that an
@@ -62,24 +68,29 @@ impl Reader<'_> {
             }
             return Ok(Value::from(path.to_string_lossy().into_owned()));
         }
-        self.value_of_kind(key, key.kind)
+        self.value_of_kind(name, self.value(name)?, key.kind, &example(key))
     }
 
-    /// `key`'s value read as `kind` (its own kind, or the inner kind of an
-    /// `Optional` one).
-    fn value_of_kind(&self, key: &Key, kind: Kind) -> Result<Value, ConfigError> {
-        let name = key.name;
+    /// `value`, given for the key `name`, checked and normalized as `kind`
+    /// (a key's kind, the inner kind of an `Optional` one, or a field's
+    /// kind in an array of tables). `example` is the "like …" of errors.
+    fn value_of_kind(
+        &self,
+        name: &str,
+        value: &Value,
+        kind: Kind,
+        example: &str,
+    ) -> Result<Value, ConfigError> {
         let value = match kind {
             Kind::Optional { inner, empty } => {
                 // Exactly "": whitespace is a mistake the inner kind names.
-                if let Value::String(_, text) = self.value(name)?
+                if let Value::String(_, text) = value
                     && text.is_empty()
                 {
                     return Ok(Value::from(Empty::None));
                 }
-                return self
-                    .value_of_kind(key, *inner)
-                    .map_err(|error| match error {
+                return self.value_of_kind(name, value, *inner, example).map_err(
+                    |error| match error {
                         ConfigError::Invalid {
                             key,
                             value,
@@ -92,40 +103,126 @@ impl Reader<'_> {
                             origin,
                         },
                         other => other,
-                    });
+                    },
+                );
             }
-            Kind::Path => Value::from(self.path(name)?),
+            Kind::Path => Value::from(self.path_of(name, value)?),
             Kind::SocketPath => {
-                let path = self.path(name)?;
+                let path = self.path_of(name, value)?;
                 check_socket_path(name, std::path::Path::new(&path), || {
-                    self.root
-                        .find_ref(name)
-                        .and_then(|value| layers::origin(self.figment, value))
+                    layers::origin(self.figment, value)
                 })?;
                 Value::from(path)
             }
-            Kind::Address => Value::from(self.address(name)?.to_string()),
-            Kind::Bool => Value::from(self.boolean(name)?),
+            Kind::Address => Value::from(self.address_of(name, value)?.to_string()),
+            Kind::Bool => Value::from(self.boolean_of(name, value)?),
             Kind::Text {
                 min, max, empty, ..
-            } => Value::from(self.text(name, min, max, empty)?),
-            Kind::Size { min, max, zero } => Value::from(self.bounded_size(key, min, max, zero)?),
-            Kind::Budget { min, example } => match self.budget(name, min, example)? {
+            } => Value::from(self.text(name, value, min, max, empty)?),
+            Kind::Size { min, max, zero } => {
+                Value::from(self.bounded_size(name, value, example, min, max, zero)?)
+            }
+            Kind::Budget { min, example } => match self.budget(name, value, min, example)? {
                 None => Value::from(Empty::None),
                 Some(bytes) => Value::from(bytes),
             },
             Kind::Duration { min, max, zero } => {
-                serialized(self.bounded_duration(key, min, max, zero)?)
+                serialized(self.bounded_duration(name, value, example, min, max, zero)?)
             }
-            Kind::Count { min, max, auto } => match self.count(key, min, max, auto)? {
-                None => Value::from(Empty::None),
-                Some(count) => Value::from(count),
-            },
-            Kind::Level => Value::from(self.level(name)?),
-            Kind::CpuAllocation => serialized(self.cpu_allocation(name)?),
-            Kind::Choice(words) => Value::from(self.choice(name, words)?),
+            Kind::Count { min, max, auto } => {
+                match self.count(name, value, example, min, max, auto)? {
+                    None => Value::from(Empty::None),
+                    Some(count) => Value::from(count),
+                }
+            }
+            Kind::Level => Value::from(self.level(name, value)?),
+            Kind::CpuAllocation => serialized(self.cpu_allocation(name, value)?),
+            Kind::Choice(words) => Value::from(self.choice(name, value, words)?),
+            Kind::Label { max } => Value::from(self.label(name, value, max, example)?),
+            Kind::TableArray { fields } => Value::from(self.table_array(name, value, fields)?),
         };
         Ok(value)
+    }
+
+    /// An array of tables, each field checked by its kind and reported as
+    /// `name[index].field`; a field a table leaves out gets its `Omitted`
+    /// value or is refused. (Unknown fields were refused by `layers`.)
+    fn table_array(
+        &self,
+        name: &str,
+        value: &Value,
+        fields: &[Field],
+    ) -> Result<Vec<Value>, ConfigError> {
+        let field_names: Vec<&str> = fields.iter().map(|field| field.name).collect();
+        let field_names = field_names.join(", ");
+        let Value::Array(_, items) = value else {
+            return Err(self.fail(
+                name,
+                value,
+                format!(
+                    "an array of tables with the keys {field_names} (`[[{name}]]` sections in a \
+                     file; `[{{key=value, …}}, …]` in an environment variable)"
+                ),
+            ));
+        };
+        let mut tables = Vec::with_capacity(items.len());
+        for (index, item) in items.iter().enumerate() {
+            let element = format!("{name}[{index}]");
+            let Some(table) = item.as_dict() else {
+                return Err(self.fail(
+                    &element,
+                    item,
+                    format!("a table with the keys {field_names}"),
+                ));
+            };
+            let mut normalized = Dict::new();
+            for field in fields {
+                let key = format!("{element}.{}", field.name);
+                let checked = match (table.get(field.name), field.omitted) {
+                    (Some(value), _) => {
+                        self.value_of_kind(&key, value, field.kind, field.example)?
+                    }
+                    (
+                        None,
+                        Some(Omitted::Prefixed {
+                            prefix,
+                            field: source,
+                        }),
+                    ) => {
+                        let text = match normalized.get(source) {
+                            Some(Value::String(_, text)) => text.clone(),
+                            Some(Value::Num(_, number)) => number
+                                .to_u128()
+                                .map(|number| number.to_string())
+                                .unwrap_or_default(),
+                            _ => String::new(),
+                        };
+                        Value::from(format!("{prefix}{text}"))
+                    }
+                    (None, None) => return Err(self.missing(&key, item, field)),
+                };
+                normalized.insert(field.name.to_string(), checked);
+            }
+            tables.push(Value::from(normalized));
+        }
+        Ok(tables)
+    }
+
+    /// The error for a required `field` that the table `table` leaves out:
+    /// what the field's kind accepts, attributed to where the table came
+    /// from.
+    fn missing(&self, key: &str, table: &Value, field: &Field) -> ConfigError {
+        let nothing = Value::from(Empty::None);
+        let expected = match self.value_of_kind(key, &nothing, field.kind, field.example) {
+            Err(ConfigError::Invalid { expected, .. }) => expected,
+            _ => "a value".to_string(),
+        };
+        ConfigError::Invalid {
+            key: key.to_string(),
+            value: "nothing".to_string(),
+            expected: format!("{expected} (the key is required)"),
+            origin: layers::origin(self.figment, table),
+        }
     }
 
     /// Rules between keys, once every key is accepted on its own.
@@ -218,8 +315,13 @@ impl Reader<'_> {
         })
     }
 
-    fn string(&self, key: &str, expected: &str) -> Result<(&Value, String), ConfigError> {
-        let value = self.value(key)?;
+    /// `value` as a string (a one-character string is one too).
+    fn string<'v>(
+        &self,
+        key: &str,
+        value: &'v Value,
+        expected: &str,
+    ) -> Result<(&'v Value, String), ConfigError> {
         match value {
             Value::String(_, s) => Ok((value, s.clone())),
             Value::Char(_, c) => Ok((value, c.to_string())),
@@ -227,31 +329,36 @@ impl Reader<'_> {
         }
     }
 
-    fn path(&self, key: &str) -> Result<String, ConfigError> {
+    fn path_of(&self, key: &str, value: &Value) -> Result<String, ConfigError> {
         let expected = "a non-empty path";
-        let (value, path) = self.string(key, expected)?;
+        let (value, path) = self.string(key, value, expected)?;
         if path.trim().is_empty() || path.contains('\0') {
             return Err(self.fail(key, value, expected));
         }
         Ok(path)
     }
 
+    /// The path `key` holds, for keys read by name.
+    fn path(&self, key: &str) -> Result<String, ConfigError> {
+        self.path_of(key, self.value(key)?)
+    }
+
     /// A whole number in `min..=max` (an integer, or a string holding one),
     /// or `None` for `"auto"` when `auto` says what that means.
     fn count(
         &self,
-        key: &Key,
+        key: &str,
+        value: &Value,
+        example: &str,
         min: u64,
         max: u64,
         auto: Option<&str>,
     ) -> Result<Option<u64>, ConfigError> {
-        let value = self.value(key.name)?;
         let expected = match auto {
-            Some(auto) => format!(
-                "\"auto\" ({auto}) or a whole number from {min} to {max}, like {}",
-                example(key)
-            ),
-            None => format!("a whole number from {min} to {max}, like {}", example(key)),
+            Some(auto) => {
+                format!("\"auto\" ({auto}) or a whole number from {min} to {max}, like {example}")
+            }
+            None => format!("a whole number from {min} to {max}, like {example}"),
         };
         let number = match value {
             Value::String(_, text)
@@ -264,23 +371,28 @@ impl Reader<'_> {
         };
         match number {
             Some(number) if (min..=max).contains(&number) => Ok(Some(number)),
-            _ => Err(self.fail(key.name, value, expected)),
+            _ => Err(self.fail(key, value, expected)),
         }
     }
 
-    fn address(&self, key: &str) -> Result<SocketAddr, ConfigError> {
+    fn address_of(&self, key: &str, value: &Value) -> Result<SocketAddr, ConfigError> {
         let expected = "an IP address and port, like \"127.0.0.1:8090\" or \"[::]:8090\"";
-        let (value, text) = self.string(key, expected)?;
+        let (value, text) = self.string(key, value, expected)?;
         text.trim()
             .parse()
             .map_err(|_| self.fail(key, value, expected))
     }
 
-    fn boolean(&self, key: &str) -> Result<bool, ConfigError> {
-        match self.value(key)? {
+    fn boolean_of(&self, key: &str, value: &Value) -> Result<bool, ConfigError> {
+        match value {
             Value::Bool(_, b) => Ok(*b),
             value => Err(self.fail(key, value, "true or false")),
         }
+    }
+
+    /// The boolean `key` holds, for keys read by name.
+    fn boolean(&self, key: &str) -> Result<bool, ConfigError> {
+        self.boolean_of(key, self.value(key)?)
     }
 
     /// A string of `min..=max` characters, or `""` when `empty` says what
@@ -288,46 +400,79 @@ impl Reader<'_> {
     fn text(
         &self,
         key: &str,
+        value: &Value,
         min: usize,
         max: usize,
         empty: Option<&str>,
     ) -> Result<String, ConfigError> {
         if empty.is_some()
-            && let Value::String(_, text) = self.value(key)?
+            && let Value::String(_, text) = value
             && text.is_empty()
         {
             return Ok(String::new());
         }
         let expected = format!("a string of {min} to {max} characters");
-        let (value, text) = self.string(key, &expected)?;
+        let (value, text) = self.string(key, value, &expected)?;
         if !(min..=max).contains(&text.chars().count()) {
             return Err(self.fail(key, value, expected));
         }
         Ok(text)
     }
 
+    /// A DNS label of 1 to `max` characters, exactly as written: an
+    /// upper-case letter is refused rather than folded, so the name in the
+    /// file is the name in the certificates.
+    fn label(
+        &self,
+        key: &str,
+        value: &Value,
+        max: usize,
+        example: &str,
+    ) -> Result<String, ConfigError> {
+        let expected = format!(
+            "a name of 1 to {max} characters a-z, 0-9 and '-', neither first nor last a '-', \
+             like \"{example}\""
+        );
+        let (value, text) = self.string(key, value, &expected)?;
+        let accepted = (1..=max).contains(&text.len())
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !text.starts_with('-')
+            && !text.ends_with('-');
+        if !accepted {
+            return Err(self.fail(key, value, expected));
+        }
+        Ok(text)
+    }
+
     /// Integers are bytes; strings go through the exact unit parser.
-    fn size(&self, key: &str) -> Result<(&Value, u64), ConfigError> {
-        let value = self.value(key)?;
+    fn size_of(&self, key: &str, value: &Value) -> Result<u64, ConfigError> {
         let bytes = match value {
             Value::String(_, text) => units::parse_size(text),
             _ => integer(value)
                 .and_then(|i| u64::try_from(i).ok())
                 .ok_or_else(|| SIZE_FORMS.to_string()),
         };
-        bytes
-            .map(|bytes| (value, bytes))
-            .map_err(|expected| self.fail(key, value, expected))
+        bytes.map_err(|expected| self.fail(key, value, expected))
+    }
+
+    /// The size `key` holds, with its value, for keys read by name.
+    fn size(&self, key: &str) -> Result<(&Value, u64), ConfigError> {
+        let value = self.value(key)?;
+        Ok((value, self.size_of(key, value)?))
     }
 
     fn bounded_size(
         &self,
-        key: &Key,
+        key: &str,
+        value: &Value,
+        example: &str,
         min: u64,
         max: Option<u64>,
         zero: Option<&str>,
     ) -> Result<u64, ConfigError> {
-        let (value, bytes) = self.size(key.name)?;
+        let bytes = self.size_of(key, value)?;
         let accepted =
             (bytes == 0 && zero.is_some()) || (bytes >= min && max.is_none_or(|max| bytes <= max));
         if !accepted {
@@ -341,9 +486,9 @@ impl Reader<'_> {
                 None => format!("of at least {}", units::format_size(min)),
             };
             return Err(self.fail(
-                key.name,
+                key,
                 value,
-                format!("{zero}a size {range}, like \"{}\"", example(key)),
+                format!("{zero}a size {range}, like \"{example}\""),
             ));
         }
         Ok(bytes)
@@ -351,26 +496,31 @@ impl Reader<'_> {
 
     /// Humantime strings; a bare number only when it is 0, because `30`
     /// could mean seconds or milliseconds.
-    fn duration(&self, key: &str) -> Result<(&Value, Duration), ConfigError> {
-        let value = self.value(key)?;
+    fn duration_of(&self, key: &str, value: &Value) -> Result<Duration, ConfigError> {
         let duration = match value {
             Value::String(_, text) => units::parse_duration(text),
             _ if integer(value) == Some(0) => Ok(Duration::ZERO),
             _ => Err(DURATION_FORMS.to_string()),
         };
-        duration
-            .map(|duration| (value, duration))
-            .map_err(|expected| self.fail(key, value, expected))
+        duration.map_err(|expected| self.fail(key, value, expected))
+    }
+
+    /// The duration `key` holds, with its value, for keys read by name.
+    fn duration(&self, key: &str) -> Result<(&Value, Duration), ConfigError> {
+        let value = self.value(key)?;
+        Ok((value, self.duration_of(key, value)?))
     }
 
     fn bounded_duration(
         &self,
-        key: &Key,
+        key: &str,
+        value: &Value,
+        example: &str,
         min: Duration,
         max: Option<Duration>,
         zero: Option<&str>,
     ) -> Result<Duration, ConfigError> {
-        let (value, duration) = self.duration(key.name)?;
+        let duration = self.duration_of(key, value)?;
         let accepted = (duration.is_zero() && zero.is_some())
             || (duration >= min && max.is_none_or(|max| duration <= max));
         if !accepted {
@@ -383,50 +533,55 @@ impl Reader<'_> {
                 None => format!("of at least {}", units::format_duration(min)),
             };
             return Err(self.fail(
-                key.name,
+                key,
                 value,
-                format!("{zero}a duration {range}, like \"{}\"", example(key)),
+                format!("{zero}a duration {range}, like \"{example}\""),
             ));
         }
         Ok(duration)
     }
 
-    fn budget(&self, key: &str, min: u64, example: &str) -> Result<Option<u64>, ConfigError> {
+    fn budget(
+        &self,
+        key: &str,
+        value: &Value,
+        min: u64,
+        example: &str,
+    ) -> Result<Option<u64>, ConfigError> {
         let expected = format!(
             "\"auto\" or a size of at least {}, like \"{example}\"",
             units::format_size(min)
         );
-        let value = self.value(key)?;
         if let Value::String(_, text) = value
             && text.trim().eq_ignore_ascii_case("auto")
         {
             return Ok(None);
         }
-        match self.size(key) {
-            Ok((_, bytes)) if bytes >= min => Ok(Some(bytes)),
+        match self.size_of(key, value) {
+            Ok(bytes) if bytes >= min => Ok(Some(bytes)),
             Ok(_) => Err(self.fail(key, value, expected)),
             Err(_) => Err(self.fail(key, value, format!("{expected}; {SIZE_FORMS}"))),
         }
     }
 
-    fn choice(&self, key: &str, words: &[&str]) -> Result<String, ConfigError> {
+    fn choice(&self, key: &str, value: &Value, words: &[&str]) -> Result<String, ConfigError> {
         let quoted: Vec<String> = words.iter().map(|word| format!("{word:?}")).collect();
         let expected = match quoted.split_last() {
             Some((last, [])) => last.clone(),
             Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
             None => "nothing".to_string(),
         };
-        let (value, text) = self.string(key, &expected)?;
+        let (value, text) = self.string(key, value, &expected)?;
         match words.iter().find(|word| **word == text.trim()) {
             Some(word) => Ok((*word).to_string()),
             None => Err(self.fail(key, value, expected)),
         }
     }
 
-    fn level(&self, key: &str) -> Result<String, ConfigError> {
+    fn level(&self, key: &str, value: &Value) -> Result<String, ConfigError> {
         let expected = "one of trace, debug, info, warn, error, off, or a tracing EnvFilter \
                         directive list like \"info,iggyd::shard=debug\"";
-        let (value, text) = self.string(key, expected)?;
+        let (value, text) = self.string(key, value, expected)?;
         let text = text.trim();
         // `EnvFilter` reads a bare word as a target name, so a typo like
         // `infoo` would parse and silently disable logging: a bare word must
@@ -459,8 +614,7 @@ impl Reader<'_> {
         Ok(text.to_string())
     }
 
-    fn cpu_allocation(&self, key: &str) -> Result<CpuAllocation, ConfigError> {
-        let value = self.value(key)?;
+    fn cpu_allocation(&self, key: &str, value: &Value) -> Result<CpuAllocation, ConfigError> {
         let fail = |expected: &str| self.fail(key, value, expected);
         let count = |n: i128| match usize::try_from(n) {
             Ok(n) if (1..=PU_ID_LIMIT as usize).contains(&n) => Ok(CpuAllocation::Count(n)),
@@ -542,6 +696,7 @@ fn example(key: &Key) -> String {
         BuiltIn::Size(bytes) => units::format_size(bytes),
         BuiltIn::Count(count) => count.to_string(),
         BuiltIn::InDataDir(file) => format!("<data_dir>/{file}"),
+        BuiltIn::EmptyArray => "[]".to_string(),
     }
 }
 

@@ -3,7 +3,8 @@
 //! lines, unknown keys and suggestions, `iggyd config`'s round trip, and that
 //! the key table agrees with `Config`, `packaging/iggyd.toml` and the README.
 //! Every load passes a config file, so the machine's `/etc/iggyd/iggyd.toml`
-//! is never read.
+//! is never read. The `[cluster]` keys have their own file
+//! (`cluster_tests`).
 
 use super::*;
 use std::io::Write;
@@ -499,7 +500,7 @@ fn unknown_keys_and_suggestions() {
         "config key `tcp_address` from environment variable `IGGYD_TCP_ADDRESS` is not \
          known; did you mean `IGGYD_TCP__ADDRESS`? the top-level keys are data_dir, tcp, \
          admin, sharding, memory, root, logging, shutdown, retention, storage, \
-         metrics, consumer_groups, limits"
+         metrics, consumer_groups, limits, cluster"
     );
 }
 
@@ -537,7 +538,13 @@ fn to_toml_round_trips() {
         max_file_size = 12345\nmax_total_size = 0\nretention = \"1h 30m\"\n\
         rotation_check_interval = \"1500 ms\"\n\
         [shutdown]\ndrain_timeout = \"2 m\"\n\
-        [metrics]\naddress = \"127.0.0.1:9464\"\nbasic_auth_file = \"/etc/iggyd/scrape\"\n";
+        [metrics]\naddress = \"127.0.0.1:9464\"\nbasic_auth_file = \"/etc/iggyd/scrape\"\n\
+        [cluster]\nenabled = true\nname = \"rich\"\nnode_id = 7\njoin = true\n\
+        election_timeout = \"3 s\"\nheartbeat_interval = \"1 s\"\n\
+        [[cluster.nodes]]\nid = 7\nname = \"seven\"\naddress = \"[::1]:9000\"\n\
+        replication_address = \"[::1]:9001\"\n\
+        [cluster.tls]\nca_file = \"$CREDENTIALS_DIRECTORY/ca\"\ncert_file = \"/c\"\n\
+        key_file = \"/k\"\n";
     for source in ["", rich, "[sharding]\ncpu_allocation = 3\n"] {
         let config = load(source, &[]).unwrap();
         let printed = config.to_toml();
@@ -623,19 +630,38 @@ fn storage_defaults_and_overrides() {
     );
 }
 
-/// The documented key sets: `packaging/iggyd.toml` (dotted, from its
-/// `[table]` headers and `key = value` lines, commented or not) and the
-/// README's key table (first column; `a.b` / `c` means `a.b` and `a.c`).
-/// Also the packaged file's commented lines, which say "the default".
-fn documented_keys() -> (Vec<String>, Vec<String>, Vec<(String, String)>) {
+/// What the documentation says about the keys.
+struct Documented {
+    /// `packaging/iggyd.toml`'s keys (dotted, from its `[table]` headers and
+    /// `key = value` lines, commented or not).
+    packaged: Vec<String>,
+    /// The README's key table (first column; `a.b` / `c` means `a.b` and
+    /// `a.c`).
+    readme: Vec<String>,
+    /// The packaged file's commented lines, which say "the default".
+    commented_defaults: Vec<(String, String)>,
+    /// `(key, field)` of the packaged file's (commented) example tables of
+    /// an array-of-tables key, `[[key]]`: fields, not keys.
+    example_fields: Vec<(String, String)>,
+}
+
+fn documented_keys() -> Documented {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let packaged = std::fs::read_to_string(root.join("packaging/iggyd.toml")).unwrap();
     let mut table = String::new();
+    let mut array: Option<String> = None;
     let mut packaged_keys = Vec::new();
     let mut commented_defaults = Vec::new();
+    let mut example_fields = Vec::new();
     for line in packaged.lines() {
+        let header = line.strip_prefix('#').unwrap_or(line);
+        if let Some(name) = header.strip_prefix("[[").and_then(|l| l.strip_suffix("]]")) {
+            array = Some(name.to_string());
+            continue;
+        }
         if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
             table = name.to_string();
+            array = None;
             continue;
         }
         let (commented, line) = match line.strip_prefix('#') {
@@ -646,6 +672,10 @@ fn documented_keys() -> (Vec<String>, Vec<String>, Vec<(String, String)>) {
             continue;
         };
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+            continue;
+        }
+        if let Some(array) = &array {
+            example_fields.push((array.clone(), name.to_string()));
             continue;
         }
         let key = if table.is_empty() {
@@ -681,17 +711,39 @@ fn documented_keys() -> (Vec<String>, Vec<String>, Vec<(String, String)>) {
             }
         }
     }
-    (packaged_keys, readme_keys, commented_defaults)
+    Documented {
+        packaged: packaged_keys,
+        readme: readme_keys,
+        commented_defaults,
+        example_fields,
+    }
 }
 
 /// Proves the key table and the documentation agree: every key is in
 /// `packaging/iggyd.toml` and in the README's key table, neither documents a
-/// key the daemon does not have, and each default the packaged file shows
-/// commented out is the built-in default `iggyd config` prints.
+/// key the daemon does not have, each default the packaged file shows
+/// commented out is the built-in default `iggyd config` prints, and its
+/// example tables (`[[cluster.nodes]]`) use only fields their key has.
 #[test]
 fn key_table_matches_the_documentation() {
     let table: Vec<String> = keys::KEYS.iter().map(|key| key.name.to_string()).collect();
-    let (packaged, readme, commented_defaults) = documented_keys();
+    let Documented {
+        packaged,
+        readme,
+        commented_defaults,
+        example_fields,
+    } = documented_keys();
+    assert!(!example_fields.is_empty());
+    for (key, field) in example_fields {
+        let fields = match keys::find(&key).map(|key| key.kind) {
+            Some(keys::Kind::TableArray { fields }) => fields,
+            _ => panic!("packaging/iggyd.toml has [[{key}]], not an array-of-tables key"),
+        };
+        assert!(
+            fields.iter().any(|known| known.name == field),
+            "packaging/iggyd.toml's [[{key}]] has `{field}`, not a field of it"
+        );
+    }
     for (documented, place) in [(&packaged, "packaging/iggyd.toml"), (&readme, "README.md")] {
         let mut documented = documented.clone();
         let mut expected = table.clone();

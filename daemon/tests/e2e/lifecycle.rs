@@ -149,6 +149,144 @@ fn invalid_configuration_exits_78_naming_the_key() {
     );
 }
 
+/// One refused cluster configuration: the file, at most one environment
+/// variable over it, and the key the error must name.
+struct Refusal {
+    toml: String,
+    env: Option<(&'static str, &'static str)>,
+    key: &'static str,
+}
+
+/// A three-node cluster as node 1 sees it, on port 8090.
+const CLUSTER: &str = "[cluster]\nenabled = true\nname = \"orders\"\nnode_id = 1\n\
+    [[cluster.nodes]]\nid = 1\naddress = \"127.0.0.1:8090\"\nreplication_address = \"127.0.0.1:8091\"\n\
+    [[cluster.nodes]]\nid = 2\naddress = \"127.0.0.2:8090\"\nreplication_address = \"127.0.0.2:8091\"\n\
+    [[cluster.nodes]]\nid = 3\naddress = \"127.0.0.3:8090\"\nreplication_address = \"127.0.0.3:8091\"\n\
+    [cluster.tls]\nca_file = \"/ca.pem\"\ncert_file = \"/node-1.pem\"\nkey_file = \"/node-1.key\"\n";
+
+/// Proves a `[cluster]` that cannot work stops `iggyd config` and a daemon
+/// start with exit 78 and one stderr line naming the key (a node's field by
+/// its index from 0), before any shard starts, for refusals from a file,
+/// the environment and a flag; and that a valid cluster prints as
+/// `[[cluster.nodes]]` sections.
+#[test]
+fn invalid_cluster_configuration_exits_78_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("iggyd.toml");
+    let cases = [
+        Refusal {
+            toml: "[cluster]\nenabled = true\n".to_string(),
+            env: None,
+            key: "cluster.nodes",
+        },
+        Refusal {
+            toml: CLUSTER.replace("id = 3", "id = 2"),
+            env: None,
+            key: "cluster.nodes[2].id",
+        },
+        Refusal {
+            toml: CLUSTER.replace("id = 2\n", "id = 2\nname = \"node-1\"\n"),
+            env: None,
+            key: "cluster.nodes[1].name",
+        },
+        Refusal {
+            toml: CLUSTER.replace("127.0.0.3:8091", "127.0.0.2:8091"),
+            env: None,
+            key: "cluster.nodes[2].replication_address",
+        },
+        Refusal {
+            toml: CLUSTER.replace("\"127.0.0.2:8090\"", "\"0.0.0.0:8090\""),
+            env: None,
+            key: "cluster.nodes[1].address",
+        },
+        Refusal {
+            toml: CLUSTER.replace("node_id = 1", "node_id = 4"),
+            env: None,
+            key: "cluster.node_id",
+        },
+        Refusal {
+            toml: CLUSTER.to_string(),
+            env: Some(("IGGYD_CLUSTER__HEARTBEAT_INTERVAL", "500 ms")),
+            key: "cluster.heartbeat_interval",
+        },
+        Refusal {
+            toml: CLUSTER.replace("ca_file", "#ca_file"),
+            env: None,
+            key: "cluster.tls.ca_file",
+        },
+        Refusal {
+            toml: CLUSTER.to_string(),
+            env: Some((
+                "IGGYD_CLUSTER__NODES",
+                "[{id=1,address=\"127.0.0.1:8090\",replication_address=\"127.0.0.1:8091\"},\
+                 {id=2,address=\"127.0.0.2:8090\",replication_address=\"127.0.0.2:8091\"}]",
+            )),
+            key: "cluster.nodes",
+        },
+        Refusal {
+            toml: CLUSTER.replace("\naddress = \"127.0.0.2", "\nadress = \"127.0.0.2"),
+            env: None,
+            key: "cluster.nodes[1].adress",
+        },
+    ];
+    for Refusal { toml, env, key } in cases {
+        std::fs::write(&file, toml).unwrap();
+        let output = run(iggyd_command()
+            .arg("--config")
+            .arg(&file)
+            .arg("config")
+            .envs(env));
+        assert_eq!(output.code(), Some(78), "{key}: {output:?}");
+        assert!(
+            output.stderr.contains(&format!("config key `{key}`")),
+            "{key}: {}",
+            output.stderr
+        );
+        assert_eq!(
+            output.stderr.trim().lines().count(),
+            1,
+            "one line: {}",
+            output.stderr
+        );
+    }
+
+    // A start: clients would be sent to port 8090, but `--listen` takes
+    // another port; both keys are named, and no shard starts.
+    std::fs::write(&file, CLUSTER).unwrap();
+    let output = run(iggyd_command()
+        .arg("--config")
+        .arg(&file)
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data")));
+    assert_eq!(output.code(), Some(78), "{output:?}");
+    assert!(
+        output
+            .stderr
+            .contains("config key `cluster.nodes[0].address` from file `"),
+        "{}",
+        output.stderr
+    );
+    assert!(
+        output
+            .stderr
+            .contains("the port of `tcp.address` (\"127.0.0.1:0\" from flag `--listen`)"),
+        "{}",
+        output.stderr
+    );
+    assert!(!output.stderr.contains("shard ready"), "{}", output.stderr);
+    assert!(!output.stderr.contains("panicked"), "{}", output.stderr);
+
+    let output = run(iggyd_command().arg("--config").arg(&file).arg("config"));
+    assert_eq!(output.code(), Some(0), "{output:?}");
+    assert!(
+        output
+            .stdout
+            .contains("\n[[cluster.nodes]]\nid = 3\nname = \"node-3\"\n"),
+        "{}",
+        output.stdout
+    );
+}
+
 /// A daemon with this `shutdown.drain_timeout` whose shard 0 is frozen
 /// (fault injection), so a graceful stop can never finish.
 fn frozen_daemon(drain_timeout: &str) -> TestDaemon {
