@@ -12,7 +12,7 @@
 //! Must not: retry a call (openraft decides), hold a connection (the
 //! transport does), or send snapshots (a later step: sealed segments).
 
-use crate::{PartitionRaft, Vote};
+use crate::{Appended, PartitionRaft, Proposal, Vote};
 use openraft::RaftNetworkFactory;
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::RPCOption;
@@ -29,6 +29,9 @@ const APPEND_ENTRIES: u8 = 1;
 const VOTE: u8 = 2;
 const PRE_VOTE: u8 = 3;
 const TRANSFER_LEADER: u8 = 4;
+/// A proposal forwarded to the leader by a member that is not: the raw
+/// proposal bytes follow the kind.
+const FORWARD: u8 = 5;
 
 const ANSWER_OK: u8 = 0;
 const ANSWER_REFUSED: u8 = 1;
@@ -118,6 +121,30 @@ impl<T: Transport> Network<T> {
     /// metadata group's).
     pub fn new(transport: T, channel: u64) -> Network<T> {
         Network { transport, channel }
+    }
+}
+
+impl<T: Transport> Network<T> {
+    /// Proposes `proposal` at `leader` (a member that is not the leader
+    /// forwards what its clients send). The answer is the leader's once
+    /// the entry is committed; an error says the outcome is unknown to
+    /// this member (refused, not the leader any more, or no answer).
+    pub async fn forward(
+        &self,
+        leader: u64,
+        proposal: Vec<u8>,
+        timeout: std::time::Duration,
+    ) -> Result<Appended, String> {
+        let mut body = Vec::with_capacity(proposal.len() + 1);
+        body.push(FORWARD);
+        body.extend_from_slice(&proposal);
+        drop(proposal);
+        let bytes = self
+            .transport
+            .call(leader, self.channel, body, timeout)
+            .await
+            .map_err(|error| error.to_string())?;
+        decode_answer(&bytes)
     }
 }
 
@@ -269,6 +296,10 @@ where
                 Err(error) => malformed(error),
             }
         }
+        FORWARD => match raft.client_write(Proposal(body.to_vec())).await {
+            Ok(written) => answer_ok(written.response()),
+            Err(error) => answer_refused(&error.to_string()),
+        },
         other => answer_refused(&format!("an unknown call kind {other}")),
     }
 }

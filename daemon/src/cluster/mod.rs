@@ -204,11 +204,25 @@ impl<T: Transport> Replication for ShardCluster<T> {
             return self.start_metadata_group(queue);
         }
         let settings = self.settings.clone();
-        let group = Rc::new(PartitionGroup::new(key, settings.node_id, first_offset));
+        let network = Network::new(self.transport.clone(), key.storage_id);
+        let forwarding = network.clone();
+        let forward: group::Forward = Rc::new(move |leader, proposal| {
+            let network = forwarding.clone();
+            Box::pin(async move {
+                network
+                    .forward(leader, proposal, group::FORWARD_TIMEOUT)
+                    .await
+            })
+        });
+        let group = Rc::new(PartitionGroup::new(
+            key,
+            settings.node_id,
+            first_offset,
+            forward,
+        ));
         self.groups
             .borrow_mut()
             .insert(key.storage_id, group.clone());
-        let network = Network::new(self.transport.clone(), key.storage_id);
         let store = BackendLogStore::new(PumpBackend::new(key, queue));
         let starting = group.clone();
         monoio::spawn(async move {

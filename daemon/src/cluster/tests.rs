@@ -212,7 +212,7 @@ fn runtime() -> monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>> 
 }
 
 // Proves a replicated partition on three pumps: appends are acknowledged
-// with dense offsets by the leader only (a follower names it), every
+// with dense offsets (a follower forwards to the leader), every
 // replica then stores the same messages and serves them once committed,
 // and after the leader is cut off the others elect a new one that goes on
 // from the next offset, which the old leader catches up on once back.
@@ -242,7 +242,8 @@ fn three_pumps_replicate_a_partition_and_survive_losing_the_leader() {
             assert_eq!(ack.last_offset, next + messages as u64 - 1);
             next += messages as u64;
         }
-        // A follower refuses and names the leader.
+        // A follower forwards to the leader: the batch takes the leader's
+        // next offsets.
         let leader = nodes
             .iter()
             .find(|node| {
@@ -255,18 +256,15 @@ fn three_pumps_replicate_a_partition_and_survive_losing_the_leader() {
             .iter()
             .find(|node| node.id != leader.id)
             .expect("a follower");
-        match ask(follower, |reply| PartitionOp::Append {
+        let ack = ask(follower, |reply| PartitionOp::Append {
             key: KEY,
             batch: batch(1, b'x'),
             reply,
         })
         .await
-        {
-            Err(PumpError::NotLeader {
-                leader: Some(named),
-            }) => assert_eq!(named, leader.id),
-            other => panic!("a follower's append: {other:?}"),
-        }
+        .expect("a follower's append is forwarded");
+        assert_eq!((ack.base_offset, ack.last_offset), (next, next));
+        next += 1;
         // Cut the leader off; the other two go on from the next offset.
         transport.down.borrow_mut().insert(leader.id);
         let rest: Vec<&Node> = nodes.iter().filter(|node| node.id != leader.id).collect();

@@ -16,7 +16,7 @@
 
 use super::*;
 use crate::shard::partition::Replica;
-use crate::shard::replica::{Group, Leadership, RaftLogState, RaftOp, Replication};
+use crate::shard::replica::{Group, RaftLogState, RaftOp, Replication};
 use iggyd_storage::raft::{EntryBody, RaftFiles, StoredBody, StoredEntry};
 
 impl<I: StorageIo + Clone + 'static> Pump<I> {
@@ -63,9 +63,10 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         Ok(Some(Replica { files, group }))
     }
 
-    /// A leader's append: stamped with this node's time and proposed;
-    /// the group answers `reply` once it is committed. Elsewhere the
-    /// caller hears who leads.
+    /// An append to a replicated partition: stamped with this node's time
+    /// and proposed; the group answers `reply` once it is committed (it
+    /// forwards the proposal when another member leads, and the leader's
+    /// log gives the batch its offsets).
     pub(super) fn propose(
         &mut self,
         key: PartitionKey,
@@ -84,17 +85,6 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             send(reply, Err(PumpError::NotHere(key)));
             return;
         };
-        match replica.group.leadership() {
-            Leadership::Here => {}
-            Leadership::Elsewhere(node) => {
-                send(reply, Err(PumpError::NotLeader { leader: Some(node) }));
-                return;
-            }
-            Leadership::Unknown => {
-                send(reply, Err(PumpError::NotLeader { leader: None }));
-                return;
-            }
-        }
         let mut bytes = batch.bytes().to_vec();
         batch.stamp_copy(
             &mut bytes,
