@@ -282,8 +282,42 @@ fn run(
         None => None,
     };
 
-    let store = open_metadata(&config)?;
-    let trash = reconcile_data_dir(&config.data_dir, store.metadata())?;
+    // A cluster node: its metadata is the metadata group's log, applied
+    // again at every start into a store kept in memory, and its partitions
+    // open as that log lists them (reconciling the data directory with an
+    // empty store would discard them all).
+    let cluster = if config.cluster.enabled {
+        let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+        let node = crate::cluster::node::NodeSetup::prepare(
+            &config.cluster,
+            shards,
+            credentials.as_deref(),
+        )
+        .map_err(BootError::Cluster)?;
+        let (_, listeners) =
+            listener::bind_all(node.replication_address, shards).map_err(|source| {
+                BootError::Listen {
+                    address: node.replication_address.to_string(),
+                    source,
+                }
+            })?;
+        tracing::info!(
+            node = config.cluster.node_id,
+            cluster = %config.cluster.name,
+            nodes = config.cluster.nodes.len(),
+            replication = %node.replication_address,
+            "cluster node"
+        );
+        Some(supervisor::ClusterLaunch { node, listeners })
+    } else {
+        None
+    };
+    let store = open_metadata(&config, cluster.is_some())?;
+    let trash = if cluster.is_some() {
+        cluster_trash(&config.data_dir)?
+    } else {
+        reconcile_data_dir(&config.data_dir, store.metadata())?
+    };
 
     supervisor::block_signals()?;
     supervisor::run(Launch {
@@ -315,7 +349,35 @@ fn run(
         per_shard_memory_bytes: memory.per_shard_bytes,
         metrics,
         trash,
+        cluster,
     })
+}
+
+/// A cluster node's trash at start: whatever an earlier run left there is
+/// emptied, and new entries number after it.
+fn cluster_trash(data_dir: &Path) -> Result<iggyd_storage::trash::TrashStart, BootError> {
+    let dir = iggyd_storage::trash::trash_dir(data_dir);
+    let mut start = iggyd_storage::trash::TrashStart::default();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(start),
+        Err(error) => {
+            return Err(BootError::Runtime(format!(
+                "the trash {}: {error}",
+                dir.display()
+            )));
+        }
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if let Some(seq) = name.to_str().and_then(iggyd_storage::trash::entry_seq) {
+            start.next_seq = start.next_seq.max(seq + 1);
+            start
+                .pending
+                .push(iggyd_storage::trash::PendingRemoval::new(entry.path(), 0));
+        }
+    }
+    Ok(start)
 }
 
 /// Bring the data directory in line with metadata before any shard opens a
@@ -358,12 +420,18 @@ fn reconcile_data_dir(
 }
 
 /// Recover the metadata store (`<data_dir>/metadata`) and create the root
-/// user on first start.
-fn open_metadata(config: &Config) -> Result<MetadataStore<StdIo>, BootError> {
+/// user on first start. A cluster node's store starts empty in memory (the
+/// metadata group's log fills it); every node creates the same root user
+/// first, so the users the log creates get the same ids everywhere.
+fn open_metadata(config: &Config, cluster: bool) -> Result<MetadataStore<StdIo>, BootError> {
     let dir = config.data_dir.join("metadata");
-    let io = StdIo::open(&dir).map_err(|error| {
-        BootError::Runtime(format!("metadata directory {}: {error}", dir.display()))
-    })?;
+    let io = if cluster {
+        StdIo::in_memory(&dir)
+    } else {
+        StdIo::open(&dir).map_err(|error| {
+            BootError::Runtime(format!("metadata directory {}: {error}", dir.display()))
+        })?
+    };
     let (mut store, report) = MetadataStore::open(io)
         .map_err(|error| BootError::Runtime(format!("metadata recovery failed: {error}")))?;
     tracing::info!(

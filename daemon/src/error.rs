@@ -39,6 +39,9 @@ pub enum BootError {
     /// The TLS certificate, key or client CAs did not load.
     #[error("TLS: {0}")]
     Tls(#[from] crate::net::tls::TlsLoadError),
+    /// `[cluster]` could not be made ready (its certificates, its timing).
+    #[error("cluster: {0}")]
+    Cluster(String),
     #[error("{0}")]
     Runtime(String),
     /// The graceful stop ran out of `shutdown.drain_timeout`; the stuck
@@ -59,7 +62,8 @@ impl BootError {
             BootError::Config(_)
             | BootError::Plan(_)
             | BootError::Preflight(_)
-            | BootError::Tls(_) => ExitCode::from(EXIT_CONFIG),
+            | BootError::Tls(_)
+            | BootError::Cluster(_) => ExitCode::from(EXIT_CONFIG),
             BootError::Logging(error) if error.is_config() => ExitCode::from(EXIT_CONFIG),
             BootError::Control(error) if error.is_configuration() => ExitCode::from(EXIT_CONFIG),
             BootError::Metrics(error) if error.is_configuration() => ExitCode::from(EXIT_CONFIG),

@@ -112,6 +112,17 @@ pub struct Launch {
     pub tls: Option<crate::net::tls::LoadedTls>,
     /// The soft RLIMIT_NOFILE the daemon runs with, when known.
     pub descriptors: Option<u64>,
+    /// `[cluster]` on: the node's setup and each shard's bound replication
+    /// listener.
+    pub cluster: Option<ClusterLaunch>,
+}
+
+/// A cluster node's start: what every shard shares and one replication
+/// listener per shard.
+#[derive(Debug)]
+pub struct ClusterLaunch {
+    pub node: crate::cluster::node::NodeSetup,
+    pub listeners: Vec<std::net::TcpListener>,
 }
 
 /// The signals the daemon handles. Blocked in every thread.
@@ -202,6 +213,16 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         .map_or(0, |elapsed| elapsed.as_micros() as u64)
         .saturating_sub(launch.started.elapsed().as_micros() as u64);
     let listeners = std::mem::take(&mut launch.listeners);
+    let mut replication: Vec<Option<crate::shard::replica::ReplicationStart>> =
+        match launch.cluster.take() {
+            Some(cluster) => cluster
+                .listeners
+                .into_iter()
+                .enumerate()
+                .map(|(shard, listener)| Some(cluster.node.start(shard, listener)))
+                .collect(),
+            None => Vec::new(),
+        };
     for ((planned, listener), inbox) in launch.plan.shards.iter().zip(listeners).zip(inboxes) {
         let spec = ShardSpec {
             retention_check_interval: launch.retention_check_interval,
@@ -233,7 +254,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
                 },
                 listener,
             ),
-            replication: None,
+            replication: replication.get_mut(planned.shard).and_then(Option::take),
             inbox,
             mesh: mesh.clone(),
             heartbeats: heartbeats.clone(),
@@ -508,6 +529,10 @@ fn start_net(
             .map(|_| ReplyBudget::new(limits.max_poll_reply_bytes_in_flight))
             .collect(),
         limits: ConnectionLimits::of(&limits),
+        cluster: launch
+            .cluster
+            .as_ref()
+            .map(|cluster| cluster.node.roster.clone()),
     })
 }
 

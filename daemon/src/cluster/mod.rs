@@ -18,6 +18,7 @@
 pub mod backend;
 pub mod group;
 pub mod metadata;
+pub mod node;
 #[cfg(test)]
 mod tests;
 
@@ -81,6 +82,11 @@ pub struct ShardCluster<T: Transport> {
     apply_metadata: Option<ApplyMetadata>,
     /// Shard 0: the metadata group, once its log is opened.
     metadata: RefCell<Option<Rc<MetadataGroup>>>,
+    /// Where shard 0 tells the node's connections who leads the metadata
+    /// group.
+    roster: Option<Arc<node::ClusterRoster>>,
+    /// What lives as long as this shard's groups (its peer server).
+    kept: RefCell<Vec<Box<dyn std::any::Any>>>,
 }
 
 impl<T: Transport> ShardCluster<T> {
@@ -97,7 +103,21 @@ impl<T: Transport> ShardCluster<T> {
             groups: RefCell::new(HashMap::new()),
             apply_metadata,
             metadata: RefCell::new(None),
+            roster: None,
+            kept: RefCell::new(Vec::new()),
         }
+    }
+
+    /// Shard 0 keeps `roster`'s leader current.
+    pub fn with_roster(mut self, roster: Arc<node::ClusterRoster>) -> Self {
+        self.roster = Some(roster);
+        self
+    }
+
+    /// Keeps `value` until this shard's cluster layer is dropped (when the
+    /// shard stops).
+    pub fn keep_until_stopped(&self, value: impl std::any::Any) {
+        self.kept.borrow_mut().push(Box::new(value));
     }
 
     /// This shard's group on `channel`, when it has started.
@@ -130,15 +150,46 @@ impl<T: Transport> ShardCluster<T> {
         let network = Network::new(self.transport.clone(), METADATA_CHANNEL);
         let store = BackendLogStore::new(PumpBackend::new(METADATA_KEY, queue));
         let starting = group.clone();
+        let roster = self.roster.clone();
         monoio::spawn(async move {
             let machine = starting.machine();
             if let Some(raft) =
                 start_raft(&settings, network, store, machine, "the metadata group").await
             {
-                starting.started(Rc::new(raft));
+                let raft = Rc::new(raft);
+                starting.started(raft.clone());
+                if let Some(roster) = roster {
+                    follow_leader(&raft, &roster).await;
+                }
             }
         });
         group
+    }
+}
+
+/// Keeps `roster`'s leader that of the metadata group's, until the group
+/// stops.
+async fn follow_leader(raft: &metadata::MetadataRaft, roster: &node::ClusterRoster) {
+    use openraft::async_runtime::WatchReceiver;
+    let mut metrics = raft.metrics();
+    loop {
+        let leader = {
+            let metrics = metrics.borrow_watched();
+            // A restarted node remembers voting for itself: it leads only
+            // once it has won an election again.
+            match metrics.current_leader {
+                Some(leader) if leader == metrics.id && !metrics.state.is_leader() => None,
+                leader => leader,
+            }
+        };
+        if roster.leader() != leader {
+            tracing::info!(leader = ?leader, "the metadata group's leader");
+        }
+        roster.set_leader(leader);
+        if metrics.changed().await.is_err() {
+            roster.set_leader(None);
+            return;
+        }
     }
 }
 

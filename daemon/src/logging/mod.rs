@@ -256,8 +256,17 @@ fn detect_style() -> ConsoleStyle {
     }
 }
 
+/// The consensus library logs every RPC at `info`; unless the level names
+/// it, only its warnings and errors reach the log.
+const QUIET_TARGETS: &str = "openraft=warn";
+
 fn parse_level(level: &str) -> Result<EnvFilter, LoggingError> {
-    EnvFilter::try_new(level).map_err(|error| LoggingError::Level {
+    let filter = if level.contains("openraft") {
+        level.to_string()
+    } else {
+        format!("{level},{QUIET_TARGETS}")
+    };
+    EnvFilter::try_new(&filter).map_err(|error| LoggingError::Level {
         value: level.to_string(),
         message: error.to_string(),
     })

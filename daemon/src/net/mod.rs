@@ -69,6 +69,9 @@ pub struct Net {
     /// connections hold.
     pub reply_budgets: Arc<[Arc<reply_budget::ReplyBudget>]>,
     pub limits: ConnectionLimits,
+    /// A cluster node: the nodes clients are shown and who leads (clients
+    /// are sent to the leader).
+    pub cluster: Option<Arc<crate::cluster::node::ClusterRoster>>,
 }
 
 impl Net {
@@ -124,6 +127,7 @@ impl Net {
             reply_budgets: (0..shards)
                 .map(|_| reply_budget::ReplyBudget::new(crate::limits::POLL_REPLY_BYTES_IN_FLIGHT))
                 .collect(),
+            cluster: None,
             limits: ConnectionLimits {
                 login_frame_bytes_max: crate::limits::LOGIN_FRAME_BYTES_MAX as usize,
                 login_timeout: crate::limits::LOGIN_TIMEOUT,

@@ -248,7 +248,13 @@ pub async fn handle_frame(
         Err(error) => return Outcome::Close(error.to_string()),
     };
     let header = decoded.header;
-    match decoded.command() {
+    let command = decoded.command();
+    if let Ok(command) = &command
+        && let Some(outcome) = elsewhere(context, session, &header, command)
+    {
+        return outcome;
+    }
+    match command {
         Ok(Command::SendMessages(send)) => {
             let outcome = match messages::plan_send(context, session, &header, &send, &frame) {
                 Ok(plan) => messages::send_planned(context, session, &header, plan, frame).await,
@@ -279,6 +285,43 @@ pub async fn handle_frame(
             }
         }
     }
+}
+
+/// A cluster node that does not lead the metadata group sends its clients
+/// to the one that does: every request but a ping, a login, a logout, the
+/// roster and who-am-I is answered 58 (not accepted: nothing was done), on
+/// which the SDK asks for the roster and moves to the leader; while no
+/// node leads, 57 (not committed, and nothing was done, so the SDK's
+/// same-connection replay is safe) until one does.
+fn elsewhere(
+    context: &NetContext,
+    session: &mut Session,
+    header: &RequestHeader,
+    command: &Command<'_>,
+) -> Option<Outcome> {
+    let cluster = context.net.cluster.as_ref()?;
+    if cluster.leads()
+        || matches!(
+            command,
+            Command::Ping
+                | Command::Register(_)
+                | Command::Logout
+                | Command::GetClusterMetadata
+                | Command::GetMe
+        )
+    {
+        return None;
+    }
+    let status = match cluster.leader() {
+        Some(_) => Status::TransientNotAccepted,
+        None => Status::TransientNotCommitted,
+    };
+    let replier = Replier {
+        header,
+        session: session.number(),
+        commit: session.next_commit(),
+    };
+    Some(replier.status(status))
 }
 
 /// Handle one request; the caller writes the outcome.

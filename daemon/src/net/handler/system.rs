@@ -15,8 +15,9 @@ use iggyd_metadata::permissions::Principal;
 use iggyd_wire::protocol::codes::Status;
 use iggyd_wire::protocol::command::OptionScope;
 use iggyd_wire::protocol::reply::{
-    ClientGroup, ClientInfo, ClusterNode, OptionDescription, Stats, Transport, encode_client,
-    encode_client_details, encode_cluster_metadata, encode_option_descriptions, encode_stats,
+    ClientGroup, ClientInfo, ClusterNode, NodeRole, OptionDescription, Stats, Transport,
+    encode_client, encode_client_details, encode_cluster_metadata, encode_option_descriptions,
+    encode_stats,
 };
 
 /// Every connection of every shard.
@@ -142,18 +143,47 @@ pub(crate) async fn clients(
     Ok(request.replier.ok(&out))
 }
 
-/// One node: this daemon, at the address clients reach it on (the SDK keeps
-/// it as its failover target). Built from a roster of one, not hard-coded
-/// bytes, so a cluster can list more nodes later.
+/// The cluster as clients see it. One node: this daemon, at the address
+/// clients reach it on (the SDK keeps it as its failover target). A cluster
+/// node: every node at its configured client address, the metadata group's
+/// leader as the one Leader (none during an election: the SDK then waits
+/// and asks again), every node Healthy (the SDK moves only to a Leader +
+/// Healthy node; a node it cannot reach it skips when it fails over).
 pub(crate) fn cluster_metadata(request: &mut Request_<'_>) -> Handled<Outcome> {
-    let ip = request.context.address.ip().to_string();
-    let roster = [ClusterNode::tcp_leader(
-        "iggyd",
-        &ip,
-        request.context.address.port(),
-    )];
     let mut out = Vec::new();
-    encode_cluster_metadata(&mut out, "single-node", &roster);
+    match &request.context.net.cluster {
+        None => {
+            let ip = request.context.address.ip().to_string();
+            let roster = [ClusterNode::tcp_leader(
+                "iggyd",
+                &ip,
+                request.context.address.port(),
+            )];
+            encode_cluster_metadata(&mut out, "single-node", &roster);
+        }
+        Some(cluster) => {
+            let leader = cluster.leader();
+            let ips: Vec<String> = cluster
+                .nodes
+                .iter()
+                .map(|node| node.address.ip().to_string())
+                .collect();
+            let roster: Vec<ClusterNode<'_>> = cluster
+                .nodes
+                .iter()
+                .zip(&ips)
+                .map(|(node, ip)| ClusterNode {
+                    role: if leader == Some(node.id) {
+                        NodeRole::Leader
+                    } else {
+                        NodeRole::Follower
+                    },
+                    ..ClusterNode::tcp_leader(&node.name, ip, node.address.port())
+                })
+                .collect();
+            encode_cluster_metadata(&mut out, &cluster.name, &roster);
+        }
+    }
     Ok(request.replier.ok(&out))
 }
 
