@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cluster;
 mod deletion;
 mod deletion_race;
 mod errors;

@@ -1,0 +1,343 @@
+//! A three-node cluster of real `iggyd` processes (loopback, generated
+//! certificates) and the unmodified SDK: it is sent to the leader, keeps
+//! producing while the leader is killed, and every message it was told was
+//! stored is served after the failover and after the killed node rejoins,
+//! and every node's copy of the partition is the same (each node is shown
+//! serving it as the leader, the others stopped in turn).
+
+use crate::common::*;
+use iggy::prelude::*;
+use iggyd_testkit::TestDaemon;
+use std::collections::BTreeSet;
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+const NODES: u64 = 3;
+const STREAM: &str = "orders";
+const TOPIC: &str = "events";
+const PARTITIONS: u32 = 2;
+const BATCHES: u64 = 120;
+const PER_BATCH: u64 = 10;
+/// The batch after which the leader is killed.
+const KILL_AT: u64 = 40;
+
+/// Free loopback ports (bound then released: the daemons bind them next).
+fn free_addresses(count: usize) -> Vec<SocketAddr> {
+    let listeners: Vec<TcpListener> = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|listener| listener.local_addr().expect("address"))
+        .collect()
+}
+
+struct Cluster {
+    nodes: Vec<(u64, SocketAddr, TestDaemon)>,
+    _certs: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let certs = tempfile::tempdir().expect("certs dir");
+        let ids: Vec<u64> = (1..=NODES).collect();
+        iggyd_peer::ClusterCerts::generate("compat", &ids)
+            .and_then(|generated| generated.write_to(certs.path()))
+            .expect("cluster certificates");
+        let addresses = free_addresses(2 * NODES as usize);
+        let roster: Vec<String> = ids
+            .iter()
+            .map(|id| {
+                let index = (*id - 1) as usize;
+                format!(
+                    "{{id={id},address=\"{}\",replication_address=\"{}\"}}",
+                    addresses[index],
+                    addresses[NODES as usize + index]
+                )
+            })
+            .collect();
+        let roster = format!("[{}]", roster.join(","));
+        let nodes = ids
+            .iter()
+            .map(|id| {
+                let address = addresses[(*id - 1) as usize];
+                let path = |file: std::path::PathBuf| file.display().to_string();
+                let daemon = TestDaemon::builder()
+                    .listen(&address.to_string())
+                    .log_level(Some("info"))
+                    .env("IGGY_ROOT_USERNAME", ROOT_USERNAME)
+                    .env("IGGY_ROOT_PASSWORD", ROOT_PASSWORD)
+                    .env("IGGYD_SHARDING__CPU_ALLOCATION", "1")
+                    .env("IGGYD_CLUSTER__ENABLED", "true")
+                    .env("IGGYD_CLUSTER__NAME", "compat")
+                    .env("IGGYD_CLUSTER__NODE_ID", &id.to_string())
+                    .env("IGGYD_CLUSTER__NODES", &roster)
+                    .env("IGGYD_CLUSTER__ELECTION_TIMEOUT", "500ms")
+                    .env("IGGYD_CLUSTER__HEARTBEAT_INTERVAL", "100ms")
+                    .env(
+                        "IGGYD_CLUSTER__TLS__CA_FILE",
+                        &path(iggyd_peer::ClusterCerts::ca_file(certs.path())),
+                    )
+                    .env(
+                        "IGGYD_CLUSTER__TLS__CERT_FILE",
+                        &path(iggyd_peer::ClusterCerts::cert_file(certs.path(), *id)),
+                    )
+                    .env(
+                        "IGGYD_CLUSTER__TLS__KEY_FILE",
+                        &path(iggyd_peer::ClusterCerts::key_file(certs.path(), *id)),
+                    )
+                    .spawn();
+                (*id, address, daemon)
+            })
+            .collect();
+        Cluster {
+            nodes,
+            _certs: certs,
+        }
+    }
+
+    fn node(&mut self, id: u64) -> &mut TestDaemon {
+        &mut self
+            .nodes
+            .iter_mut()
+            .find(|(node, _, _)| *node == id)
+            .expect("a node")
+            .2
+    }
+
+    fn address(&self, id: u64) -> SocketAddr {
+        self.nodes
+            .iter()
+            .find(|(node, _, _)| *node == id)
+            .expect("a node")
+            .1
+    }
+
+    fn id_of(&self, address: &str) -> Option<u64> {
+        self.nodes
+            .iter()
+            .find(|(_, node, _)| node.to_string() == address)
+            .map(|(id, _, _)| *id)
+    }
+}
+
+/// The node the roster (as `client` reads it) names Leader + Healthy.
+async fn leader(cluster: &Cluster, client: &IggyClient) -> Option<u64> {
+    let metadata = client.get_cluster_metadata().await.ok()?;
+    assert_eq!(metadata.nodes.len(), NODES as usize, "the full roster");
+    let leaders: Vec<&ClusterNode> = metadata
+        .nodes
+        .iter()
+        .filter(|node| node.role == ClusterNodeRole::Leader)
+        .collect();
+    assert!(leaders.len() <= 1, "one leader at most: {metadata:?}");
+    let node = leaders.first()?;
+    cluster.id_of(&format!("{}:{}", node.ip, node.endpoints.tcp))
+}
+
+/// A client of the cluster that dialed `id` (it moves to the leader).
+async fn client_of(cluster: &Cluster, id: u64) -> IggyClient {
+    let client = IggyClient::from_connection_string(&format!(
+        "iggy://{ROOT_USERNAME}:{ROOT_PASSWORD}@{}",
+        cluster.address(id)
+    ))
+    .expect("connection string");
+    client.connect().await.expect("connect");
+    client
+}
+
+/// Waits for a leader, one of `up`, that every node of `up` names.
+async fn agreed_leader(cluster: &Cluster, up: &[u64]) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut seen = BTreeSet::new();
+        for id in up {
+            let client = IggyClient::builder()
+                .with_tcp()
+                .with_server_address(cluster.address(*id).to_string())
+                .build()
+                .expect("client");
+            if client.connect().await.is_ok()
+                && client
+                    .login_user(ROOT_USERNAME, ROOT_PASSWORD)
+                    .await
+                    .is_ok()
+            {
+                seen.insert(leader(cluster, &client).await);
+            }
+        }
+        // A follower names a stopped leader until its election timeout
+        // passes: only a leader that is up counts.
+        if seen.len() == 1
+            && let Some(Some(leader)) = seen.first()
+            && up.contains(leader)
+        {
+            return *leader;
+        }
+        assert!(Instant::now() < deadline, "no agreed leader: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every message of every partition, as payloads, polled from whichever
+/// node leads.
+async fn everything(client: &IggyClient) -> Vec<(u32, Vec<String>)> {
+    let mut all = Vec::new();
+    for partition in 0..PARTITIONS {
+        let mut payloads_of = Vec::new();
+        let mut offset = 0;
+        loop {
+            let polled = client
+                .poll_messages(
+                    &named(STREAM),
+                    &named(TOPIC),
+                    Some(partition),
+                    &Consumer::new(named("checker")),
+                    &PollingStrategy::offset(offset),
+                    1_000,
+                    false,
+                )
+                .await
+                .expect("poll");
+            if polled.messages.is_empty() {
+                break;
+            }
+            for (expected, got) in (offset..).zip(offsets(&polled)) {
+                assert_eq!(got, expected, "dense offsets in partition {partition}");
+            }
+            offset += polled.messages.len() as u64;
+            payloads_of.extend(payloads(&polled));
+        }
+        all.push((partition, payloads_of));
+    }
+    all
+}
+
+fn assert_holds_every_acknowledged(
+    all: &[(u32, Vec<String>)],
+    acknowledged: &BTreeSet<String>,
+    who: &str,
+) {
+    let held: BTreeSet<&str> = all
+        .iter()
+        .flat_map(|(_, payloads)| payloads.iter().map(String::as_str))
+        .collect();
+    let missing: Vec<&String> = acknowledged
+        .iter()
+        .filter(|payload| !held.contains(payload.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{who}: {} of {} acknowledged messages missing, first {:?}",
+        missing.len(),
+        acknowledged.len(),
+        missing.first()
+    );
+}
+
+// Proves the cluster keeps an acknowledged message through the loss of its
+// leader, with the official SDK unmodified: the client dials a follower and
+// is sent to the leader, the leader is SIGKILLed mid-stream, sends go on
+// through the new leader (a send that fails is retried, as an application
+// would), the killed node rejoins and catches up, and then each node in
+// turn serves every acknowledged message as the leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_node_cluster_keeps_every_acknowledged_message_through_losing_its_leader() {
+    let mut cluster = Cluster::start();
+    let first = agreed_leader(&cluster, &[1, 2, 3]).await;
+    let dial = if first == 1 { 2 } else { 1 };
+    let client = client_of(&cluster, dial).await;
+    client
+        .create_stream(STREAM)
+        .await
+        .expect("create the stream through a follower");
+    client
+        .create_topic(&named(STREAM), TOPIC, &topic_options(PARTITIONS))
+        .await
+        .expect("create the topic");
+
+    let mut acknowledged = BTreeSet::new();
+    let mut failed_sends = 0u32;
+    let mut killed = None;
+    for batch in 0..BATCHES {
+        if batch == KILL_AT {
+            let leader = agreed_leader(&cluster, &[1, 2, 3]).await;
+            cluster.node(leader).kill();
+            killed = Some(leader);
+        }
+        let partition = (batch % u64::from(PARTITIONS)) as u32;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut batch_messages = messages(&format!("b{batch}-"), 0, PER_BATCH);
+            match client
+                .send_messages(
+                    &named(STREAM),
+                    &named(TOPIC),
+                    &Partitioning::partition_id(partition),
+                    &mut batch_messages,
+                )
+                .await
+            {
+                Ok(_) => {
+                    for message in &batch_messages {
+                        acknowledged.insert(String::from_utf8_lossy(&message.payload).into_owned());
+                    }
+                    break;
+                }
+                Err(error) => {
+                    failed_sends += 1;
+                    assert!(
+                        Instant::now() < deadline,
+                        "batch {batch} not accepted within 60 s: {error}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    let killed = killed.expect("the leader was killed");
+    assert_eq!(acknowledged.len() as u64, BATCHES * PER_BATCH);
+    eprintln!(
+        "cluster: {} messages acknowledged, {failed_sends} sends failed and were retried, node {killed} killed",
+        acknowledged.len()
+    );
+    let survivors: Vec<u64> = (1..=NODES).filter(|id| *id != killed).collect();
+    let second = agreed_leader(&cluster, &survivors).await;
+    eprintln!("cluster: node {second} leads after the failover");
+    assert_ne!(second, killed);
+    assert_holds_every_acknowledged(
+        &everything(&client).await,
+        &acknowledged,
+        &format!("node {second} after the failover"),
+    );
+
+    // The killed node rejoins; then, stopping the leader each round (and
+    // restarting the one stopped the round before), every node gets to
+    // lead and serve every acknowledged message. Which of the two left
+    // wins is the election's choice, so rounds repeat until each has led
+    // (each round about one in two).
+    cluster.node(killed).restart();
+    let mut led = BTreeSet::new();
+    let mut stopped: Option<u64> = None;
+    for round in 1.. {
+        let up: Vec<u64> = (1..=NODES).filter(|id| Some(*id) != stopped).collect();
+        let leader = agreed_leader(&cluster, &up).await;
+        eprintln!("cluster: round {round}: node {leader} leads, {stopped:?} stopped");
+        let reader = client_of(&cluster, leader).await;
+        let all = everything(&reader).await;
+        assert_holds_every_acknowledged(&all, &acknowledged, &format!("node {leader} leading"));
+        led.insert(leader);
+        if led.len() == NODES as usize {
+            eprintln!(
+                "cluster: every node served every acknowledged message as leader ({round} rounds)"
+            );
+            break;
+        }
+        assert!(round < 16, "only {led:?} led in {round} rounds");
+        if let Some(node) = stopped.take() {
+            cluster.node(node).restart();
+        }
+        cluster.node(leader).kill();
+        stopped = Some(leader);
+    }
+}
