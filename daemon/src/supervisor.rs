@@ -533,6 +533,7 @@ fn start_net(
             .cluster
             .as_ref()
             .map(|cluster| cluster.node.roster.clone()),
+        live_sessions: Default::default(),
     })
 }
 

@@ -341,3 +341,86 @@ async fn a_three_node_cluster_keeps_every_acknowledged_message_through_losing_it
         stopped = Some(leader);
     }
 }
+
+/// An auto-commit poll of `consumer` for up to `count` messages of
+/// partition 0 from where it left off: its payloads.
+async fn poll_next(client: &IggyClient, consumer: &Consumer, count: u32) -> Vec<String> {
+    let polled = client
+        .poll_messages(
+            &named(STREAM),
+            &named(TOPIC),
+            Some(0),
+            consumer,
+            &PollingStrategy::next(),
+            count,
+            true,
+        )
+        .await
+        .expect("an auto-commit poll");
+    payloads(&polled)
+}
+
+// Proves what a client that sees more than one node needs beyond plain
+// requests: its auto-commit polls and offset writes travel the SDK's routed
+// path (the route asked with 103/123, a data connection attached with 14,
+// the poll sent as 104 and the offset write on the data connection), for a
+// standalone consumer and a consumer-group member alike, and what they
+// commit is what the next poll continues from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_commit_polls_and_offset_writes_take_the_routed_path_on_a_cluster() {
+    let cluster = Cluster::start();
+    let first = agreed_leader(&cluster, &[1, 2, 3]).await;
+    let client = client_of(&cluster, first).await;
+    client.create_stream(STREAM).await.expect("stream");
+    client
+        .create_topic(&named(STREAM), TOPIC, &topic_options(1))
+        .await
+        .expect("topic");
+    send_to(&client, STREAM, TOPIC, 0, messages("m", 0, 12)).await;
+
+    let standalone = Consumer::new(named("reader"));
+    assert_eq!(
+        poll_next(&client, &standalone, 4).await,
+        ["m-0", "m-1", "m-2", "m-3"]
+    );
+    assert_eq!(
+        poll_next(&client, &standalone, 4).await,
+        ["m-4", "m-5", "m-6", "m-7"]
+    );
+    client
+        .store_consumer_offset(&standalone, &named(STREAM), &named(TOPIC), Some(0), 9)
+        .await
+        .expect("a routed offset write");
+    let stored = client
+        .get_consumer_offset(&standalone, &named(STREAM), &named(TOPIC), Some(0))
+        .await
+        .expect("read the offset")
+        .expect("an offset");
+    assert_eq!(stored.stored_offset, 9);
+    assert_eq!(poll_next(&client, &standalone, 4).await, ["m-10", "m-11"]);
+
+    client
+        .create_consumer_group(&named(STREAM), &named(TOPIC), "workers")
+        .await
+        .expect("group");
+    client
+        .join_consumer_group(&named(STREAM), &named(TOPIC), &named("workers"))
+        .await
+        .expect("join");
+    let member = Consumer::group(named("workers"));
+    assert_eq!(
+        poll_next(&client, &member, 5).await,
+        ["m-0", "m-1", "m-2", "m-3", "m-4"]
+    );
+    assert_eq!(
+        poll_next(&client, &member, 5).await,
+        ["m-5", "m-6", "m-7", "m-8", "m-9"]
+    );
+    // The routed path opened a data connection of its own: the leader
+    // sees two logged-in clients where plain requests would leave one.
+    let clients = client.get_clients().await.expect("clients");
+    assert!(
+        clients.iter().filter(|info| info.user_id.is_some()).count() >= 2,
+        "a routed data connection: {clients:?}"
+    );
+}

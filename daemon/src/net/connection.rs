@@ -108,6 +108,7 @@ pub async fn serve(
     count_end(&context, &session, &end);
     tracing::debug!(shard = context.shard, client_id, %peer, %end, "connection closed");
     // A disconnect counts as a logout: leave every consumer group.
+    context.net.session_gone(session.number());
     handler::session_ended(&context, &mut session).await;
     context.unregister_client(client_id);
     drop(ticket);

@@ -72,6 +72,38 @@ pub struct Net {
     /// A cluster node: the nodes clients are shown and who leads (clients
     /// are sent to the leader).
     pub cluster: Option<Arc<crate::cluster::node::ClusterRoster>>,
+    /// A cluster node: the logged-in sessions of every shard (session
+    /// number → user id), which routed data connections attach to.
+    pub live_sessions: Arc<std::sync::Mutex<std::collections::HashMap<u64, u32>>>,
+}
+
+impl Net {
+    /// Remembers a logged-in session (cluster nodes only).
+    pub fn session_started(&self, session: u64, user_id: u32) {
+        if self.cluster.is_some()
+            && let Ok(mut live) = self.live_sessions.lock()
+        {
+            live.insert(session, user_id);
+        }
+    }
+
+    /// Forgets a session that logged out or closed.
+    pub fn session_gone(&self, session: u64) {
+        if self.cluster.is_some()
+            && session != 0
+            && let Ok(mut live) = self.live_sessions.lock()
+        {
+            live.remove(&session);
+        }
+    }
+
+    /// The user of live session `session`.
+    pub fn session_user(&self, session: u64) -> Option<u32> {
+        self.live_sessions
+            .lock()
+            .ok()
+            .and_then(|live| live.get(&session).copied())
+    }
 }
 
 impl Net {
@@ -128,6 +160,7 @@ impl Net {
                 .map(|_| reply_budget::ReplyBudget::new(crate::limits::POLL_REPLY_BYTES_IN_FLIGHT))
                 .collect(),
             cluster: None,
+            live_sessions: Default::default(),
             limits: ConnectionLimits {
                 login_frame_bytes_max: crate::limits::LOGIN_FRAME_BYTES_MAX as usize,
                 login_timeout: crate::limits::LOGIN_TIMEOUT,

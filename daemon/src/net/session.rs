@@ -67,6 +67,9 @@ pub struct Session {
     /// Set by a handler whose reply is the last (too many failed logins):
     /// the connection writes it, then closes.
     pub close_after_reply: bool,
+    /// A routed data connection of a cluster node (code 14): the session
+    /// number it acts for in consumer groups.
+    pub acting_for: Option<u64>,
 }
 
 impl Session {
@@ -83,6 +86,7 @@ impl Session {
             failed_logins: 0,
             settled_at: None,
             close_after_reply: false,
+            acting_for: None,
         }
     }
 

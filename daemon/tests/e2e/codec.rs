@@ -186,6 +186,11 @@ fn samples(batch: &[u8]) -> Vec<Command<'_>> {
         Command::ClusterRouting {
             code: CommandCode::GetPollRouting,
         },
+        Command::AttachConsumerSession {
+            client: 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10,
+            session: 42,
+            watermark: 7,
+        },
         iggy_login(),
         Command::Register(Register {
             version: VERSION,
@@ -503,10 +508,20 @@ fn dispatch_errors() {
             WireAction::Close
         );
     }
-    for code in [14, 103, 104, 123] {
+    for code in [103, 123] {
         let command = Command::decode(&op2(code), &[1, 2, 3]).unwrap();
         assert!(matches!(command, Command::ClusterRouting { .. }));
     }
+    // 14 carries 32 bytes; 104 is a poll's body.
+    let attach: Vec<u8> = (1..=32).collect();
+    assert!(matches!(
+        Command::decode(&op2(14), &attach).unwrap(),
+        Command::AttachConsumerSession { session, watermark, .. }
+            if session == u64::from_le_bytes([17, 18, 19, 20, 21, 22, 23, 24])
+                && watermark == u64::from_le_bytes([25, 26, 27, 28, 29, 30, 31, 32])
+    ));
+    assert!(Command::decode(&op2(14), &attach[..31]).is_err());
+    assert!(Command::decode(&op2(104), &[1, 2, 3]).is_err());
     // Trailing bytes after an empty-bodied command are malformed.
     assert_eq!(
         Command::decode(&op2(1), &[0])

@@ -104,6 +104,11 @@ pub fn request_of(command: &Command<'_>) -> Request {
         Command::GetClient { client_id } => Request::get_client(*client_id),
         Command::GetClients => Request::get_clients(),
         Command::ClusterRouting { code } => Request::cluster_routing(*code as u32),
+        Command::AttachConsumerSession {
+            client,
+            session,
+            watermark,
+        } => Request::attach_consumer_session(*client, *session, *watermark),
         Command::Register(register) => {
             let version = Version {
                 protocol_version: register.version.protocol_version,

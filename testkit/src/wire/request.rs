@@ -316,6 +316,16 @@ impl Request {
     pub fn cluster_routing(code: u32) -> Request {
         Request::query(code, Body::new())
     }
+    /// AttachConsumerSession (code 14): `[client u128][session u64][watermark u64]`.
+    pub fn attach_consumer_session(client: u128, session: u64, watermark: u64) -> Request {
+        Request::query(
+            14,
+            Body::new()
+                .bytes(&client.to_le_bytes())
+                .u64(session)
+                .u64(watermark),
+        )
+    }
 
     // Login and users (§6.2–§6.4).
 

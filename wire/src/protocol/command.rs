@@ -130,9 +130,17 @@ pub enum Command<'a> {
     GetClient { client_id: u32 },
     /// 22, empty body.
     GetClients,
-    /// 14, 103, 104, 123 (§6.11): bodies are not decoded; a single node
-    /// answers status 3 (InvalidCommand).
+    /// 103, 123 (§6.11): which node serves a partition's auto-commit polls
+    /// and offset writes; bodies are not decoded (a single node is never
+    /// asked, and answers status 3).
     ClusterRouting { code: CommandCode },
+    /// 14: a routed data connection acts for the session that asked 103 or
+    /// 123 (its client id and session number, as that answer gave them).
+    AttachConsumerSession {
+        client: u128,
+        session: u64,
+        watermark: u64,
+    },
     /// Op 1 (codes 40 / 45).
     Register(Register<'a>),
     /// Op 3 (code 39), empty body.
@@ -345,6 +353,7 @@ impl<'a> Command<'a> {
             Self::GetClient { .. } => C::GetClient,
             Self::GetClients => C::GetClients,
             Self::ClusterRouting { code } => *code,
+            Self::AttachConsumerSession { .. } => C::AttachConsumerSession,
             Self::Register(register) if register.password.is_some() => C::LoginRegister,
             Self::Register(_) => C::LoginRegisterWithPersonalAccessToken,
             Self::Logout => C::LogoutUser,
@@ -609,11 +618,14 @@ fn decode_body(code: CommandCode, body: &[u8]) -> Result<Command<'_>, WireError>
             client_id: reader.u32("client id")?,
         },
         C::GetClients => Command::GetClients,
-        C::AttachConsumerSession
-        | C::GetPollRouting
-        | C::PollMessagesOnPrimary
-        | C::GetConsumerOffsetRouting => {
-            // Not decoded: the answer is status 3 whatever the body says.
+        C::AttachConsumerSession => Command::AttachConsumerSession {
+            client: reader.u128("parent client id")?,
+            session: reader.u64("parent session")?,
+            watermark: reader.u64("metadata watermark")?,
+        },
+        C::GetPollRouting | C::GetConsumerOffsetRouting => {
+            // The answer names the node that serves the partition, which
+            // is the one asked (the leader): the body is not needed.
             reader.rest();
             Command::ClusterRouting { code }
         }
@@ -693,7 +705,9 @@ fn decode_body(code: CommandCode, body: &[u8]) -> Result<Command<'_>, WireError>
         C::DeletePersonalAccessToken => Command::DeletePersonalAccessToken {
             name: reader.name("token name")?,
         },
-        C::PollMessages => {
+        // 104 is a poll sent on a routed data connection (§6.11): the
+        // same body, answered the same way.
+        C::PollMessages | C::PollMessagesOnPrimary => {
             let consumer = Consumer::decode(reader)?;
             let (stream, topic) = stream_topic(reader)?;
             let partition_id = OptionalPartition::decode(reader)?;

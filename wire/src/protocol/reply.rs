@@ -634,15 +634,22 @@ pub fn encode_cluster_metadata(out: &mut Vec<u8>, cluster_name: &str, nodes: &[C
     put_u32_str(out, cluster_name);
     out.put_u32(count_u32(nodes.len()));
     for node in nodes {
-        put_u32_str(out, node.name);
-        put_u32_str(out, node.ip);
-        out.put_u16(node.tcp_port);
-        out.put_u16(node.quic_port);
-        out.put_u16(node.http_port);
-        out.put_u16(node.websocket_port);
-        out.put_u8(node.role as u8);
-        out.put_u8(node.status as u8);
+        encode_cluster_node(out, node);
     }
+}
+
+/// One node entry, as code 12 lists them and the routing answers of codes
+/// 103 and 123 end with: `[name_len u32][name][ip_len u32][ip][tcp u16]
+/// [quic u16][http u16][websocket u16][role u8][status u8]`.
+pub fn encode_cluster_node(out: &mut Vec<u8>, node: &ClusterNode<'_>) {
+    put_u32_str(out, node.name);
+    put_u32_str(out, node.ip);
+    out.put_u16(node.tcp_port);
+    out.put_u16(node.quic_port);
+    out.put_u16(node.http_port);
+    out.put_u16(node.websocket_port);
+    out.put_u8(node.role as u8);
+    out.put_u8(node.status as u8);
 }
 
 /// Login reply payload (after the result section added by `encode_reply`):

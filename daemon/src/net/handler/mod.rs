@@ -345,9 +345,18 @@ pub async fn handle(
     match command {
         Command::Ping => return replier.empty(),
         Command::Register(register) => {
-            return users::login(context, session, header, &register, commit).await;
+            let previous = session.number();
+            let outcome = users::login(context, session, header, &register, commit).await;
+            if session.number() != previous {
+                context.net.session_gone(previous);
+                if let Some(user_id) = session.user_id() {
+                    context.net.session_started(session.number(), user_id);
+                }
+            }
+            return outcome;
         }
         Command::Logout => {
+            context.net.session_gone(session.number());
             session_ended(context, session).await;
             let replier = Replier {
                 header,
@@ -396,7 +405,8 @@ async fn dispatch(
         C::GetMe => system::me(request).await,
         C::GetClient { client_id } => system::client(request, principal, client_id).await,
         C::GetClients => system::clients(request, principal).await,
-        C::ClusterRouting { .. } => Ok(request.replier.status(Status::InvalidCommand)),
+        C::ClusterRouting { .. } => system::partition_routing(request),
+        C::AttachConsumerSession { session, .. } => system::attach(request, session),
         C::GetUser { user } => users::get_user(request, principal, user),
         C::GetUsers => users::get_users(request, principal),
         command @ (C::CreateUser { .. }
@@ -464,7 +474,8 @@ pub(crate) fn named_topic<'v>(
 /// The session as a consumer-group member: keyed by its session number, so
 /// a logout or disconnect ends the membership.
 pub(crate) fn member_key(session: &Session) -> MemberKey {
-    MemberKey(u128::from(session.number()))
+    // A routed data connection is its parent session in consumer groups.
+    MemberKey(u128::from(session.acting_for.unwrap_or(session.number())))
 }
 
 /// Turn a request into a metadata command on this shard (time, hashes and

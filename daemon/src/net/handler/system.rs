@@ -16,8 +16,8 @@ use iggyd_wire::protocol::codes::Status;
 use iggyd_wire::protocol::command::OptionScope;
 use iggyd_wire::protocol::reply::{
     ClientGroup, ClientInfo, ClusterNode, NodeRole, OptionDescription, Stats, Transport,
-    encode_client, encode_client_details, encode_cluster_metadata, encode_option_descriptions,
-    encode_stats,
+    encode_client, encode_client_details, encode_cluster_metadata, encode_cluster_node,
+    encode_option_descriptions, encode_stats,
 };
 
 /// Every connection of every shard.
@@ -185,6 +185,46 @@ pub(crate) fn cluster_metadata(request: &mut Request_<'_>) -> Handled<Outcome> {
         }
     }
     Ok(request.replier.ok(&out))
+}
+
+/// Codes 103 and 123 (§6.11): which node serves a partition's auto-commit
+/// polls and offset writes, for a client that sees more than one node. The
+/// answer is the asking session's own client id and number (the data
+/// connection attaches to them with code 14), the metadata watermark, and
+/// this node (the leader the client is on: it serves every partition,
+/// forwarding writes to each partition's own leader). One node is never
+/// asked: status 3 there.
+pub(crate) fn partition_routing(request: &mut Request_<'_>) -> Handled<Outcome> {
+    let Some(cluster) = &request.context.net.cluster else {
+        return Ok(request.replier.status(Status::InvalidCommand));
+    };
+    let Some(here) = cluster.nodes.iter().find(|node| node.id == cluster.node_id) else {
+        return Ok(request.replier.status(Status::FeatureUnavailable));
+    };
+    let client = request.session.login.map_or(0, |login| login.client);
+    let mut out = Vec::with_capacity(96);
+    out.extend_from_slice(&client.to_le_bytes());
+    out.extend_from_slice(&request.session.number().to_le_bytes());
+    out.extend_from_slice(&request.session.commit.to_le_bytes());
+    let ip = here.address.ip().to_string();
+    let node = ClusterNode::tcp_leader(&here.name, &ip, here.address.port());
+    encode_cluster_node(&mut out, &node);
+    Ok(request.replier.ok(&out))
+}
+
+/// Code 14 (§6.11): a routed data connection acts, in consumer groups, for
+/// the live session `parent` of the same user; anything else is a stale
+/// client to the SDK (it asks for the route again).
+pub(crate) fn attach(request: &mut Request_<'_>, parent: u64) -> Handled<Outcome> {
+    if request.context.net.cluster.is_none() {
+        return Ok(request.replier.status(Status::InvalidCommand));
+    }
+    let user = request.session.user_id();
+    if user.is_none() || request.context.net.session_user(parent) != user {
+        return Ok(request.replier.status(Status::StaleClient));
+    }
+    request.session.acting_for = Some(parent);
+    Ok(request.replier.empty())
 }
 
 /// What each topic option means, for DescribeOptions.
