@@ -57,16 +57,55 @@ pub struct ClusterRoster {
     pub nodes: Vec<RosterNode>,
     /// The metadata group's leader as this node last heard (0: none).
     leader: AtomicU64,
+    /// When a node last called this one on the metadata group (ms since
+    /// `since`), and which: a leader heartbeats its followers.
+    heard_at_ms: AtomicU64,
+    heard_from: AtomicU64,
+    since: std::time::Instant,
+    /// A leader silent this long is not shown as one: it is likely gone,
+    /// and a client sent there would only fail to connect.
+    silent_after: Duration,
 }
 
 impl ClusterRoster {
-    pub fn new(name: String, node_id: u64, nodes: Vec<RosterNode>) -> ClusterRoster {
+    pub fn new(
+        name: String,
+        node_id: u64,
+        nodes: Vec<RosterNode>,
+        silent_after: Duration,
+    ) -> ClusterRoster {
         ClusterRoster {
             name,
             node_id,
             nodes,
             leader: AtomicU64::new(0),
+            heard_at_ms: AtomicU64::new(0),
+            heard_from: AtomicU64::new(0),
+            since: std::time::Instant::now(),
+            silent_after,
         }
+    }
+
+    /// Node `node` called this one on the metadata group just now.
+    pub fn heard_from(&self, node: u64) {
+        let now = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.heard_from.store(node, Ordering::Release);
+        self.heard_at_ms.store(now, Ordering::Release);
+    }
+
+    /// The leader to show clients: this node when it leads, another node
+    /// while it is heard from, none while it is silent (clients then wait
+    /// for the election instead of being sent to a node that is gone).
+    pub fn live_leader(&self) -> Option<u64> {
+        let leader = self.leader()?;
+        if leader == self.node_id {
+            return Some(leader);
+        }
+        let now = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let silent_ms = now.saturating_sub(self.heard_at_ms.load(Ordering::Acquire));
+        let heard = self.heard_from.load(Ordering::Acquire) == leader
+            && u128::from(silent_ms) <= self.silent_after.as_millis();
+        heard.then_some(leader)
     }
 
     /// The metadata group's leader, when there is one.
@@ -108,6 +147,10 @@ impl std::fmt::Debug for NodeSetup {
             .finish_non_exhaustive()
     }
 }
+
+/// Heartbeat intervals without a call from the metadata leader after which
+/// a follower stops showing it to clients as the leader.
+const LEADER_SILENT_HEARTBEATS: u32 = 3;
 
 /// Entries one AppendEntries call carries at most: with batches of up to
 /// a few MiB each, a call stays well inside the peer frame limit.
@@ -171,6 +214,7 @@ impl NodeSetup {
                     address: node.address,
                 })
                 .collect(),
+            config.heartbeat_interval * LEADER_SILENT_HEARTBEATS,
         );
         let limits = PeerLimits::default()
             .validate()
@@ -217,13 +261,14 @@ fn start_shard(
     let transport = PeerTransport::new(&setup, wire_shard, counters.clone());
     let apply = (shard == 0).then(|| apply_through_mesh(&context));
     let cluster = Rc::new(
-        ShardCluster::new(setup.settings.clone(), transport, apply).with_roster(setup.roster),
+        ShardCluster::new(setup.settings.clone(), transport, apply)
+            .with_roster(setup.roster.clone()),
     );
     let listener = monoio::net::TcpListener::from_std(listener)
         .map_err(|error| format!("the replication listener: {error}"))?;
     let (stop, signal) = iggyd_peer::stop_signal();
     cluster.keep_until_stopped(stop);
-    let handler = route_to_owner(context);
+    let handler = route_to_owner(context, setup.roster.clone());
     monoio::spawn(iggyd_peer::serve(
         listener,
         setup.tls,
@@ -286,7 +331,7 @@ fn owner_of(context: &ShardContext, owners: &RefCell<Owners>, channel: u64) -> O
 /// that owns its group (this one's included, so calls and the shard's own
 /// work are ordered alike); a group no shard owns yet is answered as
 /// missing (the caller retries).
-fn route_to_owner(context: Rc<ShardContext>) -> PeerHandler {
+fn route_to_owner(context: Rc<ShardContext>, roster: Arc<ClusterRoster>) -> PeerHandler {
     let owners = Rc::new(RefCell::new(Owners {
         version: u64::MAX,
         owners: HashMap::new(),
@@ -294,6 +339,9 @@ fn route_to_owner(context: Rc<ShardContext>) -> PeerHandler {
     Rc::new(move |request: PeerRequest| {
         let context = context.clone();
         let owners = owners.clone();
+        if request.channel == METADATA_CHANNEL {
+            roster.heard_from(request.node_id);
+        }
         Box::pin(async move {
             let PeerRequest { channel, body, .. } = request;
             let Some(owner) = owner_of(&context, &owners, channel) else {

@@ -312,7 +312,7 @@ fn elsewhere(
     {
         return None;
     }
-    let status = match cluster.leader() {
+    let status = match cluster.live_leader() {
         Some(_) => Status::TransientNotAccepted,
         None => Status::TransientNotCommitted,
     };

@@ -162,7 +162,7 @@ pub(crate) fn cluster_metadata(request: &mut Request_<'_>) -> Handled<Outcome> {
             encode_cluster_metadata(&mut out, "single-node", &roster);
         }
         Some(cluster) => {
-            let leader = cluster.leader();
+            let leader = cluster.live_leader();
             let ips: Vec<String> = cluster
                 .nodes
                 .iter()
