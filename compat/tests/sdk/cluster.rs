@@ -375,6 +375,18 @@ async fn a_three_node_cluster_keeps_every_acknowledged_message_through_losing_it
     }
 }
 
+/// A client on the leader, and the stream with a one-partition topic.
+async fn leader_client_with_topic(cluster: &Cluster) -> IggyClient {
+    let first = agreed_leader(cluster, &[1, 2, 3]).await;
+    let client = client_of(cluster, first).await;
+    client.create_stream(STREAM).await.expect("stream");
+    client
+        .create_topic(&named(STREAM), TOPIC, &topic_options(1))
+        .await
+        .expect("topic");
+    client
+}
+
 /// An auto-commit poll of `consumer` for up to `count` messages of
 /// partition 0 from where it left off: its payloads.
 async fn poll_next(client: &IggyClient, consumer: &Consumer, count: u32) -> Vec<String> {
@@ -402,13 +414,7 @@ async fn poll_next(client: &IggyClient, consumer: &Consumer, count: u32) -> Vec<
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_commit_polls_and_offset_writes_take_the_routed_path_on_a_cluster() {
     let cluster = Cluster::start();
-    let first = agreed_leader(&cluster, &[1, 2, 3]).await;
-    let client = client_of(&cluster, first).await;
-    client.create_stream(STREAM).await.expect("stream");
-    client
-        .create_topic(&named(STREAM), TOPIC, &topic_options(1))
-        .await
-        .expect("topic");
+    let client = leader_client_with_topic(&cluster).await;
     send_to(&client, STREAM, TOPIC, 0, messages("m", 0, 12)).await;
 
     let standalone = Consumer::new(named("reader"));
@@ -473,13 +479,7 @@ async fn failover_time() {
     let timing = std::env::var("IGGYD_FAILOVER_TIMING").ok();
     let timing = timing.as_deref().and_then(|timing| timing.split_once(','));
     let mut cluster = Cluster::start_timed(timing);
-    let first = agreed_leader(&cluster, &[1, 2, 3]).await;
-    let client = client_of(&cluster, first).await;
-    client.create_stream(STREAM).await.expect("stream");
-    client
-        .create_topic(&named(STREAM), TOPIC, &topic_options(1))
-        .await
-        .expect("topic");
+    let client = leader_client_with_topic(&cluster).await;
     let mut times = Vec::new();
     for round in 0..KILLS {
         let leader = agreed_leader(&cluster, &[1, 2, 3]).await;
