@@ -405,6 +405,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
     systemd::ready(&headline);
 
     let mut status = StatusLine::new(headline, launch.data_dir.clone(), launch.default_durability);
+    status.cluster = net.cluster.clone();
     let mut watchdog = Watchdog::from_env(&heartbeats);
     if let Some(watchdog) = &watchdog {
         heartbeats.publish_watchdog(watchdog.interval.as_millis() as u64, None);
@@ -559,6 +560,8 @@ struct StatusLine {
     last: ShardCounters,
     /// A watchdog problem overrides the summary until it clears.
     alarm: Option<String>,
+    /// A cluster node: its role is part of the summary.
+    cluster: Option<Arc<crate::cluster::node::ClusterRoster>>,
 }
 
 impl StatusLine {
@@ -570,6 +573,7 @@ impl StatusLine {
             last_at: Instant::now(),
             last: ShardCounters::default(),
             alarm: None,
+            cluster: None,
         }
     }
 
@@ -600,10 +604,29 @@ impl StatusLine {
             }
             Err(_) => "disk unknown".to_string(),
         };
+        let role = match &self.cluster {
+            None => String::new(),
+            Some(cluster) => match cluster.live_leader() {
+                Some(leader) if leader == cluster.node_id => {
+                    format!(
+                        " · cluster {} node {}: leader",
+                        cluster.name, cluster.node_id
+                    )
+                }
+                Some(leader) => format!(
+                    " · cluster {} node {}: follower of node {leader}",
+                    cluster.name, cluster.node_id
+                ),
+                None => format!(
+                    " · cluster {} node {}: no leader (electing)",
+                    cluster.name, cluster.node_id
+                ),
+            },
+        };
         let line = match &self.alarm {
             Some(alarm) => alarm.clone(),
             None => format!(
-                "{} · {} connections · in {messages_in:.0} msg/s · out {messages_out:.0} msg/s · {queued} queued · durability {} · {disk}",
+                "{}{role} · {} connections · in {messages_in:.0} msg/s · out {messages_out:.0} msg/s · {queued} queued · durability {} · {disk}",
                 self.headline,
                 total.connections,
                 self.durability.as_str()

@@ -455,6 +455,14 @@ async fn auto_commit_polls_and_offset_writes_take_the_routed_path_on_a_cluster()
         poll_next(&client, &member, 5).await,
         ["m-5", "m-6", "m-7", "m-8", "m-9"]
     );
+    // The node says its role in its live systemd status.
+    let mut cluster = cluster;
+    let leader = agreed_leader(&cluster, &[1, 2, 3]).await;
+    let status = cluster.node(leader).wait_notification(
+        &format!("cluster compat node {leader}: leader"),
+        Duration::from_secs(15),
+    );
+    assert!(status.contains("STATUS="), "{status}");
     // The routed path opened a data connection of its own: the leader
     // sees two logged-in clients where plain requests would leave one.
     let clients = client.get_clients().await.expect("clients");
