@@ -1,10 +1,11 @@
 //! Tests of the Raft log on the simulated disk: entries of every kind read
 //! back, dense message offsets with blank and membership entries between
 //! batches, truncation of an uncommitted tail (records, configurations and
-//! messages), the vote and purge point surviving a crash, replica appends
-//! refusing a batch that does not continue the log, and a seeded crash
-//! simulation (torn writes, lost unsynced writes) after which the entry
-//! table and the messages always agree and every synced entry is there.
+//! messages, and the last timestamp with them), the vote and purge point
+//! surviving a crash, replica appends refusing a batch that does not
+//! continue the log, and a seeded crash simulation (torn writes, lost
+//! unsynced writes) after which the entry table and the messages always
+//! agree and every synced entry is there.
 
 use super::*;
 use crate::partition_log::PartitionConfig;
@@ -163,6 +164,42 @@ fn truncation_drops_the_uncommitted_tail_and_appends_continue() {
             panic!("entry 3 is data");
         };
         assert_eq!(bytes, stamped(5, 2, 20).bytes());
+    });
+}
+
+// Proves a log whose tail was truncated stamps its next batch as a log
+// that never held the cut batches does: the clock's time, not the cut
+// batch's later one (truncation left the cut batch's timestamp as the
+// log's last, so a replica that cut an uncommitted tail could stamp an
+// entry differently from one that never had it).
+#[test]
+fn a_truncated_log_stamps_as_if_it_never_held_the_cut_batches() {
+    let io = SimIo::new(8);
+    let clock = SimClock::new(30);
+    let config = PartitionConfig::new(3, 8 * 1024).with_read_window(8 * 1024);
+    block_on(async {
+        let mut log = crate::partition_log::PartitionLog::open(
+            io.clone(),
+            Path::new(DIR),
+            config,
+            Rc::new(clock.clone()),
+            BufferPool::new(1 << 20),
+        )
+        .await
+        .unwrap();
+        assert_eq!(log.append(&stamped(0, 2, 0)).await.unwrap().timestamp, 30);
+        clock.set(40);
+        let cut = log.append(&stamped(2, 2, 0)).await.unwrap();
+        assert_eq!(cut.timestamp, 40);
+        log.write_pending().await.unwrap();
+        log.truncate_from(cut.base_offset).await.unwrap();
+        clock.set(35);
+        let next = log.append(&stamped(2, 1, 0)).await.unwrap();
+        assert_eq!(
+            (next.base_offset, next.timestamp),
+            (2, 35),
+            "stamped by the clock, not by the cut batch"
+        );
     });
 }
 
