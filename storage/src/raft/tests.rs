@@ -3,7 +3,8 @@
 //! batches, truncation of an uncommitted tail (records, configurations and
 //! messages, and the last timestamp with them), the vote and purge point
 //! surviving a crash, replica appends refusing a batch that does not
-//! continue the log, and a seeded crash simulation (torn writes, lost
+//! continue the log, timestamps that never go back (a proposer's clock
+//! behind the log's), and a seeded crash simulation (torn writes, lost
 //! unsynced writes) after which the entry table and the messages always
 //! agree and every synced entry is there.
 
@@ -117,6 +118,43 @@ fn appends_that_do_not_continue_the_log_are_refused() {
         );
         assert_eq!(log.last(), Some((1, 1)));
         assert_eq!(log.partition().next_offset(), 2);
+    });
+}
+
+// Proves a batch whose proposer's clock is behind the log's last batch (a
+// new leader's clock behind the old one's) is stored with the last batch's
+// timestamp, so timestamps never go back in the log, and that both
+// entries survive a power loss once synced (recovery cuts a log at a
+// batch older than the one before it: before the fix, entry 2 was lost
+// and the offsets with it).
+#[test]
+fn a_replicated_batch_never_takes_a_timestamp_older_than_the_last() {
+    let io = SimIo::new(2);
+    let (mut log, _) = open(&io);
+    block_on(async {
+        log.append(1, 1, EntryBody::Data(&stamped(0, 2, 20)))
+            .await
+            .unwrap();
+        log.append(2, 2, EntryBody::Data(&stamped(2, 1, 15)))
+            .await
+            .unwrap();
+        log.sync().await.unwrap();
+    });
+    io.crash();
+    let (log, recovery) = open(&io);
+    assert_eq!(recovery, RaftRecovery::default(), "nothing to repair");
+    assert_eq!(log.last(), Some((2, 2)));
+    assert_eq!(log.partition().next_offset(), 3);
+    block_on(async {
+        let StoredBody::Data(bytes) = log.get(2).await.unwrap().unwrap().body else {
+            panic!("entry 2 is data");
+        };
+        let header = BatchHeader::decode(&bytes).unwrap();
+        assert_eq!(
+            (header.base_offset, header.base_timestamp),
+            (2, 20),
+            "raised to the last batch's timestamp"
+        );
     });
 }
 
