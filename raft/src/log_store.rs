@@ -4,6 +4,9 @@
 //! the replication tasks reading entries and the core appending them take
 //! turns, never a borrow across an await.
 //!
+//! A data entry's batch takes the offsets where the log continues, whatever
+//! its proposer stamped (it cannot know them for sure), as over a backend.
+//!
 //! An append reports its entries flushed once they are fsynced (this step:
 //! every append is synced before the callback; the shard's commit phase
 //! will batch them). Truncation and purge follow openraft's contract: only
@@ -19,7 +22,7 @@ use futures_util::lock::Mutex;
 use iggyd_storage::StorageError;
 use iggyd_storage::io::StorageIo;
 use iggyd_storage::raft::{EntryBody, RaftLog, StoredBody};
-use iggyd_wire::batch::ValidBatch;
+use iggyd_wire::batch::{BatchHeader, ValidBatch, stamp};
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, RaftLogStorage};
 use openraft::{EntryPayload, LogState, RaftLogReader};
@@ -185,8 +188,19 @@ impl<I: StorageIo + Clone, C: PartitionTypes> RaftLogStorage<C> for LogStore<I, 
             match &entry.payload {
                 EntryPayload::Blank => log.append(index, term, EntryBody::Blank).await,
                 EntryPayload::Normal(Proposal(bytes)) => {
+                    // A proposal takes its offsets where the log continues
+                    // (its proposer's stamp is stale when another proposal
+                    // joined the log first), as the daemon's pump does.
+                    let mut bytes = bytes.clone();
+                    let next = log.partition().next_offset();
+                    let header = BatchHeader::decode(&bytes)
+                        .map_err(|error| invalid(format!("entry {index}: {error}")))?;
+                    if header.base_offset != next {
+                        stamp(&mut bytes, header.partition_id, next, header.base_timestamp)
+                            .map_err(|error| invalid(format!("entry {index}: {error}")))?;
+                    }
                     let len = bytes.len();
-                    let batch = ValidBatch::new(bytes.clone(), 0..len)
+                    let batch = ValidBatch::new(bytes, 0..len)
                         .map_err(|error| invalid(format!("entry {index}: {error}")))?;
                     log.append(index, term, EntryBody::Data(&batch)).await
                 }
