@@ -9,7 +9,7 @@
 //! panic (openraft reports it and stops the group).
 
 use crate::codec::{decode_membership, decode_vote, encode_membership, encode_vote};
-use crate::{Entry, LogId, PartitionRaft, Proposal, Vote};
+use crate::{Entry, LogId, PartitionRaft, PartitionTypes, Proposal, Vote};
 use iggyd_storage::raft::{LogPosition, StoredBody, StoredEntry};
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, RaftLogStorage};
@@ -17,6 +17,7 @@ use openraft::{EntryPayload, LogState, RaftLogReader};
 use std::fmt::Debug;
 use std::future::Future;
 use std::io;
+use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
 /// What the log holds when a group starts.
@@ -107,25 +108,39 @@ pub fn from_entry(entry: Entry) -> StoredEntry {
     StoredEntry { index, term, body }
 }
 
-/// The log store of one group over its backend.
-#[derive(Clone)]
-pub struct BackendLogStore<B: LogBackend> {
+/// The log store of one group over its backend, for the type
+/// configuration `C` (production's by default, or the cluster
+/// simulation's).
+pub struct BackendLogStore<B: LogBackend, C = PartitionRaft> {
     backend: B,
+    types: PhantomData<fn() -> C>,
 }
 
-impl<B: LogBackend> Debug for BackendLogStore<B> {
+impl<B: LogBackend, C> Clone for BackendLogStore<B, C> {
+    fn clone(&self) -> Self {
+        BackendLogStore {
+            backend: self.backend.clone(),
+            types: PhantomData,
+        }
+    }
+}
+
+impl<B: LogBackend, C> Debug for BackendLogStore<B, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BackendLogStore").finish_non_exhaustive()
     }
 }
 
-impl<B: LogBackend> BackendLogStore<B> {
-    pub fn new(backend: B) -> BackendLogStore<B> {
-        BackendLogStore { backend }
+impl<B: LogBackend, C> BackendLogStore<B, C> {
+    pub fn new(backend: B) -> BackendLogStore<B, C> {
+        BackendLogStore {
+            backend,
+            types: PhantomData,
+        }
     }
 }
 
-impl<B: LogBackend> RaftLogReader<PartitionRaft> for BackendLogStore<B> {
+impl<B: LogBackend, C: PartitionTypes> RaftLogReader<C> for BackendLogStore<B, C> {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug>(
         &mut self,
         range: RB,
@@ -187,10 +202,10 @@ impl<B: LogBackend> RaftLogReader<PartitionRaft> for BackendLogStore<B> {
     }
 }
 
-impl<B: LogBackend> RaftLogStorage<PartitionRaft> for BackendLogStore<B> {
+impl<B: LogBackend, C: PartitionTypes> RaftLogStorage<C> for BackendLogStore<B, C> {
     type LogReader = Self;
 
-    async fn get_log_state(&mut self) -> Result<LogState<PartitionRaft>, io::Error> {
+    async fn get_log_state(&mut self) -> Result<LogState<C>, io::Error> {
         let state = self.backend.state().await.map_err(backend_error)?;
         Ok(LogState {
             last_purged_log_id: state.purged.map(log_id),
@@ -221,11 +236,7 @@ impl<B: LogBackend> RaftLogStorage<PartitionRaft> for BackendLogStore<B> {
         Ok(state.committed.map(log_id))
     }
 
-    async fn append<It>(
-        &mut self,
-        entries: It,
-        callback: IOFlushed<PartitionRaft>,
-    ) -> Result<(), io::Error>
+    async fn append<It>(&mut self, entries: It, callback: IOFlushed<C>) -> Result<(), io::Error>
     where
         It: IntoIterator<Item = Entry>,
     {

@@ -12,6 +12,16 @@
 //! - `state_machine.rs`: `RaftStateMachine`: applying an entry makes its
 //!   messages committed, which is what consumers may see; the log itself
 //!   is the state, so a snapshot is the applied position and membership.
+//! - `backend.rs`, `network.rs`: the log store over a backend (the
+//!   daemon's pump), and the RPCs as bytes over a transport.
+//! - `sim/` (tests only): the seeded cluster simulation of these on
+//!   virtual time.
+//!
+//! The log stores, the state machine and the network are generic over the
+//! type configuration ([`PartitionTypes`]: everything [`PartitionRaft`]
+//! fixes but the runtime), their parameter defaulting to
+//! [`PartitionRaft`], so the tests' cluster simulation runs the same code
+//! on a runtime with virtual time.
 //!
 //! Must not: know about connections, shards or the wire protocol beyond the
 //! batch record, or decide durability (the caller's commit phase does; this
@@ -23,6 +33,8 @@ pub mod log_store;
 pub mod network;
 pub mod state_machine;
 
+#[cfg(test)]
+mod sim;
 #[cfg(test)]
 mod tests;
 
@@ -77,7 +89,7 @@ openraft::declare_raft_types!(
         NodeId = u64,
         Node = openraft::impls::BasicNode,
         Term = u64,
-        LeaderId = openraft::impls::leader_id_std::LeaderId<u64, u64>,
+        LeaderId = StdLeaderId,
         AsyncRuntime = openraft_rt_monoio::MonoioRuntime,
 );
 
@@ -89,3 +101,40 @@ pub type LogId = openraft::alias::LogIdOf<PartitionRaft>;
 pub type Vote = openraft::alias::VoteOf<PartitionRaft>;
 /// A membership configuration.
 pub type Membership = openraft::Membership<u64, openraft::impls::BasicNode>;
+
+/// The leader id of every partition group: a term and the node it was
+/// granted to (one leader per term).
+pub type StdLeaderId = openraft::impls::leader_id_std::LeaderId<u64, u64>;
+
+/// What the adapter needs of a type configuration: everything
+/// [`PartitionRaft`] fixes but the runtime (and the responder, batch and
+/// error types openraft derives from it), so the same log stores, state
+/// machine and network run in production on monoio and in the tests'
+/// cluster simulation on virtual time.
+pub trait PartitionTypes:
+    openraft::RaftTypeConfig<
+        D = Proposal,
+        R = Appended,
+        NodeId = u64,
+        Node = openraft::impls::BasicNode,
+        Term = u64,
+        LeaderId = StdLeaderId,
+        Vote = Vote,
+        Entry = Entry,
+    >
+{
+}
+
+impl<C> PartitionTypes for C where
+    C: openraft::RaftTypeConfig<
+            D = Proposal,
+            R = Appended,
+            NodeId = u64,
+            Node = openraft::impls::BasicNode,
+            Term = u64,
+            LeaderId = StdLeaderId,
+            Vote = Vote,
+            Entry = Entry,
+        >
+{
+}

@@ -4,6 +4,9 @@
 //! the replication tasks reading entries and the core appending them take
 //! turns, never a borrow across an await.
 //!
+//! A data entry's batch takes the offsets where the log continues, whatever
+//! its proposer stamped (it cannot know them for sure), as over a backend.
+//!
 //! An append reports its entries flushed once they are fsynced (this step:
 //! every append is synced before the callback; the shard's commit phase
 //! will batch them). Truncation and purge follow openraft's contract: only
@@ -14,17 +17,18 @@
 //! storage error into a panic (openraft reports it and stops the group).
 
 use crate::codec::{decode_membership, decode_vote, encode_membership, encode_vote};
-use crate::{Entry, LogId, PartitionRaft, Proposal, Vote};
+use crate::{Entry, LogId, PartitionRaft, PartitionTypes, Proposal, Vote};
 use futures_util::lock::Mutex;
 use iggyd_storage::StorageError;
 use iggyd_storage::io::StorageIo;
 use iggyd_storage::raft::{EntryBody, RaftLog, StoredBody};
-use iggyd_wire::batch::ValidBatch;
+use iggyd_wire::batch::{BatchHeader, ValidBatch, stamp};
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, RaftLogStorage};
 use openraft::{EntryPayload, LogState, RaftLogReader};
 use std::fmt::Debug;
 use std::io;
+use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::rc::Rc;
 
@@ -37,29 +41,34 @@ fn invalid(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
-/// The log store of one partition's group (clones share it).
-pub struct LogStore<I: StorageIo> {
+/// The log store of one partition's group (clones share it), for the type
+/// configuration `C` (production's by default, or the cluster
+/// simulation's).
+pub struct LogStore<I: StorageIo, C = PartitionRaft> {
     log: Rc<Mutex<RaftLog<I>>>,
+    types: PhantomData<fn() -> C>,
 }
 
-impl<I: StorageIo> Clone for LogStore<I> {
+impl<I: StorageIo, C> Clone for LogStore<I, C> {
     fn clone(&self) -> Self {
         LogStore {
             log: self.log.clone(),
+            types: PhantomData,
         }
     }
 }
 
-impl<I: StorageIo> Debug for LogStore<I> {
+impl<I: StorageIo, C> Debug for LogStore<I, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogStore").finish_non_exhaustive()
     }
 }
 
-impl<I: StorageIo + Clone> LogStore<I> {
-    pub fn new(log: RaftLog<I>) -> LogStore<I> {
+impl<I: StorageIo + Clone, C> LogStore<I, C> {
+    pub fn new(log: RaftLog<I>) -> LogStore<I, C> {
         LogStore {
             log: Rc::new(Mutex::new(log)),
+            types: PhantomData,
         }
     }
 
@@ -78,7 +87,7 @@ fn log_id((index, term): (u64, u64)) -> LogId {
     LogId::new_term_index(term, index)
 }
 
-impl<I: StorageIo + Clone> RaftLogReader<PartitionRaft> for LogStore<I> {
+impl<I: StorageIo + Clone, C: PartitionTypes> RaftLogReader<C> for LogStore<I, C> {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug>(
         &mut self,
         range: RB,
@@ -135,10 +144,10 @@ impl<I: StorageIo + Clone> RaftLogReader<PartitionRaft> for LogStore<I> {
     }
 }
 
-impl<I: StorageIo + Clone> RaftLogStorage<PartitionRaft> for LogStore<I> {
+impl<I: StorageIo + Clone, C: PartitionTypes> RaftLogStorage<C> for LogStore<I, C> {
     type LogReader = Self;
 
-    async fn get_log_state(&mut self) -> Result<LogState<PartitionRaft>, io::Error> {
+    async fn get_log_state(&mut self) -> Result<LogState<C>, io::Error> {
         let log = self.log.lock().await;
         Ok(LogState {
             last_purged_log_id: log.purged().map(log_id),
@@ -169,11 +178,7 @@ impl<I: StorageIo + Clone> RaftLogStorage<PartitionRaft> for LogStore<I> {
         Ok(log.committed().map(log_id))
     }
 
-    async fn append<It>(
-        &mut self,
-        entries: It,
-        callback: IOFlushed<PartitionRaft>,
-    ) -> Result<(), io::Error>
+    async fn append<It>(&mut self, entries: It, callback: IOFlushed<C>) -> Result<(), io::Error>
     where
         It: IntoIterator<Item = Entry>,
     {
@@ -183,8 +188,19 @@ impl<I: StorageIo + Clone> RaftLogStorage<PartitionRaft> for LogStore<I> {
             match &entry.payload {
                 EntryPayload::Blank => log.append(index, term, EntryBody::Blank).await,
                 EntryPayload::Normal(Proposal(bytes)) => {
+                    // A proposal takes its offsets where the log continues
+                    // (its proposer's stamp is stale when another proposal
+                    // joined the log first), as the daemon's pump does.
+                    let mut bytes = bytes.clone();
+                    let next = log.partition().next_offset();
+                    let header = BatchHeader::decode(&bytes)
+                        .map_err(|error| invalid(format!("entry {index}: {error}")))?;
+                    if header.base_offset != next {
+                        stamp(&mut bytes, header.partition_id, next, header.base_timestamp)
+                            .map_err(|error| invalid(format!("entry {index}: {error}")))?;
+                    }
                     let len = bytes.len();
-                    let batch = ValidBatch::new(bytes.clone(), 0..len)
+                    let batch = ValidBatch::new(bytes, 0..len)
                         .map_err(|error| invalid(format!("entry {index}: {error}")))?;
                     log.append(index, term, EntryBody::Data(&batch)).await
                 }

@@ -12,7 +12,7 @@
 //! Must not: retry a call (openraft decides), hold a connection (the
 //! transport does), or send snapshots (a later step: sealed segments).
 
-use crate::{Appended, PartitionRaft, Proposal, Vote};
+use crate::{Appended, PartitionRaft, PartitionTypes, Proposal, Vote};
 use openraft::RaftNetworkFactory;
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::RPCOption;
@@ -22,6 +22,7 @@ use openraft::raft::{
     TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use std::future::Future;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 /// The kinds of call.
@@ -109,22 +110,35 @@ fn answer_refused(reason: &str) -> Vec<u8> {
     out
 }
 
-/// Makes a group's connections to its peers.
-#[derive(Clone)]
-pub struct Network<T: Transport> {
+/// Makes a group's connections to its peers, for the type configuration
+/// `C` (production's by default, or the cluster simulation's).
+pub struct Network<T: Transport, C = PartitionRaft> {
     transport: T,
     channel: u64,
+    types: PhantomData<fn() -> C>,
 }
 
-impl<T: Transport> Network<T> {
-    /// The network of group `channel` (the partition's storage id, or the
-    /// metadata group's).
-    pub fn new(transport: T, channel: u64) -> Network<T> {
-        Network { transport, channel }
+impl<T: Transport, C> Clone for Network<T, C> {
+    fn clone(&self) -> Self {
+        Network {
+            transport: self.transport.clone(),
+            channel: self.channel,
+            types: PhantomData,
+        }
     }
 }
 
-impl<T: Transport> Network<T> {
+impl<T: Transport, C> Network<T, C> {
+    /// The network of group `channel` (the partition's storage id, or the
+    /// metadata group's).
+    pub fn new(transport: T, channel: u64) -> Network<T, C> {
+        Network {
+            transport,
+            channel,
+            types: PhantomData,
+        }
+    }
+
     /// Proposes `proposal` at `leader` (a member that is not the leader
     /// forwards what its clients send). The answer is the leader's once
     /// the entry is committed; an error says the outcome is unknown to
@@ -148,36 +162,38 @@ impl<T: Transport> Network<T> {
     }
 }
 
-impl<T: Transport> RaftNetworkFactory<PartitionRaft> for Network<T> {
-    type Network = Connection<T>;
+impl<T: Transport, C: PartitionTypes> RaftNetworkFactory<C> for Network<T, C> {
+    type Network = Connection<T, C>;
 
     async fn new_client(
         &mut self,
         target: u64,
         _node: &openraft::impls::BasicNode,
-    ) -> Connection<T> {
+    ) -> Connection<T, C> {
         Connection {
             transport: self.transport.clone(),
             target,
             channel: self.channel,
+            types: PhantomData,
         }
     }
 }
 
 /// A group's way to one peer.
-pub struct Connection<T: Transport> {
+pub struct Connection<T: Transport, C = PartitionRaft> {
     transport: T,
     target: u64,
     channel: u64,
+    types: PhantomData<fn() -> C>,
 }
 
-impl<T: Transport> Connection<T> {
+impl<T: Transport, C: PartitionTypes> Connection<T, C> {
     async fn call<Q: serde::Serialize, A: serde::de::DeserializeOwned>(
         &self,
         kind: u8,
         request: &Q,
         option: &RPCOption,
-    ) -> Result<A, RPCError<PartitionRaft>> {
+    ) -> Result<A, RPCError<C>> {
         let body = encode(kind, request).map_err(|reason| {
             RPCError::Network(NetworkError::new(&io_error(format!(
                 "cannot encode the call: {reason}"
@@ -200,40 +216,40 @@ impl<T: Transport> Connection<T> {
     }
 }
 
-impl<T: Transport> RaftNetworkV2<PartitionRaft> for Connection<T> {
+impl<T: Transport, C: PartitionTypes> RaftNetworkV2<C> for Connection<T, C> {
     type SnapshotData = std::io::Cursor<Vec<u8>>;
 
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<PartitionRaft>,
+        rpc: AppendEntriesRequest<C>,
         option: RPCOption,
-    ) -> Result<AppendEntriesResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+    ) -> Result<AppendEntriesResponse<C>, RPCError<C>> {
         self.call(APPEND_ENTRIES, &rpc, &option).await
     }
 
     async fn vote(
         &mut self,
-        rpc: VoteRequest<PartitionRaft>,
+        rpc: VoteRequest<C>,
         option: RPCOption,
-    ) -> Result<VoteResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+    ) -> Result<VoteResponse<C>, RPCError<C>> {
         self.call(VOTE, &rpc, &option).await
     }
 
     async fn pre_vote(
         &mut self,
-        rpc: VoteRequest<PartitionRaft>,
+        rpc: VoteRequest<C>,
         option: RPCOption,
-    ) -> Result<VoteResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+    ) -> Result<VoteResponse<C>, RPCError<C>> {
         self.call(PRE_VOTE, &rpc, &option).await
     }
 
     async fn full_snapshot(
         &mut self,
         _vote: Vote,
-        _snapshot: openraft::alias::SnapshotOf<PartitionRaft, Self::SnapshotData>,
+        _snapshot: openraft::alias::SnapshotOf<C, Self::SnapshotData>,
         _cancel: impl Future<Output = ReplicationClosed> + 'static,
         _option: RPCOption,
-    ) -> Result<SnapshotResponse<PartitionRaft>, StreamingError<PartitionRaft>> {
+    ) -> Result<SnapshotResponse<C>, StreamingError<C>> {
         // Groups never build snapshots yet (their policy is `Never`, so
         // no log is purged and a lagging follower is sent entries).
         Err(StreamingError::Unreachable(Unreachable::new(&io_error(
@@ -243,21 +259,22 @@ impl<T: Transport> RaftNetworkV2<PartitionRaft> for Connection<T> {
 
     async fn transfer_leader(
         &mut self,
-        request: TransferLeaderRequest<PartitionRaft>,
+        request: TransferLeaderRequest<C>,
         option: RPCOption,
-    ) -> Result<TransferLeaderResponse<PartitionRaft>, RPCError<PartitionRaft>> {
+    ) -> Result<TransferLeaderResponse<C>, RPCError<C>> {
         self.call(TRANSFER_LEADER, &request, &option).await
     }
 }
 
 /// A local group, as the receiving side sees it.
-pub type Raft<SM> = openraft::Raft<PartitionRaft, SM>;
+pub type Raft<SM, C = PartitionRaft> = openraft::Raft<C, SM>;
 
 /// Answers one call for a local group: decodes it, hands it to `raft`,
 /// encodes its answer. Never fails: a refusal is an answer too.
-pub async fn serve<SM>(raft: &Raft<SM>, body: &[u8]) -> Vec<u8>
+pub async fn serve<SM, C>(raft: &Raft<SM, C>, body: &[u8]) -> Vec<u8>
 where
-    SM: openraft::storage::RaftStateMachine<PartitionRaft>,
+    C: PartitionTypes,
+    SM: openraft::storage::RaftStateMachine<C>,
 {
     let Some((&kind, body)) = body.split_first() else {
         return answer_refused("an empty call");
@@ -266,36 +283,34 @@ where
         answer_refused(&format!("a malformed call: {error}"))
     }
     match kind {
-        APPEND_ENTRIES => match postcard::from_bytes::<AppendEntriesRequest<PartitionRaft>>(body) {
+        APPEND_ENTRIES => match postcard::from_bytes::<AppendEntriesRequest<C>>(body) {
             Ok(rpc) => match raft.append_entries(rpc).await {
                 Ok(response) => answer_ok(&response),
                 Err(error) => answer_refused(&error.to_string()),
             },
             Err(error) => malformed(error),
         },
-        VOTE => match postcard::from_bytes::<VoteRequest<PartitionRaft>>(body) {
+        VOTE => match postcard::from_bytes::<VoteRequest<C>>(body) {
             Ok(rpc) => match raft.vote(rpc).await {
                 Ok(response) => answer_ok(&response),
                 Err(error) => answer_refused(&error.to_string()),
             },
             Err(error) => malformed(error),
         },
-        PRE_VOTE => match postcard::from_bytes::<VoteRequest<PartitionRaft>>(body) {
+        PRE_VOTE => match postcard::from_bytes::<VoteRequest<C>>(body) {
             Ok(rpc) => match raft.pre_vote(rpc).await {
                 Ok(response) => answer_ok(&response),
                 Err(error) => answer_refused(&error.to_string()),
             },
             Err(error) => malformed(error),
         },
-        TRANSFER_LEADER => {
-            match postcard::from_bytes::<TransferLeaderRequest<PartitionRaft>>(body) {
-                Ok(request) => match raft.handle_transfer_leader(request).await {
-                    Ok(response) => answer_ok(&response),
-                    Err(error) => answer_refused(&error.to_string()),
-                },
-                Err(error) => malformed(error),
-            }
-        }
+        TRANSFER_LEADER => match postcard::from_bytes::<TransferLeaderRequest<C>>(body) {
+            Ok(request) => match raft.handle_transfer_leader(request).await {
+                Ok(response) => answer_ok(&response),
+                Err(error) => answer_refused(&error.to_string()),
+            },
+            Err(error) => malformed(error),
+        },
         FORWARD => match raft.client_write(Proposal(body.to_vec())).await {
             Ok(written) => answer_ok(written.response()),
             Err(error) => answer_refused(&error.to_string()),

@@ -9,13 +9,13 @@
 //!
 //! Must not: change the log (the log store does), or panic on an entry.
 
-use crate::{Appended, LogId, PartitionRaft, Proposal};
+use crate::{Appended, LogId, PartitionRaft, PartitionTypes, Proposal};
 use futures_util::{Stream, TryStreamExt};
 use iggyd_wire::batch::BatchHeader;
 use openraft::alias::{SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
 
 /// The last snapshot built or installed: its metadata and its bytes.
-type BuiltSnapshot = (SnapshotMetaOf<PartitionRaft>, Vec<u8>);
+type BuiltSnapshot<C> = (SnapshotMetaOf<C>, Vec<u8>);
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, RaftSnapshotBuilder};
 use std::cell::{Cell, RefCell};
@@ -30,25 +30,37 @@ pub struct Applied {
     pub committed_next_offset: Cell<u64>,
 }
 
-/// The state machine of one partition's group.
-#[derive(Debug, Clone)]
-pub struct StateMachine {
+/// The state machine of one partition's group, for the type configuration
+/// `C` (production's by default, or the cluster simulation's).
+#[derive(Debug)]
+pub struct StateMachine<C: PartitionTypes = PartitionRaft> {
     applied: Rc<Applied>,
     last_applied: Option<LogId>,
-    membership: StoredMembershipOf<PartitionRaft>,
+    membership: StoredMembershipOf<C>,
     /// The last snapshot built or installed, shared with the builders
     /// (clones of this state machine at the time they were asked for).
-    snapshot: Rc<RefCell<Option<BuiltSnapshot>>>,
+    snapshot: Rc<RefCell<Option<BuiltSnapshot<C>>>>,
 }
 
-impl StateMachine {
+impl<C: PartitionTypes> Clone for StateMachine<C> {
+    fn clone(&self) -> Self {
+        StateMachine {
+            applied: self.applied.clone(),
+            last_applied: self.last_applied,
+            membership: self.membership.clone(),
+            snapshot: self.snapshot.clone(),
+        }
+    }
+}
+
+impl<C: PartitionTypes> StateMachine<C> {
     /// A state machine that has applied nothing yet; `applied` is where its
     /// readers see what it has, and must start at the log's first offset.
-    pub fn new(applied: Rc<Applied>) -> StateMachine {
+    pub fn new(applied: Rc<Applied>) -> StateMachine<C> {
         StateMachine {
             applied,
             last_applied: None,
-            membership: StoredMembershipOf::<PartitionRaft>::default(),
+            membership: StoredMembershipOf::<C>::default(),
             snapshot: Rc::new(RefCell::new(None)),
         }
     }
@@ -74,38 +86,34 @@ impl StateMachine {
     }
 }
 
-impl RaftSnapshotBuilder<PartitionRaft> for StateMachine {
+impl<C: PartitionTypes> RaftSnapshotBuilder<C> for StateMachine<C> {
     type SnapshotData = Cursor<Vec<u8>>;
 
-    async fn build_snapshot(
-        &mut self,
-    ) -> Result<SnapshotOf<PartitionRaft, Cursor<Vec<u8>>>, io::Error> {
-        let meta = SnapshotMetaOf::<PartitionRaft> {
+    async fn build_snapshot(&mut self) -> Result<SnapshotOf<C, Cursor<Vec<u8>>>, io::Error> {
+        let meta = SnapshotMetaOf::<C> {
             last_log_id: self.last_applied,
             last_membership: self.membership.clone(),
         };
         let data = self.encode();
         *self.snapshot.borrow_mut() = Some((meta.clone(), data.clone()));
-        Ok(SnapshotOf::<PartitionRaft, Cursor<Vec<u8>>> {
+        Ok(SnapshotOf::<C, Cursor<Vec<u8>>> {
             meta,
             snapshot: Cursor::new(data),
         })
     }
 }
 
-impl RaftStateMachine<PartitionRaft> for StateMachine {
+impl<C: PartitionTypes> RaftStateMachine<C> for StateMachine<C> {
     type SnapshotData = Cursor<Vec<u8>>;
     type SnapshotBuilder = Self;
 
-    async fn applied_state(
-        &mut self,
-    ) -> Result<(Option<LogId>, StoredMembershipOf<PartitionRaft>), io::Error> {
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembershipOf<C>), io::Error> {
         Ok((self.last_applied, self.membership.clone()))
     }
 
     async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
     where
-        Strm: Stream<Item = Result<EntryResponder<PartitionRaft>, io::Error>> + Unpin,
+        Strm: Stream<Item = Result<EntryResponder<C>, io::Error>> + Unpin,
     {
         while let Some((entry, responder)) = entries.try_next().await? {
             if let Some(last) = self.last_applied {
@@ -142,10 +150,8 @@ impl RaftStateMachine<PartitionRaft> for StateMachine {
                     }
                 }
                 EntryPayload::Membership(membership) => {
-                    self.membership = StoredMembershipOf::<PartitionRaft>::new(
-                        Some(entry.log_id),
-                        membership.clone(),
-                    );
+                    self.membership =
+                        StoredMembershipOf::<C>::new(Some(entry.log_id), membership.clone());
                     Appended::default()
                 }
             };
@@ -162,7 +168,7 @@ impl RaftStateMachine<PartitionRaft> for StateMachine {
 
     async fn install_snapshot(
         &mut self,
-        meta: &SnapshotMetaOf<PartitionRaft>,
+        meta: &SnapshotMetaOf<C>,
         snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
         let data = snapshot.into_inner();
@@ -180,16 +186,14 @@ impl RaftStateMachine<PartitionRaft> for StateMachine {
 
     async fn get_current_snapshot(
         &mut self,
-    ) -> Result<Option<SnapshotOf<PartitionRaft, Self::SnapshotData>>, io::Error> {
+    ) -> Result<Option<SnapshotOf<C, Self::SnapshotData>>, io::Error> {
         Ok(self
             .snapshot
             .borrow()
             .as_ref()
-            .map(
-                |(meta, data)| SnapshotOf::<PartitionRaft, Cursor<Vec<u8>>> {
-                    meta: meta.clone(),
-                    snapshot: Cursor::new(data.clone()),
-                },
-            ))
+            .map(|(meta, data)| SnapshotOf::<C, Cursor<Vec<u8>>> {
+                meta: meta.clone(),
+                snapshot: Cursor::new(data.clone()),
+            }))
     }
 }

@@ -412,66 +412,69 @@ fn openraft_storage_suite_passes_over_a_backend() {
 
 // Proves a leader's proposal whose stamped base offset is stale (another
 // proposal took those offsets first) gets the next offsets where it joins
-// the log, and its writer is answered with them: offsets are assigned by
-// the log, never trusted from the proposal.
+// the log, and its writer is answered with them, over a backend and over
+// the shared log (whose group stopped on it: the cluster simulation's seed
+// 1): offsets are assigned by the log, never trusted from the proposal.
 #[test]
 fn a_stale_proposal_takes_the_next_offsets() {
-    runtime().block_on(async {
-        let io = SimIo::new(5);
-        let clock: Rc<dyn Clock> = Rc::new(SimClock::new(1_700_000_000_000_000));
-        let (log, _) = RaftLog::open(
-            io,
-            Path::new("/data/p"),
-            config(),
-            clock,
-            BufferPool::new(1 << 20),
-        )
-        .await
-        .expect("open");
-        let backend = SharedBackend {
-            log: Rc::new(futures_util::lock::Mutex::new(log)),
-        };
-        let applied = Rc::new(Applied::default());
-        let raft_config = Arc::new(
-            Config {
-                heartbeat_interval: 50,
-                election_timeout_min: 150,
-                election_timeout_max: 300,
-                ..Default::default()
+    for shared in [false, true] {
+        runtime().block_on(async {
+            let io = SimIo::new(5);
+            let clock: Rc<dyn Clock> = Rc::new(SimClock::new(1_700_000_000_000_000));
+            let (log, _) = RaftLog::open(
+                io,
+                Path::new("/data/p"),
+                config(),
+                clock,
+                BufferPool::new(1 << 20),
+            )
+            .await
+            .expect("open");
+            let applied = Rc::new(Applied::default());
+            let raft_config = Arc::new(
+                Config {
+                    heartbeat_interval: 50,
+                    election_timeout_min: 150,
+                    election_timeout_max: 300,
+                    ..Default::default()
+                }
+                .validate()
+                .expect("a valid config"),
+            );
+            let machine = StateMachine::new(applied.clone());
+            let raft = if shared {
+                Raft::new(1, raft_config, Alone, LogStore::new(log), machine).await
+            } else {
+                let backend = SharedBackend {
+                    log: Rc::new(futures_util::lock::Mutex::new(log)),
+                };
+                let store = crate::backend::BackendLogStore::new(backend);
+                Raft::new(1, raft_config, Alone, store, machine).await
             }
-            .validate()
-            .expect("a valid config"),
-        );
-        let raft = Raft::new(
-            1,
-            raft_config,
-            Alone,
-            crate::backend::BackendLogStore::new(backend.clone()),
-            StateMachine::new(applied.clone()),
-        )
-        .await
-        .expect("start");
-        let members = std::collections::BTreeMap::from([(
-            1u64,
-            openraft::impls::BasicNode {
-                addr: "127.0.0.1:8091".to_string(),
-            },
-        )]);
-        raft.initialize(members).await.expect("initialize");
-        let first = raft.client_write(proposal(0, 4)).await.expect("write");
-        assert_eq!(first.response().base_offset, 0);
-        // Stamped for 0 again: it lands at 4.
-        let second = raft.client_write(proposal(0, 2)).await.expect("write");
-        assert_eq!(
-            second.response(),
-            &Appended {
-                base_offset: 4,
-                last_offset: 5
-            }
-        );
-        assert_eq!(applied.committed_next_offset.get(), 6);
-        raft.shutdown().await.expect("shutdown");
-    });
+            .expect("start");
+            let members = std::collections::BTreeMap::from([(
+                1u64,
+                openraft::impls::BasicNode {
+                    addr: "127.0.0.1:8091".to_string(),
+                },
+            )]);
+            raft.initialize(members).await.expect("initialize");
+            let first = raft.client_write(proposal(0, 4)).await.expect("write");
+            assert_eq!(first.response().base_offset, 0);
+            // Stamped for 0 again: it lands at 4.
+            let second = raft.client_write(proposal(0, 2)).await.expect("write");
+            assert_eq!(
+                second.response(),
+                &Appended {
+                    base_offset: 4,
+                    last_offset: 5
+                },
+                "shared log: {shared}"
+            );
+            assert_eq!(applied.committed_next_offset.get(), 6);
+            raft.shutdown().await.expect("shutdown");
+        });
+    }
 }
 
 /// An in-process transport: a call is encoded, handed to the target

@@ -186,6 +186,14 @@ impl<I: StorageIo> PartitionLog<I> {
         let next_offset = active.next_offset;
         let size_bytes = active.size_bytes;
         self.segments = recovered.segments;
+        // The last timestamp is the remaining batches' (a truncated log
+        // stamps its next batch as a log that never held the cut ones).
+        self.last_timestamp = self
+            .segments
+            .iter()
+            .map(|segment| segment.last_timestamp)
+            .max()
+            .unwrap_or(0);
         self.active_log = active_log;
         self.active_read = active_read;
         self.active_index = active_index;

@@ -40,8 +40,9 @@
 //!   such a file keeps whole 512-byte sectors only. [`SimIo::set_direct_supported`]
 //!   makes direct opens fail like a file system without `O_DIRECT` (tmpfs).
 //! * [`SimIo::hold_syncs`] keeps fsyncs pending (their futures return
-//!   `Pending`) until released, so a test can crash with a sync in flight:
-//!   a held sync makes durable what the file held when it was first polled.
+//!   `Pending`) until released (which wakes their tasks), so a test can
+//!   crash with a sync in flight: a held sync makes durable what the file
+//!   held when it was first polled.
 //! * [`SimIo::hold_reads`] keeps the reads of read windows
 //!   (`read_at_most`) pending until released: a disk read in flight.
 
@@ -185,6 +186,9 @@ struct SimDisk {
     direct_supported: bool,
     syncs_held: bool,
     reads_held: bool,
+    /// The tasks waiting on a held sync or read, woken when it is released
+    /// (a real executor polls a pending future again only when woken).
+    held_wakers: Vec<Waker>,
     /// Paths made immutable (`chattr +i`).
     immutable: BTreeSet<PathBuf>,
     /// Removals fail with EIO with probability `numerator / denominator`.
@@ -205,6 +209,13 @@ pub struct SimStats {
 }
 
 impl SimDisk {
+    /// Remembers a task waiting on a held sync or read (once).
+    fn wait_held(&mut self, waker: &Waker) {
+        if !self.held_wakers.iter().any(|held| held.will_wake(waker)) {
+            self.held_wakers.push(waker.clone());
+        }
+    }
+
     /// Counts an fsync down towards the armed failure.
     fn injected_fsync_failure(&mut self) -> io::Result<()> {
         match self.fsyncs_until_failure {
@@ -302,6 +313,7 @@ impl SimIo {
                 direct_supported: true,
                 syncs_held: false,
                 reads_held: false,
+                held_wakers: Vec::new(),
                 immutable: BTreeSet::new(),
                 unlink_failures: None,
                 stats: SimStats::default(),
@@ -322,11 +334,22 @@ impl SimIo {
     /// While held, file fsyncs stay pending (see the module doc).
     pub fn hold_syncs(&self, held: bool) {
         self.disk.borrow_mut().syncs_held = held;
+        self.wake_held();
     }
 
     /// While held, window reads stay pending (see the module doc).
     pub fn hold_reads(&self, held: bool) {
         self.disk.borrow_mut().reads_held = held;
+        self.wake_held();
+    }
+
+    /// Wakes every task that waited on a held sync or read (those still
+    /// held wait again).
+    fn wake_held(&self) {
+        let wakers = std::mem::take(&mut self.disk.borrow_mut().held_wakers);
+        for waker in wakers {
+            waker.wake();
+        }
     }
 
     /// `chattr +i` (`true`) or `chattr -i` (`false`) on a file or directory.
@@ -662,8 +685,10 @@ impl StorageIo for SimIo {
         position: u64,
         len: usize,
     ) -> (io::Result<usize>, AlignedBuf) {
-        std::future::poll_fn(|_| {
-            if self.disk.borrow().reads_held {
+        std::future::poll_fn(|context| {
+            let mut disk = self.disk.borrow_mut();
+            if disk.reads_held {
+                disk.wait_held(context.waker());
                 Poll::Pending
             } else {
                 Poll::Ready(())
@@ -730,7 +755,7 @@ impl StorageIo for SimIo {
         // What the file held when the sync was first polled: a sync that
         // is held pending makes exactly that durable.
         let mut snapshot: Option<(Vec<u8>, u64)> = None;
-        std::future::poll_fn(|_| {
+        std::future::poll_fn(|context| {
             let held = self.disk.borrow().syncs_held;
             let result = self.with_file(file, |disk, inode| {
                 if held {
@@ -738,6 +763,7 @@ impl StorageIo for SimIo {
                         let file = &disk.files[&inode];
                         snapshot = Some((file.current.clone(), file.syncs_completed));
                     }
+                    disk.wait_held(context.waker());
                     return Ok(false);
                 }
                 disk.stats.fsyncs += 1;

@@ -1,7 +1,8 @@
 //! Cutting a partition's log back to an offset: what a Raft follower does
 //! with an uncommitted tail its new leader does not have (`truncate_from`),
 //! and the replica-side append that keeps the leader's stamp on every batch
-//! (`append_replica`), so the replicas' logs are the same bytes.
+//! (`append_replica`; a timestamp never goes back), so the replicas' logs
+//! are the same bytes.
 //!
 //! Truncation writes what is pending, removes the segments that start at or
 //! after the offset (newest first, each removal made durable in the
@@ -143,8 +144,14 @@ impl<I: StorageIo> PartitionLog<I> {
     }
 
     /// Appends a batch as another replica stored it: its base offset must
-    /// be this log's next offset, and its server timestamp is kept, so the
-    /// bytes stored are the leader's. See [`Self::append`] for when it is
+    /// be this log's next offset. It keeps its proposer's server
+    /// timestamp, or takes the last batch's when that is later: timestamps
+    /// never go back in a log (recovery cuts the log at a batch older than
+    /// the one before it, and the time index relies on the order), and a
+    /// new leader's clock may be behind the old one's. The timestamp so
+    /// depends only on the batches before it, which are the same on every
+    /// replica appending the entry (Raft's log matching), so the bytes
+    /// stored are the same everywhere. See [`Self::append`] for when it is
     /// written.
     pub async fn append_replica(
         &mut self,
@@ -160,6 +167,7 @@ impl<I: StorageIo> PartitionLog<I> {
                 ),
             });
         }
-        self.append_at(batch, Some(header.base_timestamp)).await
+        let timestamp = header.base_timestamp.max(self.last_timestamp);
+        self.append_at(batch, Some(timestamp)).await
     }
 }

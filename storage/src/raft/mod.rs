@@ -12,7 +12,9 @@
 //! Every replica stores the same bytes: the leader stamps a batch (offsets,
 //! server time) before it is proposed, and every replica, the leader
 //! included, appends it as stamped (`PartitionLog::append_replica`), after
-//! checking that it continues the log.
+//! checking that it continues the log; a server time older than the log's
+//! last batch's is raised to it, which every replica holding the same
+//! entries before it does alike.
 //!
 //! Crash consistency: data is written before the records that name it, and
 //! records are dropped before the data they name, so open only ever finds

@@ -1,10 +1,12 @@
 //! Tests of the Raft log on the simulated disk: entries of every kind read
 //! back, dense message offsets with blank and membership entries between
 //! batches, truncation of an uncommitted tail (records, configurations and
-//! messages), the vote and purge point surviving a crash, replica appends
-//! refusing a batch that does not continue the log, and a seeded crash
-//! simulation (torn writes, lost unsynced writes) after which the entry
-//! table and the messages always agree and every synced entry is there.
+//! messages, and the last timestamp with them), the vote and purge point
+//! surviving a crash, replica appends refusing a batch that does not
+//! continue the log, timestamps that never go back (a proposer's clock
+//! behind the log's), and a seeded crash simulation (torn writes, lost
+//! unsynced writes) after which the entry table and the messages always
+//! agree and every synced entry is there.
 
 use super::*;
 use crate::partition_log::PartitionConfig;
@@ -119,6 +121,43 @@ fn appends_that_do_not_continue_the_log_are_refused() {
     });
 }
 
+// Proves a batch whose proposer's clock is behind the log's last batch (a
+// new leader's clock behind the old one's) is stored with the last batch's
+// timestamp, so timestamps never go back in the log, and that both
+// entries survive a power loss once synced (recovery cuts a log at a
+// batch older than the one before it: before the fix, entry 2 was lost
+// and the offsets with it).
+#[test]
+fn a_replicated_batch_never_takes_a_timestamp_older_than_the_last() {
+    let io = SimIo::new(2);
+    let (mut log, _) = open(&io);
+    block_on(async {
+        log.append(1, 1, EntryBody::Data(&stamped(0, 2, 20)))
+            .await
+            .unwrap();
+        log.append(2, 2, EntryBody::Data(&stamped(2, 1, 15)))
+            .await
+            .unwrap();
+        log.sync().await.unwrap();
+    });
+    io.crash();
+    let (log, recovery) = open(&io);
+    assert_eq!(recovery, RaftRecovery::default(), "nothing to repair");
+    assert_eq!(log.last(), Some((2, 2)));
+    assert_eq!(log.partition().next_offset(), 3);
+    block_on(async {
+        let StoredBody::Data(bytes) = log.get(2).await.unwrap().unwrap().body else {
+            panic!("entry 2 is data");
+        };
+        let header = BatchHeader::decode(&bytes).unwrap();
+        assert_eq!(
+            (header.base_offset, header.base_timestamp),
+            (2, 20),
+            "raised to the last batch's timestamp"
+        );
+    });
+}
+
 // Proves truncation drops the records, configurations and messages after
 // the kept entry, durably, and appends continue from there with the
 // leader's offsets (5 again) and a new term.
@@ -163,6 +202,42 @@ fn truncation_drops_the_uncommitted_tail_and_appends_continue() {
             panic!("entry 3 is data");
         };
         assert_eq!(bytes, stamped(5, 2, 20).bytes());
+    });
+}
+
+// Proves a log whose tail was truncated stamps its next batch as a log
+// that never held the cut batches does: the clock's time, not the cut
+// batch's later one (truncation left the cut batch's timestamp as the
+// log's last, so a replica that cut an uncommitted tail could stamp an
+// entry differently from one that never had it).
+#[test]
+fn a_truncated_log_stamps_as_if_it_never_held_the_cut_batches() {
+    let io = SimIo::new(8);
+    let clock = SimClock::new(30);
+    let config = PartitionConfig::new(3, 8 * 1024).with_read_window(8 * 1024);
+    block_on(async {
+        let mut log = crate::partition_log::PartitionLog::open(
+            io.clone(),
+            Path::new(DIR),
+            config,
+            Rc::new(clock.clone()),
+            BufferPool::new(1 << 20),
+        )
+        .await
+        .unwrap();
+        assert_eq!(log.append(&stamped(0, 2, 0)).await.unwrap().timestamp, 30);
+        clock.set(40);
+        let cut = log.append(&stamped(2, 2, 0)).await.unwrap();
+        assert_eq!(cut.timestamp, 40);
+        log.write_pending().await.unwrap();
+        log.truncate_from(cut.base_offset).await.unwrap();
+        clock.set(35);
+        let next = log.append(&stamped(2, 1, 0)).await.unwrap();
+        assert_eq!(
+            (next.base_offset, next.timestamp),
+            (2, 35),
+            "stamped by the clock, not by the cut batch"
+        );
     });
 }
 

@@ -1,6 +1,7 @@
 //! Unit tests of the simulated disk (`sim.rs`): what a crash keeps and
-//! drops, the injected faults, durable renames, and the directory model
-//! (listing, moving a tree, removal rules, `chattr +i`).
+//! drops, the injected faults, durable renames, the directory model
+//! (listing, moving a tree, removal rules, `chattr +i`), and held syncs and
+//! reads waking their tasks when released.
 
 use super::*;
 
@@ -164,4 +165,62 @@ fn directories_and_immutable_paths() {
         io.remove_dir(&data.join("z")).await.unwrap();
         assert_eq!(io.list_dir(data).await.unwrap(), Vec::<String>::new());
     });
+}
+
+/// A waker that remembers being woken.
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+// A held sync and a held read wake the task that waits on them when they
+// are released: an executor polls a pending future again only once it is
+// woken, so without the wake a task waiting on a stalled disk slept for
+// ever after the stall ended (the Raft cluster simulation's executor polls
+// only what was woken).
+#[test]
+fn released_holds_wake_their_waiters() {
+    let io = SimIo::new(5);
+    let file = block_on(async {
+        io.create_dir_all(Path::new("/p")).await.unwrap();
+        let file = io.open(Path::new("/p/a"), OpenMode::Create).await.unwrap();
+        let (result, _) = io.write_at(&file, vec![7u8; 4096], 0).await;
+        result.unwrap();
+        file
+    });
+    let flag = std::sync::Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
+    let waker = Waker::from(flag.clone());
+    let mut context = Context::from_waker(&waker);
+
+    io.hold_syncs(true);
+    let mut sync = std::pin::pin!(io.sync(&file));
+    assert!(sync.as_mut().poll(&mut context).is_pending());
+    assert!(!flag.0.load(std::sync::atomic::Ordering::Relaxed));
+    io.hold_syncs(false);
+    assert!(
+        flag.0.swap(false, std::sync::atomic::Ordering::Relaxed),
+        "releasing the sync woke its task"
+    );
+    assert!(matches!(
+        sync.as_mut().poll(&mut context),
+        Poll::Ready(Ok(()))
+    ));
+
+    io.hold_reads(true);
+    let buf = AlignedBuf::with_capacity(4096);
+    let mut read = std::pin::pin!(io.read_at_most(&file, buf, 0, 4096));
+    assert!(read.as_mut().poll(&mut context).is_pending());
+    assert!(!flag.0.load(std::sync::atomic::Ordering::Relaxed));
+    io.hold_reads(false);
+    assert!(
+        flag.0.swap(false, std::sync::atomic::Ordering::Relaxed),
+        "releasing the read woke its task"
+    );
+    match read.as_mut().poll(&mut context) {
+        Poll::Ready((result, _)) => assert_eq!(result.unwrap(), 4096),
+        Poll::Pending => panic!("the released read completes"),
+    }
 }
