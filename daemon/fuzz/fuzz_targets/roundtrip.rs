@@ -245,11 +245,16 @@ fn command<'a>(u: &mut Unstructured<'a>, batch: &'a [u8], types: &'a [u8]) -> Re
             client_id: u.arbitrary()?,
         },
         7 => Command::GetClients,
+        // 14 has a body of its own and 104 is a poll's: only 103 and 123
+        // travel undecoded.
+        8 if u.arbitrary()? => Command::AttachConsumerSession {
+            client: u.arbitrary()?,
+            session: u.arbitrary()?,
+            watermark: u.arbitrary()?,
+        },
         8 => Command::ClusterRouting {
             code: *u.choose(&[
-                CommandCode::AttachConsumerSession,
                 CommandCode::GetPollRouting,
-                CommandCode::PollMessagesOnPrimary,
                 CommandCode::GetConsumerOffsetRouting,
             ])?,
         },
