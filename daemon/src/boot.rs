@@ -292,6 +292,8 @@ fn run(
         require_io_uring: config.sharding.require_io_uring,
         address,
         listeners,
+        // Nothing keeps the listeners across a restart yet.
+        hand_over: false,
         data_dir: config.data_dir.clone(),
         started,
         store,

@@ -158,6 +158,14 @@ pub const REBALANCE_TIMEOUT_MAX: Duration = Duration::from_secs(3600);
 /// next request before it is closed.
 pub const STOP_GRACE: Duration = Duration::from_millis(200);
 
+/// A connection told to reconnect while the daemon stops (`net::handover`):
+/// how long the eviction's write and the shutdown may take, and how long
+/// what the client still sends is read and discarded before the close (so
+/// a request already on its way does not meet a reset before the client
+/// read the eviction).
+pub const HANDOVER_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+pub const HANDOVER_LINGER: Duration = Duration::from_millis(100);
+
 /// Longest wait for connections to finish before the pumps drain anyway.
 pub const QUIESCE_MAX: Duration = Duration::from_secs(5);
 

@@ -88,6 +88,9 @@ pub struct Launch {
     pub reload: Reload,
     /// `admin.socket`, and the directories the admin snapshot reports on.
     pub admin_socket: PathBuf,
+    /// The service manager keeps the listeners across a restart (`fdstore`):
+    /// stopping hands them over instead of closing them (`Net::hand_over`).
+    pub hand_over: bool,
     pub log_dir: PathBuf,
     /// How often each shard runs its retention check.
     pub retention_check_interval: Duration,
@@ -508,6 +511,7 @@ fn start_net(
             .map(|_| ReplyBudget::new(limits.max_poll_reply_bytes_in_flight))
             .collect(),
         limits: ConnectionLimits::of(&limits),
+        hand_over: launch.hand_over,
     })
 }
 

@@ -23,6 +23,7 @@
 //! stream cannot resume one): the connection ends.
 
 use super::handler::{self, Outcome};
+use super::handover;
 use super::session::Session;
 use super::tls::{TLS_HANDSHAKE_RECORD, peek_first_byte};
 use crate::limits;
@@ -179,7 +180,21 @@ async fn serve_stream(
     stream: TcpStream,
     login_deadline: Instant,
 ) -> End {
-    let first = match within(Some(until(login_deadline)), peek_first_byte(&stream)).await {
+    let first = monoio::select! {
+        first = within(Some(until(login_deadline)), peek_first_byte(&stream)) => Some(first),
+        _ = handover::stopped_for_hand_over(context) => None,
+    };
+    let Some(first) = first else {
+        // Nothing sent yet and the daemon hands over: on a plaintext port
+        // the eviction answers whatever comes first; a TLS client is
+        // closed before its handshake, which its connect retries.
+        if context.net.tls.is_none() {
+            let mut stream = stream;
+            handover::tell_to_reconnect(context.shard, session, &mut stream).await;
+        }
+        return End::Stopping;
+    };
+    let first = match first {
         None => return End::LoginTimeout,
         Some(Ok(None)) => return End::PeerClosed,
         Some(Ok(Some(byte))) => byte,
@@ -224,14 +239,22 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
     let mut header = vec![0u8; HEADER_SIZE];
     let stop = context.stop_signal();
     loop {
+        // Handing over, a connection between requests is told to reconnect
+        // at once: the next process serves the request it sends next.
+        if context.net.hand_over && context.is_stopping() {
+            handover::tell_to_reconnect(context.shard, session, &mut stream).await;
+            return End::Stopping;
+        }
         // While the daemon stops, a connection gets a short grace period to
-        // send its next request; an idle one is then closed (its client
-        // reconnects to the restarted daemon).
+        // send its next request (none when handing over); an idle one is
+        // then told to reconnect and closed (`net::handover`).
         let grace = async {
             if !context.is_stopping() {
                 let _ = stop.recv_async().await;
             }
-            monoio::time::sleep(limits::STOP_GRACE).await;
+            if !context.net.hand_over {
+                monoio::time::sleep(limits::STOP_GRACE).await;
+            }
         };
         // A consumer-group member that sends nothing for too long is stale
         // (§8 item 7): it is evicted and its partitions move on.
@@ -280,7 +303,10 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
         };
         let read = monoio::select! {
             read = stream.read_exact(header) => read,
-            _ = grace => return End::Stopping,
+            _ = grace => {
+                handover::tell_to_reconnect(context.shard, session, &mut stream).await;
+                return End::Stopping;
+            }
             _ = closed => return End::Closed,
             _ = quiet => return if logged_in { End::Idle } else { End::LoginTimeout },
             _ = stale => {

@@ -12,6 +12,7 @@ pub mod append_budget;
 pub mod connection;
 pub mod context;
 pub mod handler;
+pub mod handover;
 pub mod listener;
 pub mod reply_budget;
 pub mod reply_frame;
@@ -69,6 +70,11 @@ pub struct Net {
     /// connections hold.
     pub reply_budgets: Arc<[Arc<reply_budget::ReplyBudget>]>,
     pub limits: ConnectionLimits,
+    /// The service manager keeps the listening sockets across a restart
+    /// (`fdstore`): stopping leaves them listening for the next process,
+    /// and every connection is told to reconnect as soon as it is between
+    /// requests (`net::handover`).
+    pub hand_over: bool,
 }
 
 impl Net {
@@ -131,6 +137,7 @@ impl Net {
                 login_failures_before_close: 3,
                 poll_reply_bytes_max: crate::limits::POLL_REPLY_BYTES,
             },
+            hand_over: false,
         }
     }
 }

@@ -1,0 +1,76 @@
+//! How a connection ends when the daemon stops: the client is told to
+//! reconnect, in the one way the official SDK understands without
+//! surfacing an error. The connection writes an eviction (`NoSession`)
+//! instead of answering the next request; the SDK reads it as that
+//! request's answer (`Unauthenticated`), reconnects, signs in again and
+//! replays the request, which it may since the request was never executed
+//! (every request read before stopping is answered; none after it is
+//! executed). The write side is then shut down and the input discarded
+//! for at most `limits::HANDOVER_LINGER`, so a request that was already on
+//! its way is not answered with a reset before the client read the
+//! eviction.
+//!
+//! With the listening sockets kept across the restart (`Net::hand_over`),
+//! this happens as soon as a connection is between requests, and the
+//! reconnection waits in the listening socket's queue for the next
+//! process. Without, a connection first gets `limits::STOP_GRACE` to send
+//! a request that is still served.
+
+use crate::limits;
+use crate::net::context::NetContext;
+use crate::net::session::Session;
+use iggyd_wire::protocol::codes::EvictionReason;
+use iggyd_wire::protocol::header::RequestHeader;
+use iggyd_wire::protocol::reply::encode_eviction;
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+
+/// Resolves once the daemon stops and hands its listeners over; never
+/// otherwise (for a `select!` branch).
+pub async fn stopped_for_hand_over(context: &NetContext) {
+    if !context.net.hand_over {
+        std::future::pending::<()>().await;
+    }
+    if !context.is_stopping() {
+        let _ = context.stop_signal().recv_async().await;
+    }
+}
+
+/// Write the eviction that makes the SDK reconnect and replay, shut the
+/// write side down, and discard what the client still sends until it
+/// closes or `limits::HANDOVER_LINGER` passes. Never fails: a client that
+/// cannot be told is simply closed.
+pub async fn tell_to_reconnect<S: AsyncReadRent + AsyncWriteRent>(
+    shard: usize,
+    session: &Session,
+    stream: &mut S,
+) {
+    let header = RequestHeader {
+        client: session.login.map_or(0, |login| login.client),
+        session: session.number(),
+        ..RequestHeader::default()
+    };
+    let frame = encode_eviction(&header, EvictionReason::NoSession).to_vec();
+    let written = monoio::time::timeout(limits::HANDOVER_WRITE_TIMEOUT, stream.write_all(frame));
+    if !matches!(written.await, Ok((Ok(_), _))) {
+        return;
+    }
+    tracing::debug!(
+        shard,
+        client_id = session.client_id,
+        peer = %session.peer,
+        "told the client to reconnect (the daemon stops)"
+    );
+    let _ = monoio::time::timeout(limits::HANDOVER_WRITE_TIMEOUT, stream.shutdown()).await;
+    let deadline = std::time::Instant::now() + limits::HANDOVER_LINGER;
+    let mut buffer = vec![0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        match monoio::time::timeout(left, stream.read(buffer)).await {
+            Ok((Ok(read), returned)) if read > 0 => buffer = returned,
+            _ => return,
+        }
+    }
+}
