@@ -166,6 +166,11 @@ pub const STOP_GRACE: Duration = Duration::from_millis(200);
 pub const HANDOVER_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 pub const HANDOVER_LINGER: Duration = Duration::from_millis(100);
 
+/// Descriptors taken from `LISTEN_FDS` at most (`fdstore`): one listener
+/// per shard, the metrics and the admin listeners, with room to spare. A
+/// larger count is treated as malformed.
+pub const INHERITED_FDS_MAX: usize = 65_536;
+
 /// Longest wait for connections to finish before the pumps drain anyway.
 pub const QUIESCE_MAX: Duration = Duration::from_secs(5);
 
