@@ -23,7 +23,7 @@
 //! stream cannot resume one): the connection ends.
 
 use super::handler::{self, Outcome};
-use super::handover;
+use super::handover::{self, Linger};
 use super::session::Session;
 use super::tls::{TLS_HANDSHAKE_RECORD, peek_first_byte};
 use crate::limits;
@@ -190,7 +190,7 @@ async fn serve_stream(
         // closed before its handshake, which its connect retries.
         if context.net.tls.is_none() {
             let mut stream = stream;
-            handover::tell_to_reconnect(context.shard, session, &mut stream).await;
+            handover::tell_to_reconnect(context.shard, session, &mut stream, Linger::Wait).await;
         }
         return End::Stopping;
     };
@@ -242,7 +242,7 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
         // Handing over, a connection between requests is told to reconnect
         // at once: the next process serves the request it sends next.
         if context.net.hand_over && context.is_stopping() {
-            handover::tell_to_reconnect(context.shard, session, &mut stream).await;
+            handover::tell_to_reconnect(context.shard, session, &mut stream, Linger::Read).await;
             return End::Stopping;
         }
         // While the daemon stops, a connection gets a short grace period to
@@ -304,7 +304,8 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
         let read = monoio::select! {
             read = stream.read_exact(header) => read,
             _ = grace => {
-                handover::tell_to_reconnect(context.shard, session, &mut stream).await;
+                // The header read was cancelled: never read again.
+                handover::tell_to_reconnect(context.shard, session, &mut stream, Linger::Wait).await;
                 return End::Stopping;
             }
             _ = closed => return End::Closed,

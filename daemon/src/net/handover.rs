@@ -5,10 +5,11 @@
 //! request's answer (`Unauthenticated`), reconnects, signs in again and
 //! replays the request, which it may since the request was never executed
 //! (every request read before stopping is answered; none after it is
-//! executed). The write side is then shut down and the input discarded
-//! for at most `limits::HANDOVER_LINGER`, so a request that was already on
-//! its way is not answered with a reset before the client read the
-//! eviction.
+//! executed). The write side is then shut down and the connection kept
+//! for at most `limits::HANDOVER_LINGER` (its input read and discarded
+//! until the client closes, unless a read on it was just cancelled: a TLS
+//! stream cannot resume one), so a request that was already on its way
+//! does not meet a reset before the client read the eviction.
 //!
 //! With the listening sockets kept across the restart (`Net::hand_over`),
 //! this happens as soon as a connection is between requests, and the
@@ -35,14 +36,23 @@ pub async fn stopped_for_hand_over(context: &NetContext) {
     }
 }
 
+/// How the connection got here: between requests (its input may be read
+/// on), or from a read that was cancelled (never read again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Linger {
+    Read,
+    Wait,
+}
+
 /// Write the eviction that makes the SDK reconnect and replay, shut the
-/// write side down, and discard what the client still sends until it
-/// closes or `limits::HANDOVER_LINGER` passes. Never fails: a client that
-/// cannot be told is simply closed.
+/// write side down, and keep the connection until the client closes (or,
+/// with `Linger::Wait`, in any case) for at most `limits::HANDOVER_LINGER`.
+/// Never fails: a client that cannot be told is simply closed.
 pub async fn tell_to_reconnect<S: AsyncReadRent + AsyncWriteRent>(
     shard: usize,
     session: &Session,
     stream: &mut S,
+    linger: Linger,
 ) {
     let header = RequestHeader {
         client: session.login.map_or(0, |login| login.client),
@@ -61,6 +71,10 @@ pub async fn tell_to_reconnect<S: AsyncReadRent + AsyncWriteRent>(
         "told the client to reconnect (the daemon stops)"
     );
     let _ = monoio::time::timeout(limits::HANDOVER_WRITE_TIMEOUT, stream.shutdown()).await;
+    if linger == Linger::Wait {
+        monoio::time::sleep(limits::HANDOVER_LINGER).await;
+        return;
+    }
     let deadline = std::time::Instant::now() + limits::HANDOVER_LINGER;
     let mut buffer = vec![0u8; 4096];
     loop {

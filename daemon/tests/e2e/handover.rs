@@ -284,3 +284,55 @@ fn without_a_store_the_listeners_close_with_the_process() {
     let refused = TcpStream::connect_timeout(&address, Duration::from_secs(5));
     assert!(refused.is_err(), "{refused:?}");
 }
+
+/// Proves the hand-over on a TLS port: an idle TLS client (its read was
+/// waiting when the stop came) and a busy one (between requests) both read
+/// the eviction through TLS, the daemon stops cleanly (no read is resumed
+/// on a TLS stream whose read was cancelled), and the next start serves
+/// TLS on the listeners it took back.
+#[test]
+fn the_hand_over_on_a_tls_port_evicts_through_tls_and_stops_cleanly() {
+    use iggyd_testkit::tls::{TestCa, client_config, write};
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("iggyd hand-over CA");
+    let issued = ca.server(&["localhost", "127.0.0.1"]);
+    let cert = write(dir.path(), "server.pem", &issued.cert_pem);
+    let key = write(dir.path(), "server.key", &issued.key_pem);
+    let mut daemon = TestDaemon::builder()
+        .env("IGGYD_TCP__TLS__ENABLED", "true")
+        .env("IGGYD_TCP__TLS__CERT_FILE", cert.to_str().unwrap())
+        .env("IGGYD_TCP__TLS__KEY_FILE", key.to_str().unwrap())
+        .fd_store(64)
+        .spawn();
+    let connect = |address| {
+        let mut client = Client::connect_tls(address, client_config(&ca.pem, None), "localhost")
+            .expect("TLS handshake");
+        client.login("iggy", "iggy").expect("login");
+        client
+    };
+    let mut idle = connect(daemon.address);
+    let mut busy = connect(daemon.address);
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline, "no eviction within 10 s");
+        match busy.ping() {
+            Ok(()) => {}
+            Err(ClientError::Evicted { reason: 1 }) => break,
+            Err(other) => panic!("busy TLS client: {other}"),
+        }
+    }
+    let (status, _) = daemon.wait_exit(Duration::from_secs(15));
+    assert!(status.success(), "{status}\n{}", daemon.log());
+    match idle.ping() {
+        Err(ClientError::Evicted { reason: 1 }) => {}
+        other => panic!("idle TLS client: {other:?}"),
+    }
+    daemon.restart();
+    connect(daemon.address)
+        .ping()
+        .expect("TLS served after the restart");
+    let (status, _) = daemon.stop();
+    assert!(status.success());
+    daemon.assert_clean_log();
+}
