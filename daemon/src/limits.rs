@@ -166,6 +166,12 @@ pub const STOP_GRACE: Duration = Duration::from_millis(200);
 pub const HANDOVER_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 pub const HANDOVER_LINGER: Duration = Duration::from_millis(100);
 
+/// While the daemon stops and hands its listeners over: how long a
+/// connection waits for its next request (answered with the eviction)
+/// before the eviction is sent unasked; its client read its last reply
+/// long before (`net::handover`).
+pub const HANDOVER_GRACE: Duration = Duration::from_millis(100);
+
 /// Descriptors taken from `LISTEN_FDS` at most (`fdstore`): one listener
 /// per shard, the metrics and the admin listeners, with room to spare. A
 /// larger count is treated as malformed.

@@ -26,7 +26,6 @@ use super::handler::{self, Outcome};
 use super::handover::{self, Linger};
 use super::session::Session;
 use super::tls::{TLS_HANDSHAKE_RECORD, peek_first_byte};
-use crate::limits;
 use crate::net::admission::{SecurityCounters, Ticket};
 use crate::net::context::NetContext;
 use iggyd_wire::protocol::codes::{EvictionReason, HEADER_COMMAND_REQUEST};
@@ -239,22 +238,15 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
     let mut header = vec![0u8; HEADER_SIZE];
     let stop = context.stop_signal();
     loop {
-        // Handing over, a connection between requests is told to reconnect
-        // at once: the next process serves the request it sends next.
-        if context.net.hand_over && context.is_stopping() {
-            handover::tell_to_reconnect(context.shard, session, &mut stream, Linger::Read).await;
-            return End::Stopping;
-        }
         // While the daemon stops, a connection gets a short grace period to
-        // send its next request (none when handing over); an idle one is
-        // then told to reconnect and closed (`net::handover`).
+        // send its next request (served; when handing over, answered with
+        // the eviction instead); an idle one is then told to reconnect and
+        // closed (`net::handover`).
         let grace = async {
             if !context.is_stopping() {
                 let _ = stop.recv_async().await;
             }
-            if !context.net.hand_over {
-                monoio::time::sleep(limits::STOP_GRACE).await;
-            }
+            monoio::time::sleep(handover::grace(context)).await;
         };
         // A consumer-group member that sends nothing for too long is stale
         // (§8 item 7): it is evicted and its partitions move on.
@@ -328,6 +320,14 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
                 return End::PeerClosed;
             }
             Err(error) => return End::Io(error),
+        }
+        // Handing over, a request that arrives after the stop began is not
+        // executed: the eviction is its answer, and the SDK replays it on
+        // the next process (but for the SDK's leader check, see
+        // `handover::answered_anyway`).
+        if context.net.hand_over && context.is_stopping() && !handover::answered_anyway(&header) {
+            handover::tell_to_reconnect(context.shard, session, &mut stream, Linger::Read).await;
+            return End::Stopping;
         }
         let total = match declared_size(&header).map(check_frame_size) {
             Some(Ok(total)) => total,

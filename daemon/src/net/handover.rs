@@ -11,19 +11,55 @@
 //! stream cannot resume one), so a request that was already on its way
 //! does not meet a reset before the client read the eviction.
 //!
+//! The eviction answers the client's next request, or, when none comes
+//! within the grace period, is sent on its own to an idle client (the SDK
+//! reads it with its next request). Which request it answers matters: the
+//! SDK reconnects on an eviction answering any request but its leader
+//! check (GetClusterMetadata, sent right after it signs in), so that one is
+//! answered normally (`answered_anyway`) and the eviction goes to the
+//! request after it; waiting for the request, rather than sending the
+//! eviction right after a reply, is what lets the leader check be told
+//! apart.
+//!
 //! With the listening sockets kept across the restart (`Net::hand_over`),
-//! this happens as soon as a connection is between requests, and the
-//! reconnection waits in the listening socket's queue for the next
-//! process. Without, a connection first gets `limits::STOP_GRACE` to send
-//! a request that is still served.
+//! no other request that arrives after the stop began is executed (the
+//! grace period is `limits::HANDOVER_GRACE`), and the reconnection waits in
+//! the listening socket's queue for the next process. Without, a request
+//! that arrives within `limits::STOP_GRACE` is still served.
 
 use crate::limits;
 use crate::net::context::NetContext;
 use crate::net::session::Session;
-use iggyd_wire::protocol::codes::EvictionReason;
+use iggyd_wire::protocol::codes::{CommandCode, EvictionReason, Operation};
 use iggyd_wire::protocol::header::RequestHeader;
+use iggyd_wire::protocol::limits::HEADER_SIZE;
 use iggyd_wire::protocol::reply::encode_eviction;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+
+/// Whether a request that arrives while handing over is still answered:
+/// GetClusterMetadata, the SDK's leader check right after it signs in. The
+/// SDK does not reconnect on an eviction answering it; it goes on on the
+/// same connection, and its next request would meet the closed connection
+/// (an error the application sees). Answering it costs a read of the
+/// metadata view; the request after it gets the eviction.
+pub fn answered_anyway(header: &[u8]) -> bool {
+    let Ok(bytes) = <&[u8; HEADER_SIZE]>::try_from(header) else {
+        return false;
+    };
+    let request = RequestHeader::decode(bytes);
+    request.operation == Operation::NonReplicated as u8
+        && request.command_code == CommandCode::GetClusterMetadata as u32
+}
+
+/// How long a stopping daemon waits for a connection's next request before
+/// telling it to reconnect unasked.
+pub fn grace(context: &NetContext) -> std::time::Duration {
+    if context.net.hand_over {
+        limits::HANDOVER_GRACE
+    } else {
+        limits::STOP_GRACE
+    }
+}
 
 /// Resolves once the daemon stops and hands its listeners over; never
 /// otherwise (for a `select!` branch).
@@ -86,5 +122,28 @@ pub async fn tell_to_reconnect<S: AsyncReadRent + AsyncWriteRent>(
             Ok((Ok(read), returned)) if read > 0 => buffer = returned,
             _ => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(operation: u8, code: u32) -> [u8; HEADER_SIZE] {
+        let mut header = [0u8; HEADER_SIZE];
+        header[60] = 5;
+        header[176] = operation;
+        header[196..200].copy_from_slice(&code.to_le_bytes());
+        header
+    }
+
+    #[test]
+    fn only_the_leader_check_is_answered_while_handing_over() {
+        let non_replicated = Operation::NonReplicated as u8;
+        assert!(answered_anyway(&header(non_replicated, 12)));
+        assert!(!answered_anyway(&header(non_replicated, 1)));
+        assert!(!answered_anyway(&header(non_replicated, 20)));
+        assert!(!answered_anyway(&header(non_replicated + 1, 12)));
+        assert!(!answered_anyway(&header(non_replicated, 12)[..100]));
     }
 }

@@ -152,6 +152,34 @@ fn a_request_during_the_hand_over_is_answered_with_an_eviction_not_executed() {
     daemon.assert_clean_log();
 }
 
+/// Proves the one request still answered while handing over is the SDK's
+/// leader check (GetClusterMetadata, which the SDK sends right after it
+/// signs in and does not reconnect on when it is evicted): sending leader
+/// checks and pings in turn through a stop, every leader check is
+/// answered and the eviction comes on a ping.
+#[test]
+fn the_leader_check_is_answered_during_the_hand_over_and_the_next_request_evicted() {
+    let mut daemon = TestDaemon::builder().fd_store(64).spawn();
+    let mut client = Client::connect(daemon.address).expect("connect");
+    client.login("iggy", "iggy").expect("login");
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut rounds = 0;
+    loop {
+        assert!(Instant::now() < deadline, "no eviction within 10 s");
+        if let Err(error) = client.call(&Request::get_cluster_metadata()) {
+            panic!("leader check {rounds}: {error}");
+        }
+        match client.ping() {
+            Ok(()) => rounds += 1,
+            Err(ClientError::Evicted { reason: 1 }) => break,
+            Err(other) => panic!("ping {rounds}: {other}"),
+        }
+    }
+    let (status, _) = daemon.wait_exit(Duration::from_secs(15));
+    assert!(status.success(), "{status}");
+}
+
 /// A listening socket of this process with SO_REUSEPORT on `address`.
 fn reuseport_listener(address: &str) -> TcpListener {
     use socket2::{Domain, Protocol, Socket, Type};
