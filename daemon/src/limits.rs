@@ -172,6 +172,11 @@ pub const HANDOVER_LINGER: Duration = Duration::from_millis(100);
 /// long before (`net::handover`).
 pub const HANDOVER_GRACE: Duration = Duration::from_millis(100);
 
+/// While handing over: how long a connection waits for every shard to stop
+/// accepting before it tells its client to reconnect (they stop within a
+/// millisecond of each other; this bounds a shard that does not).
+pub const HANDOVER_ACCEPT_WAIT: Duration = Duration::from_millis(50);
+
 /// Descriptors taken from `LISTEN_FDS` at most (`fdstore`): one listener
 /// per shard, the metrics and the admin listeners, with room to spare. A
 /// larger count is treated as malformed.

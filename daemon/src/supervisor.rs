@@ -518,6 +518,7 @@ fn start_net(
             .collect(),
         limits: ConnectionLimits::of(&limits),
         hand_over: launch.hand_over,
+        accepting: crate::net::handover::Accepting::new(shards),
     })
 }
 

@@ -23,7 +23,7 @@
 //! stream cannot resume one): the connection ends.
 
 use super::handler::{self, Outcome};
-use super::handover::{self, Linger};
+use super::handover;
 use super::session::Session;
 use super::tls::{TLS_HANDSHAKE_RECORD, peek_first_byte};
 use crate::net::admission::{SecurityCounters, Ticket};
@@ -189,7 +189,9 @@ async fn serve_stream(
         // closed before its handshake, which its connect retries.
         if context.net.tls.is_none() {
             let mut stream = stream;
-            handover::tell_to_reconnect(context.shard, session, &mut stream, Linger::Wait).await;
+            if handover::evict(context, session, &mut stream).await {
+                handover::close_unread(&mut stream).await;
+            }
         }
         return End::Stopping;
     };
@@ -206,7 +208,7 @@ async fn serve_stream(
                  tcp.tls.enabled is false (closed)",
             );
         }
-        return run(context, session, stream, login_deadline).await;
+        return run(context, session, stream, login_deadline, Resumable::Yes).await;
     };
     if first != TLS_HANDSHAKE_RECORD {
         return End::Mismatch(
@@ -222,9 +224,17 @@ async fn serve_stream(
             if let Some(activity) = &session.activity {
                 activity.set_tls();
             }
-            run(context, session, stream, login_deadline).await
+            run(context, session, stream, login_deadline, Resumable::No).await
         }
     }
+}
+
+/// Whether a read that a timer won may be followed by another read on the
+/// stream: a plaintext stream may, a TLS stream cannot resume one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resumable {
+    Yes,
+    No,
 }
 
 /// The frame loop, over a plaintext or a TLS stream.
@@ -233,20 +243,31 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
     session: &mut Session,
     mut stream: S,
     login_deadline: Instant,
+    resumable: Resumable,
 ) -> End {
     let limits = context.net.limits;
     let mut header = vec![0u8; HEADER_SIZE];
     let stop = context.stop_signal();
+    // Once the client was told to reconnect (`net::handover`): until when
+    // what it still sends is served, and whether the eviction went out
+    // unasked and answers the next request.
+    let mut lingering: Option<Instant> = None;
+    let mut answered_unasked = false;
     loop {
         // While the daemon stops, a connection gets a short grace period to
         // send its next request (served; when handing over, answered with
-        // the eviction instead); an idle one is then told to reconnect and
-        // closed (`net::handover`).
+        // the eviction instead); an idle one is then told to reconnect.
+        // After the eviction, the linger period.
         let grace = async {
-            if !context.is_stopping() {
-                let _ = stop.recv_async().await;
+            match lingering {
+                Some(deadline) => monoio::time::sleep(until(deadline)).await,
+                None => {
+                    if !context.is_stopping() {
+                        let _ = stop.recv_async().await;
+                    }
+                    monoio::time::sleep(handover::grace(context)).await;
+                }
             }
-            monoio::time::sleep(handover::grace(context)).await;
         };
         // A consumer-group member that sends nothing for too long is stale
         // (§8 item 7): it is evicted and its partitions move on.
@@ -296,9 +317,21 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
         let read = monoio::select! {
             read = stream.read_exact(header) => read,
             _ = grace => {
-                // The header read was cancelled: never read again.
-                handover::tell_to_reconnect(context.shard, session, &mut stream, Linger::Wait).await;
-                return End::Stopping;
+                if lingering.is_some() {
+                    return End::Stopping;
+                }
+                if !handover::evict(context, session, &mut stream).await {
+                    return End::Stopping;
+                }
+                if resumable == Resumable::No {
+                    handover::close_unread(&mut stream).await;
+                    return End::Stopping;
+                }
+                lingering = Some(Instant::now() + crate::limits::HANDOVER_LINGER);
+                answered_unasked = true;
+                // The cancelled read kept its buffer.
+                header = vec![0u8; HEADER_SIZE];
+                continue;
             }
             _ = closed => return End::Closed,
             _ = quiet => return if logged_in { End::Idle } else { End::LoginTimeout },
@@ -321,14 +354,6 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
             }
             Err(error) => return End::Io(error),
         }
-        // Handing over, a request that arrives after the stop began is not
-        // executed: the eviction is its answer, and the SDK replays it on
-        // the next process (but for the SDK's leader check, see
-        // `handover::answered_anyway`).
-        if context.net.hand_over && context.is_stopping() && !handover::answered_anyway(&header) {
-            handover::tell_to_reconnect(context.shard, session, &mut stream, Linger::Read).await;
-            return End::Stopping;
-        }
         let total = match declared_size(&header).map(check_frame_size) {
             Some(Ok(total)) => total,
             Some(Err(error)) => return End::Protocol(error.to_string()),
@@ -348,6 +373,26 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
             Some(Ok(frame)) => frame,
             Some(Err(end)) => return end,
         };
+        if answered_unasked {
+            // The eviction sent unasked was this request's answer.
+            answered_unasked = false;
+            continue;
+        }
+        // Handing over, a request that arrives after the stop began is not
+        // executed: the eviction is its answer, and the SDK replays it on
+        // the next process (but for what the SDK sends on its own, see
+        // `handover::answered_anyway`). What follows it is served.
+        if lingering.is_none()
+            && context.net.hand_over
+            && context.is_stopping()
+            && !handover::answered_anyway(&header)
+        {
+            if !handover::evict(context, session, &mut stream).await {
+                return End::Stopping;
+            }
+            lingering = Some(Instant::now() + crate::limits::HANDOVER_LINGER);
+            continue;
+        }
         let request_started = std::time::Instant::now();
         if let Some(activity) = &session.activity {
             let code = header

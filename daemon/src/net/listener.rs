@@ -91,6 +91,7 @@ pub fn serve(
                 }
             }
         }
+        context.net.accepting.stopped();
         if context.net.hand_over {
             drop(listener);
             context.listener_closed();

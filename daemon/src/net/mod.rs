@@ -75,6 +75,8 @@ pub struct Net {
     /// and every connection is told to reconnect as soon as it is between
     /// requests (`net::handover`).
     pub hand_over: bool,
+    /// Shards whose listener still accepts (`net::handover`).
+    pub accepting: Arc<handover::Accepting>,
 }
 
 impl Net {
@@ -138,6 +140,7 @@ impl Net {
                 poll_reply_bytes_max: crate::limits::POLL_REPLY_BYTES,
             },
             hand_over: false,
+            accepting: handover::Accepting::new(shards),
         }
     }
 }

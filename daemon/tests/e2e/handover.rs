@@ -123,42 +123,71 @@ fn listeners_outlive_the_process_and_waiting_clients_are_served_by_the_next() {
 
 /// Proves a request that arrives while a handing-over daemon stops is not
 /// executed but answered with the eviction the SDK replays after
-/// reconnecting, and that the connection then ends (end of stream, no
-/// reset), while requests before the stop were answered normally.
+/// reconnecting: sends made in a loop through a stop are each acknowledged
+/// until one is evicted; after the restart the topic holds exactly the
+/// acknowledged ones (the evicted send was never written), and the
+/// connection ended after the linger period (end of stream, no reset).
 #[test]
 fn a_request_during_the_hand_over_is_answered_with_an_eviction_not_executed() {
+    use crate::messages::{batch, poll, stream_with_topic};
+    use iggyd_testkit::wire::{Identifier, Partitioning};
     let mut daemon = TestDaemon::builder().fd_store(64).spawn();
     let mut busy = Client::connect(daemon.address).expect("connect");
     busy.login("iggy", "iggy").expect("login");
+    stream_with_topic(&mut busy, "s", "t", 1);
     daemon.signal(nix::sys::signal::Signal::SIGTERM);
-    // Keep sending until the eviction comes: every answer before it is a
-    // normal reply.
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut replies = 0;
-    loop {
+    let mut acknowledged = Vec::new();
+    let evicted = loop {
         assert!(Instant::now() < deadline, "no eviction within 10 s");
-        match busy.ping() {
-            Ok(()) => replies += 1,
-            Err(ClientError::Evicted { reason: 1 }) => break,
-            Err(other) => panic!("after {replies} replies: {other}"),
+        let payload = format!("m-{}", acknowledged.len()).into_bytes();
+        let request = Request::send_messages(
+            Identifier::Name("s"),
+            Identifier::Name("t"),
+            Partitioning::PartitionId(0),
+            1,
+            &batch(&[&payload]),
+        );
+        match busy.call(&request) {
+            Ok(_) => acknowledged.push(payload),
+            Err(ClientError::Evicted { reason: 1 }) => break payload,
+            Err(other) => panic!("after {} sends: {other}", acknowledged.len()),
         }
-    }
-    match busy.ping() {
-        Err(ClientError::Closed | ClientError::Io(_)) => {}
-        other => panic!("the connection must end after the eviction: {other:?}"),
+    };
+    // After the linger period the connection ends: end of stream.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the connection outlived the linger"
+        );
+        match busy.ping() {
+            Ok(()) => std::thread::sleep(Duration::from_millis(20)),
+            Err(ClientError::Closed | ClientError::Io(_)) => break,
+            Err(other) => panic!("after the eviction: {other}"),
+        }
     }
     let (status, _) = daemon.wait_exit(Duration::from_secs(15));
     assert!(status.success(), "{status}");
+    daemon.restart();
+    let mut reader = Client::connect(daemon.address).expect("connect");
+    reader.login("iggy", "iggy").expect("login");
+    let (_, messages) = poll(&mut reader, "s", "t", 0, 0, 10_000);
+    let stored: Vec<Vec<u8>> = messages.into_iter().map(|(_, payload)| payload).collect();
+    assert_eq!(stored, acknowledged, "exactly the acknowledged sends");
+    assert!(!stored.contains(&evicted), "the evicted send was executed");
+    let (status, _) = daemon.stop();
+    assert!(status.success());
     daemon.assert_clean_log();
 }
 
-/// Proves the one request still answered while handing over is the SDK's
-/// leader check (GetClusterMetadata, which the SDK sends right after it
-/// signs in and does not reconnect on when it is evicted): sending leader
-/// checks and pings in turn through a stop, every leader check is
-/// answered and the eviction comes on a ping.
+/// Proves what the SDK sends on its own is still answered while handing
+/// over (its leader check, GetClusterMetadata, which it does not reconnect
+/// on, and its heartbeat, Ping): sending leader checks, pings and an
+/// application request (GetMe) in turn through a stop, every leader check
+/// and ping is answered and the eviction comes on GetMe.
 #[test]
-fn the_leader_check_is_answered_during_the_hand_over_and_the_next_request_evicted() {
+fn the_sdks_own_requests_are_answered_during_the_hand_over_and_the_next_one_evicted() {
     let mut daemon = TestDaemon::builder().fd_store(64).spawn();
     let mut client = Client::connect(daemon.address).expect("connect");
     client.login("iggy", "iggy").expect("login");
@@ -170,10 +199,13 @@ fn the_leader_check_is_answered_during_the_hand_over_and_the_next_request_evicte
         if let Err(error) = client.call(&Request::get_cluster_metadata()) {
             panic!("leader check {rounds}: {error}");
         }
-        match client.ping() {
-            Ok(()) => rounds += 1,
+        if let Err(error) = client.ping() {
+            panic!("ping {rounds}: {error}");
+        }
+        match client.call(&Request::get_me()) {
+            Ok(_) => rounds += 1,
             Err(ClientError::Evicted { reason: 1 }) => break,
-            Err(other) => panic!("ping {rounds}: {other}"),
+            Err(other) => panic!("get me {rounds}: {other}"),
         }
     }
     let (status, _) = daemon.wait_exit(Duration::from_secs(15));
@@ -314,7 +346,7 @@ fn without_a_store_the_listeners_close_with_the_process() {
 }
 
 /// Proves the hand-over on a TLS port: an idle TLS client (its read was
-/// waiting when the stop came) and a busy one (between requests) both read
+/// waiting when the stop came) and a busy one (GetMe in a loop) both read
 /// the eviction through TLS, the daemon stops cleanly (no read is resumed
 /// on a TLS stream whose read was cancelled), and the next start serves
 /// TLS on the listeners it took back.
@@ -344,8 +376,8 @@ fn the_hand_over_on_a_tls_port_evicts_through_tls_and_stops_cleanly() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         assert!(Instant::now() < deadline, "no eviction within 10 s");
-        match busy.ping() {
-            Ok(()) => {}
+        match busy.call(&Request::get_me()) {
+            Ok(_) => {}
             Err(ClientError::Evicted { reason: 1 }) => break,
             Err(other) => panic!("busy TLS client: {other}"),
         }
