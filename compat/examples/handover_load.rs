@@ -120,7 +120,7 @@ async fn main() -> std::process::ExitCode {
             stalls.push(stall);
         }
         out.push_str(&format!(
-            "window {label} serving_ms={} longest_client_wait_ms={stall}\n",
+            "window {label} begin={begin} end={end} serving_ms={} longest_client_wait_ms={stall}\n",
             served.map_or("?".to_string(), |ms| ms.to_string())
         ));
     }

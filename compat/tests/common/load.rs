@@ -88,7 +88,7 @@ pub struct Ping {
     pub outcome: PingOutcome,
 }
 
-/// Something a client saw, with when.
+/// Something a client saw, with when the request it answered started.
 #[derive(Debug, Clone)]
 pub struct Seen {
     pub at_ms: u64,
@@ -115,16 +115,18 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Shared {
-    fn app_error(&self, what: String) {
+    /// An error returned to the application by a request started at
+    /// `started_ms`.
+    fn app_error(&self, started_ms: u64, what: String) {
         lock(&self.app_errors).push(Seen {
-            at_ms: now_ms(),
+            at_ms: started_ms,
             what,
         });
     }
 
-    fn transport_error(&self, what: String) {
+    fn transport_error(&self, started_ms: u64, what: String) {
         lock(&self.transport_errors).push(Seen {
-            at_ms: now_ms(),
+            at_ms: started_ms,
             what,
         });
     }
@@ -432,11 +434,14 @@ impl Report {
     pub fn details(&self) -> String {
         let mut out = String::new();
         for seen in &self.app_errors {
-            out.push_str(&format!("app_error at {}: {}\n", seen.at_ms, seen.what));
+            out.push_str(&format!(
+                "app_error (request started {}): {}\n",
+                seen.at_ms, seen.what
+            ));
         }
         for seen in &self.transport_errors {
             out.push_str(&format!(
-                "transport_error at {}: {}\n",
+                "transport_error (request started {}): {}\n",
                 seen.at_ms, seen.what
             ));
         }
@@ -472,7 +477,9 @@ async fn producer_a(
                 shared.took(started_ms, started.elapsed());
                 lock(&shared.acked_a).extend((next..next + config.batch).map(|i| format!("a-{i}")));
             }
-            Err(error) => shared.app_error(format!("producer a, send a-{next}: {error}")),
+            Err(error) => {
+                shared.app_error(started_ms, format!("producer a, send a-{next}: {error}"))
+            }
         }
         next += config.batch;
         tokio::time::sleep(config.send_every).await;
@@ -500,7 +507,9 @@ async fn producer_b(
                 shared.took(started_ms, started.elapsed());
                 lock(&shared.acked_b).extend((next..next + config.batch).map(|i| format!("b-{i}")));
             }
-            Err(error) => shared.transport_error(format!("producer b, send b-{next}: {error}")),
+            Err(error) => {
+                shared.transport_error(started_ms, format!("producer b, send b-{next}: {error}"))
+            }
         }
         next += config.batch;
         tokio::time::sleep(config.send_every).await;
@@ -541,7 +550,10 @@ async fn consumer(
                 lock(&shared.consumed).extend(payloads(&polled));
             }
             Err(error) => {
-                shared.app_error(format!("consumer, poll partition {partition}: {error}"));
+                shared.app_error(
+                    started_ms,
+                    format!("consumer, poll partition {partition}: {error}"),
+                );
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -566,7 +578,7 @@ async fn new_clients(config: LoadConfig, stop: Arc<AtomicBool>, shared: Arc<Shar
                 shared.took(started_ms, started.elapsed());
                 *lock(&shared.clients) += 1;
             }
-            Err(error) => shared.app_error(format!("new client: {error}")),
+            Err(error) => shared.app_error(started_ms, format!("new client: {error}")),
         }
         tokio::time::sleep(config.ping_every * 5).await;
     }
