@@ -209,6 +209,8 @@ in
         RestartPreventExitStatus = 78;
         TimeoutStartSec = "90s";
         TimeoutStopSec = "45s";
+        # The listening sockets outlive a restart (see systemd/iggyd.service).
+        FileDescriptorStoreMax = 1024;
 
         StateDirectory = "iggyd";
         StateDirectoryMode = "0750";

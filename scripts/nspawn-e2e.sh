@@ -2,10 +2,13 @@
 # End-to-end test of the RPM under a real systemd (252, Debian bookworm) as
 # PID 1 in systemd-nspawn, runnable by hand and from CI (as root):
 #
-#   scripts/nspawn-e2e.sh [--rpm FILE.rpm] [--keep]
+#   scripts/nspawn-e2e.sh [--rpm FILE.rpm [--upgrade-rpm FILE.rpm]] [--load BIN] [--keep]
 #
 # 1. builds the RPM with the fault switch (packaging/rpm/build.sh
-#    --with-fault-injection) unless --rpm is given;
+#    --with-fault-injection) unless --rpm is given, and the same build as a
+#    newer package (RPM_DIST=.upgrade) for the `rpm -U` check; builds the
+#    hand-over load (compat/examples/handover_load.rs, the official SDK)
+#    unless --load is given;
 # 2. builds once and caches a minimal bookworm tree with mmdebstrap
 #    (IGGYD_NSPAWN_CACHE, default /var/cache/iggyd-nspawn), with the mirror
 #    taken from this machine's apt sources;
@@ -21,12 +24,16 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 
 rpm_file=
+upgrade_file=
+load_bin=
 keep=no
 while [ $# -gt 0 ]; do
   case $1 in
     --rpm) rpm_file=$2; shift 2 ;;
+    --upgrade-rpm) upgrade_file=$2; shift 2 ;;
+    --load) load_bin=$2; shift 2 ;;
     --keep) keep=yes; shift ;;
-    *) echo "usage: $0 [--rpm FILE.rpm] [--keep]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--rpm FILE.rpm [--upgrade-rpm FILE.rpm]] [--load BIN] [--keep]" >&2; exit 2 ;;
   esac
 done
 
@@ -49,15 +56,29 @@ if [ -z "$rpm_file" ]; then
     tail -n 30 "${TMPDIR:-/tmp}/iggyd-nspawn-rpmbuild.log" >&2
     exit 1
   }
+  # The same build as a newer release: what `rpm -U` installs over it.
+  log "building it again as a newer package (RPM_DIST=.upgrade) for rpm -U"
+  upgrade_file=$(RPM_DIST=.upgrade packaging/rpm/build.sh --with-fault-injection 2>>"${TMPDIR:-/tmp}/iggyd-nspawn-rpmbuild.log" | tail -n1) || {
+    tail -n 30 "${TMPDIR:-/tmp}/iggyd-nspawn-rpmbuild.log" >&2
+    exit 1
+  }
 fi
 [ -f "$rpm_file" ] || { echo "no RPM at $rpm_file" >&2; exit 1; }
-log "RPM: $(basename "$rpm_file")"
+log "RPM: $(basename "$rpm_file")${upgrade_file:+, upgrade: $(basename "$upgrade_file")}"
+if [ -z "$load_bin" ]; then
+  log "building the hand-over load (cargo build -p iggyd-compat --example handover_load)"
+  cargo build --locked -q -p iggyd-compat --example handover_load
+  load_bin=${CARGO_TARGET_DIR:-$repo/target}/debug/examples/handover_load
+  case $load_bin in /*) ;; *) load_bin=$repo/$load_bin ;; esac
+fi
+[ -x "$load_bin" ] || { echo "no hand-over load at $load_bin" >&2; exit 1; }
 
 # --- the cached base tree -------------------------------------------------
 suite=bookworm
 # procps: /bin/kill for ExecReload= (util-linux has it on Fedora/EL);
-# socat: a client for the admin Unix socket.
-include=systemd,systemd-sysv,dbus,libhwloc15,libudev1,procps,socat
+# socat: a client for the admin Unix socket. rpm: `rpm -U` of the upgrade
+# inside the container (its scriptlets restart the service).
+include=systemd,systemd-sysv,dbus,libhwloc15,libudev1,procps,socat,rpm
 cache=${IGGYD_NSPAWN_CACHE:-/var/cache/iggyd-nspawn}
 mkdir -p "$cache"
 mirror() {
@@ -95,6 +116,8 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$share"
+cp "$load_bin" "$share/handover_load"
+if [ -n "$upgrade_file" ]; then cp "$upgrade_file" "$share/upgrade.rpm"; fi
 log "copying the tree"
 cp -a --reflink=auto "$base" "$tree"
 flock -u 9
@@ -120,7 +143,7 @@ After=basic.target dbus.service
 Type=oneshot
 ExecStart=/bin/bash /host/run.sh
 ExecStopPost=/bin/systemctl --no-block poweroff
-TimeoutStartSec=300
+TimeoutStartSec=600
 StandardOutput=journal+console
 
 [Install]
@@ -326,6 +349,129 @@ else
   esac
 fi
 
+# -- restarts that refuse no client: the file descriptor store
+echo; echo "== hand-over restarts (FileDescriptorStoreMax=$(prop FileDescriptorStoreMax))"
+# The unit allows 5 starts in 2 minutes (StartLimitBurst=); 10 restarts, a
+# SIGKILL and an upgrade within a minute are more, so this part lifts it.
+mkdir -p /run/systemd/system/iggyd.service.d
+printf '[Unit]\nStartLimitIntervalSec=0\n' >/run/systemd/system/iggyd.service.d/e2e-no-start-limit.conf
+systemctl daemon-reload
+systemctl reset-failed iggyd.service 2>/dev/null
+note "runtime drop-in for this part: StartLimitIntervalSec=0"
+main_pid=$(prop MainPID)
+daemon_env=$(tr '\0' '\n' </proc/"$main_pid"/environ 2>/dev/null | grep -E '^(FDSTORE|SYSTEMD_EXEC_PID|LISTEN_FDS|LISTEN_FDNAMES)=' | tr '\n' ' ')
+note "the daemon's environment: ${daemon_env:-none of FDSTORE, SYSTEMD_EXEC_PID, LISTEN_FDS}"
+case $daemon_env in
+  *FDSTORE=*) note "systemd announces the store (FDSTORE=, systemd >= 254)" ;;
+  *) note "no FDSTORE= (systemd < 254): the daemon relies on SYSTEMD_EXEC_PID" ;;
+esac
+preserve=$(prop FileDescriptorStorePreserve 2>/dev/null)
+note "FileDescriptorStorePreserve: ${preserve:-not a property of this systemd ($(systemctl --version | head -n1))}"
+stored=$(prop NFileDescriptorStore 2>/dev/null)
+if [ "$stored" = "$((shards + 1))" ]; then
+  ok "the store holds $stored descriptors ($shards shards' listeners and the admin socket)"
+else
+  ko "the store holds '${stored}' descriptors, expected $((shards + 1))"
+fi
+if journalctl -u iggyd.service -o cat --no-pager | grep -q 'file descriptor store: .*started by systemd'; then
+  ok "the daemon sees the store (started by systemd)"
+else
+  journalctl -u iggyd.service -o cat --no-pager | grep 'file descriptor store' | tail -n2 | sed 's/^/      | /'
+fi
+password=$(sed -n 's/^password: //p' /var/lib/iggyd/root-credentials 2>/dev/null)
+username=$(sed -n 's/^username: //p' /var/lib/iggyd/root-credentials 2>/dev/null)
+rm -f /tmp/ho.ready /tmp/ho.stop /tmp/ho.windows
+: >/tmp/ho.windows
+/host/handover_load --address "$address" --username "${username:-iggy}" --password "$password" \
+  --ready /tmp/ho.ready --stop /tmp/ho.stop --windows /tmp/ho.windows --report /host/handover.report \
+  >/host/handover.out 2>/host/handover.err &
+load_pid=$!
+if wait_for 60 test -f /tmp/ho.ready; then
+  ok "the load runs: IggyProducer, a plain-client producer, a consumer, new connections (official SDK iggy 0.11.0)"
+  sleep 3
+  restart_ok=0
+  for round in 1 2 3 4 5 6 7 8 9 10; do
+    old=$(prop MainPID)
+    begin=$(now_ms)
+    if systemctl restart iggyd.service; then
+      ready=$(now_ms)
+      new=$(prop MainPID)
+      echo "restart-$round $begin $ready $((ready - begin))" >>/tmp/ho.windows
+      if [ "$new" != "$old" ] && [ "$(systemctl is-active iggyd.service)" = active ]; then
+        restart_ok=$((restart_ok + 1))
+      else
+        ko "restart $round: MainPID $old -> $new, $(systemctl is-active iggyd.service)"
+      fi
+    else
+      ko "systemctl restart $round failed"
+    fi
+    # Restarts apart by more than the SDK's reestablish_after (5 s), as real
+    # ones are (README, restarts).
+    sleep 6
+  done
+  [ "$restart_ok" = 10 ] && ok "10 x systemctl restart: a new process each time, active"
+  taken=$(journalctl -u iggyd.service -o cat --no-pager | grep -c 'Iggy listener taken from the file descriptor store')
+  anew=$(journalctl -u iggyd.service -o cat --no-pager | grep -c 'binding the Iggy listener anew')
+  if [ "$taken" -ge $((10 * shards)) ] && [ "$anew" = 0 ]; then
+    ok "every restart took the $shards listeners back from the store ($taken taken, none bound anew)"
+  else
+    ko "listeners taken from the store: $taken, bound anew: $anew (expected $((10 * shards)) and 0)"
+  fi
+  # The watchdog-style restart: SIGKILL, then Restart=on-failure.
+  restarts0=$(prop NRestarts)
+  old=$(prop MainPID)
+  begin=$(now_ms)
+  systemctl kill -s KILL iggyd.service
+  if wait_for 60 sh -c "[ \"\$(systemctl show -p NRestarts --value iggyd.service)\" -gt $restarts0 ] && [ \"\$(systemctl is-active iggyd.service)\" = active ]"; then
+    ready=$(now_ms)
+    echo "kill $begin $ready $((ready - begin))" >>/tmp/ho.windows
+    ok "systemctl kill -s KILL: restarted by Restart= (NRestarts $restarts0 -> $(prop NRestarts)) in $((ready - begin)) ms (RestartSec=$(prop RestartUSec))"
+  else
+    ko "no restart within 60 s after SIGKILL"
+  fi
+  sleep 6
+  # An upgrade: rpm -U of a newer package; %postun try-restarts the service.
+  if [ -f /host/upgrade.rpm ] && command -v rpm >/dev/null; then
+    old=$(prop MainPID)
+    begin=$(now_ms)
+    if rpm -U --nodeps /host/upgrade.rpm >/tmp/rpm-u.log 2>&1; then
+      ready=$(now_ms)
+      echo "upgrade $begin $ready $((ready - begin))" >>/tmp/ho.windows
+      if [ "$(prop MainPID)" != "$old" ] && [ "$(systemctl is-active iggyd.service)" = active ]; then
+        ok "rpm -U $(rpm -q iggyd): the scriptlet restarted the service in $((ready - begin)) ms"
+      else
+        ko "rpm -U did not restart the service (MainPID $old -> $(prop MainPID))"
+      fi
+    else
+      ko "rpm -U failed: $(tail -n3 /tmp/rpm-u.log)"
+    fi
+    grep -v -e 'use Alien instead' -e 'you know what you are doing' /tmp/rpm-u.log | sed 's/^/      rpm: /' || true
+    sleep 6
+  else
+    sk "rpm -U: no upgrade package (run without --rpm, or pass --upgrade-rpm)"
+  fi
+  touch /tmp/ho.stop
+  if wait_for 180 sh -c "! kill -0 $load_pid 2>/dev/null"; then
+    wait "$load_pid"; load_rc=$?
+  else
+    load_rc=timeout
+  fi
+  sed 's/^/      | /' /host/handover.out
+  value() { sed -n "s/^$1=\([0-9]*\).*/\1/p" /host/handover.out | head -n1; }
+  field() { sed -n "s/.* $1=\([0-9]*\).*/\1/p" /host/handover.out | head -n1; }
+  [ "$(value lost)" = 0 ] && ok "acknowledged messages lost: 0 (every one read back)" || ko "acknowledged messages lost: $(value lost)"
+  [ "$(value app_errors)" = 0 ] && ok "errors returned to the application: 0" || ko "errors returned to the application: $(value app_errors)"
+  [ "$(field refused)" = 0 ] && ok "refused connections: 0 of $(value new_connections)" || ko "refused connections: $(field refused)"
+  outside=$(sed -n 's/^outside_kill broken=\([0-9]*\) transport_errors=\([0-9]*\)/\1 \2/p' /host/handover.out)
+  [ "$outside" = "0 0" ] && ok "outside the SIGKILL: no broken connection, no transport error" || ko "outside the SIGKILL: broken, transport errors = $outside"
+  [ "$load_rc" = 0 ] && ok "the load's verdict: clean" || ko "the load exited $load_rc"
+  [ -s /host/handover.err ] && tail -n 5 /host/handover.err | sed 's/^/      stderr: /'
+  journalctl -u iggyd.service -o short-unix --no-pager >/host/iggyd-journal.txt 2>&1
+else
+  ko "the load did not start: $(tail -n 5 /host/handover.err)"
+  kill "$load_pid" 2>/dev/null
+fi
+
 # -- stop
 echo; echo "== systemctl stop iggyd"
 stop0=$(now_ms)
@@ -335,6 +481,12 @@ result=$(prop Result); code=$(prop ExecMainCode); status=$(prop ExecMainStatus)
 note "Result=$result ExecMainCode=$code ExecMainStatus=$status NRestarts=$(prop NRestarts)"
 if [ "$result" = success ] && [ "$status" = 0 ]; then ok "clean exit (status 0)"; else ko "unclean stop: Result=$result status=$status"; fi
 if journalctl -u iggyd.service --since "@$stop_since" -o cat | grep -qE 'SIGKILL|Killing process'; then ko "systemd had to kill the daemon on stop"; else ok "no SIGKILL needed on stop"; fi
+# The store is emptied by a stop: a stopped service refuses connections.
+if timeout 5 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null; then
+  ko "$host:$port still accepts connections after systemctl stop"
+else
+  ok "after systemctl stop, $host:$port refuses connections (the store was emptied)"
+fi
 
 # -- journal
 echo; echo "== journal"
@@ -369,7 +521,7 @@ chmod +x "$share/run.sh"
 
 log "booting the container (systemd-nspawn --volatile=overlay -b)"
 set +e
-timeout 300 systemd-nspawn --quiet --volatile=overlay -D "$tree" -b --register=no --keep-unit \
+timeout 700 systemd-nspawn --quiet --volatile=overlay -D "$tree" -b --register=no --keep-unit \
   --console=pipe --bind="$share:/host" </dev/null >"$share/console.log" 2>&1
 nspawn_rc=$?
 set -e

@@ -1,13 +1,18 @@
 //! The single start-up sequence: arguments -> configuration -> shard plan ->
 //! preflight (memory budget, data directory, I/O driver) -> listeners (the
-//! Iggy port, the metrics port and its credentials) -> supervisor. Also the `plan`, `config` and `doctor` subcommands. This is where typed
-//! errors become one readable line on stderr, a `STATUS=` text and an exit
-//! code; nothing below this module prints or exits.
+//! Iggy port, the metrics port and its credentials, the admin socket; each
+//! taken back from systemd's file descriptor store when it still fits,
+//! `fdstore`) -> supervisor. Also the `plan`, `config` and `doctor`
+//! subcommands. This is where typed errors become one readable line on
+//! stderr, a `STATUS=` text and an exit code; nothing below this module
+//! prints or exits.
 
 use crate::cgroup::CgroupLimits;
 use crate::config::{Config, Sources};
 use crate::control::metrics_server::{self, MetricsAuth};
+use crate::control::server::AdminSocket;
 use crate::error::BootError;
+use crate::fdstore::{self, FdStore, Inherited};
 use crate::logging::LogHandle;
 use crate::net::listener;
 use crate::supervisor::{self, Launch, Reload};
@@ -19,6 +24,7 @@ use iggyd_metadata::auth::HashCost;
 use iggyd_metadata::bootstrap::{RootPassword, bootstrap_root};
 use iggyd_metadata::io::StdIo;
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -82,6 +88,9 @@ fn parse_probe_time(text: &str) -> Result<std::time::Duration, String> {
 pub fn main() -> ExitCode {
     let started = Instant::now();
     let cli = Cli::parse();
+    // Before anything opens a descriptor: what the service manager passed
+    // (LISTEN_FDS) sits at 3 and up.
+    let inherited = cli.command.is_none().then(Inherited::capture);
     let sources = Sources {
         file: cli.config,
         listen: cli.listen,
@@ -143,6 +152,7 @@ pub fn main() -> ExitCode {
                 log.clone(),
                 cli.cgroup_dir.as_deref(),
                 started,
+                inherited.unwrap_or_default(),
             );
             let code = match &outcome {
                 Ok(()) => ExitCode::SUCCESS,
@@ -211,6 +221,7 @@ fn run(
     log: LogHandle,
     cgroup_dir: Option<&Path>,
     started: Instant,
+    inherited: Inherited,
 ) -> Result<(), BootError> {
     let plan = plan(&config, cgroup_dir)?;
     if !plan.is_this_system() {
@@ -268,19 +279,12 @@ fn run(
     } else {
         None
     };
-    let (address, listeners) =
-        listener::bind_all(config.tcp.address, shards).map_err(|source| BootError::Listen {
-            address: config.tcp.address.to_string(),
-            source,
-        })?;
-
-    let metrics = match config.metrics.address {
-        Some(address) => {
-            let auth = MetricsAuth::load(&config.metrics)?;
-            Some((metrics_server::bind(address)?, auth))
-        }
+    let metrics_auth = match config.metrics.address {
+        Some(_) => Some(MetricsAuth::load(&config.metrics)?),
         None => None,
     };
+    let bound = bind_listeners(&config, shards, inherited)?;
+    let metrics = bound.metrics.zip(metrics_auth);
 
     // A cluster node: its metadata is the metadata group's log, applied
     // again at every start into a store kept in memory, and its partitions
@@ -324,8 +328,10 @@ fn run(
         plan,
         driver,
         require_io_uring: config.sharding.require_io_uring,
-        address,
-        listeners,
+        address: bound.address,
+        listeners: bound.listeners,
+        admin: Some(bound.admin),
+        hand_over: bound.hand_over,
         data_dir: config.data_dir.clone(),
         started,
         store,
@@ -378,6 +384,120 @@ fn cluster_trash(data_dir: &Path) -> Result<iggyd_storage::trash::TrashStart, Bo
         }
     }
     Ok(start)
+}
+
+/// Every listener of the daemon, bound before any shard starts.
+struct Bound {
+    address: SocketAddr,
+    listeners: Vec<std::net::TcpListener>,
+    metrics: Option<std::net::TcpListener>,
+    admin: AdminSocket,
+    /// The service manager keeps them across a restart.
+    hand_over: bool,
+}
+
+/// The shards' Iggy listeners, the metrics listener and the admin socket:
+/// each taken back from the service manager's file descriptor store when
+/// it still fits the configuration (`fdstore`), else bound anew (with a
+/// log line saying why) and handed to the store. Outside systemd this is
+/// plain binding.
+fn bind_listeners(
+    config: &Config,
+    shards: usize,
+    mut inherited: Inherited,
+) -> Result<Bound, BootError> {
+    let store = FdStore::from_env();
+    inherited.report();
+    tracing::info!(
+        enabled = store.is_enabled(),
+        passed_back = inherited.len(),
+        "file descriptor store: {}",
+        store.reason()
+    );
+    if let Some(max) = store.max()
+        && max < shards + 2
+    {
+        tracing::warn!(
+            max,
+            listeners = shards + 2,
+            "FileDescriptorStoreMax= is lower than the listeners to keep; the rest are bound \
+             anew at each start (clients connecting during a restart may be refused)"
+        );
+    }
+    let group = fdstore::iggy_listeners(
+        &mut inherited,
+        &store,
+        config.tcp.address,
+        shards,
+        listener::bind_one,
+    )
+    .map_err(|source| BootError::Listen {
+        address: config.tcp.address.to_string(),
+        source,
+    })?;
+    let mut taken = group.taken;
+    let metrics = match config.metrics.address {
+        Some(address) => {
+            let stored = inherited.take(fdstore::METRICS);
+            Some(
+                match stored.map(|fd| fdstore::adopt_tcp(fd, address, false, false)) {
+                    Some(Ok(listener)) => {
+                        tracing::info!(%address, "metrics listener taken from the file descriptor store");
+                        taken += 1;
+                        listener
+                    }
+                    other => {
+                        if let Some(Err(why)) = other {
+                            tracing::info!(%address, "binding the metrics listener anew: the stored one does not fit: {why}");
+                            store.forget(fdstore::METRICS);
+                        }
+                        let listener = metrics_server::bind(address)?;
+                        store.keep(fdstore::METRICS, listener.as_fd());
+                        listener
+                    }
+                },
+            )
+        }
+        None => None,
+    };
+    let path = &config.admin.socket;
+    let stored = inherited.take(fdstore::ADMIN);
+    let mut admin = match stored.map(|fd| fdstore::adopt_unix(fd, path)) {
+        Some(Ok(listener)) => {
+            tracing::info!(socket = %path.display(), "admin socket taken from the file descriptor store");
+            taken += 1;
+            AdminSocket::adopt(path, listener)?
+        }
+        other => {
+            if let Some(Err(why)) = other {
+                tracing::info!(socket = %path.display(), "binding the admin socket anew: the stored one does not fit: {why}");
+                store.forget(fdstore::ADMIN);
+            }
+            let admin = AdminSocket::bind(path)?;
+            store.keep(fdstore::ADMIN, admin.as_fd());
+            admin
+        }
+    };
+    inherited.discard_rest(&store);
+    // Sockets the manager passed back are kept by it, store or not.
+    let hand_over = store.is_enabled() || taken > 0;
+    if hand_over {
+        admin.hand_over_on_stop();
+    }
+    tracing::info!(
+        address = %group.address,
+        shards,
+        taken_from_store = taken,
+        hand_over,
+        "listeners ready"
+    );
+    Ok(Bound {
+        address: group.address,
+        listeners: group.listeners,
+        metrics,
+        admin,
+        hand_over,
+    })
 }
 
 /// Bring the data directory in line with metadata before any shard opens a

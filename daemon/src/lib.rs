@@ -18,6 +18,7 @@ pub mod shard;
 pub mod cluster;
 pub mod net;
 pub mod systemd;
+pub mod fdstore;
 pub mod supervisor;
 pub mod control;
 pub mod logging;

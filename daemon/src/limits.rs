@@ -158,6 +158,30 @@ pub const REBALANCE_TIMEOUT_MAX: Duration = Duration::from_secs(3600);
 /// next request before it is closed.
 pub const STOP_GRACE: Duration = Duration::from_millis(200);
 
+/// A connection told to reconnect while the daemon stops (`net::handover`):
+/// how long the eviction's write and the shutdown may take, and how long
+/// what the client still sends is read and discarded before the close (so
+/// a request already on its way does not meet a reset before the client
+/// read the eviction).
+pub const HANDOVER_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+pub const HANDOVER_LINGER: Duration = Duration::from_millis(100);
+
+/// While the daemon stops and hands its listeners over: how long a
+/// connection waits for its next request (answered with the eviction)
+/// before the eviction is sent unasked; its client read its last reply
+/// long before (`net::handover`).
+pub const HANDOVER_GRACE: Duration = Duration::from_millis(100);
+
+/// While handing over: how long a connection waits for every shard to stop
+/// accepting before it tells its client to reconnect (they stop within a
+/// millisecond of each other; this bounds a shard that does not).
+pub const HANDOVER_ACCEPT_WAIT: Duration = Duration::from_millis(50);
+
+/// Descriptors taken from `LISTEN_FDS` at most (`fdstore`): one listener
+/// per shard, the metrics and the admin listeners, with room to spare. A
+/// larger count is treated as malformed.
+pub const INHERITED_FDS_MAX: usize = 65_536;
+
 /// Longest wait for connections to finish before the pumps drain anyway.
 pub const QUIESCE_MAX: Duration = Duration::from_secs(5);
 

@@ -88,6 +88,11 @@ pub struct Launch {
     pub reload: Reload,
     /// `admin.socket`, and the directories the admin snapshot reports on.
     pub admin_socket: PathBuf,
+    /// The admin socket's listener, bound (or taken back) by `boot`.
+    pub admin: Option<crate::control::server::AdminSocket>,
+    /// The service manager keeps the listeners across a restart (`fdstore`):
+    /// stopping hands them over instead of closing them (`Net::hand_over`).
+    pub hand_over: bool,
     pub log_dir: PathBuf,
     /// How often each shard runs its retention check.
     pub retention_check_interval: Duration,
@@ -353,7 +358,11 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         reply_budgets: net.reply_budgets.to_vec(),
         snapshot_files: Some(snapshot_files.clone()),
     }));
-    match ControlServer::start(&launch.admin_socket, source.clone()) {
+    let control = match launch.admin.take() {
+        Some(socket) => ControlServer::start_on(socket, source.clone()),
+        None => ControlServer::start(&launch.admin_socket, source.clone()),
+    };
+    match control {
         Ok(server) => {
             tracing::info!(socket = %launch.admin_socket.display(), "admin socket ready");
             running.control = Some(server);
@@ -535,6 +544,8 @@ fn start_net(
             .as_ref()
             .map(|cluster| cluster.node.roster.clone()),
         live_sessions: Default::default(),
+        hand_over: launch.hand_over,
+        accepting: crate::net::handover::Accepting::new(shards),
     })
 }
 

@@ -12,14 +12,19 @@
 #   RPM_TOPDIR        rpmbuild tree (default: target/rpmbuild)
 #   IGGYD_CACHE       where the vendor tarball is cached, keyed by Cargo.lock
 #                     (default: /var/cache/iggyd-rpm, else target/rpm-cache)
+#   RPM_DIST          a %{dist} suffix for the release (e.g. `.upgrade`: the
+#                     same build as a newer package, for `rpm -U` tests)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$PWD
 
 with=()
+if [ -n "${RPM_DIST:-}" ]; then
+  with+=(--define "dist ${RPM_DIST}")
+fi
 for arg in "$@"; do
   case $arg in
-    --with-fault-injection) with=(--with fault_injection) ;;
+    --with-fault-injection) with+=(--with fault_injection) ;;
     *) echo "usage: $0 [--with-fault-injection]" >&2; exit 2 ;;
   esac
 done

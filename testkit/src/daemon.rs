@@ -9,7 +9,9 @@
 //!
 //! It owns the child process: dropping a `TestDaemon` kills it (SIGKILL) and
 //! removes the directory unless `keep_dir` was called. It does not speak the
-//! Iggy protocol (see `wire`).
+//! Iggy protocol (see `wire`). With `fd_store`, it also plays systemd's file
+//! descriptor store (`fdstore`): what the daemon stores is passed back to
+//! the next start on the same handle.
 
 use std::net::SocketAddr;
 use std::os::unix::net::UnixDatagram;
@@ -140,6 +142,10 @@ struct Launch {
     nofile_hard_limit: Option<u64>,
     log_level: Option<String>,
     start_timeout: Duration,
+    /// Start through `/bin/sh` so that `LISTEN_PID` names the daemon.
+    listen_pid: bool,
+    /// `Some(max)`: play a file descriptor store keeping `max` descriptors.
+    fd_store: Option<usize>,
 }
 
 /// Options of a daemon to start; `TestDaemon::builder()` makes one.
@@ -148,6 +154,7 @@ pub struct Builder {
     launch: Launch,
     dir: Option<tempfile::TempDir>,
     parent: Option<PathBuf>,
+    store: Option<crate::fdstore::FdStore>,
 }
 
 impl Builder {
@@ -193,6 +200,29 @@ impl Builder {
         self.launch.start_timeout = timeout;
         self
     }
+    /// Set `LISTEN_PID` to the daemon's pid (for tests of `LISTEN_FDS`
+    /// given through `env`).
+    pub fn listen_pid(mut self) -> Self {
+        self.launch.listen_pid = true;
+        self
+    }
+    /// Play systemd's file descriptor store: `FDSTORE=max` in the
+    /// environment, what the daemon stores kept, and passed back to every
+    /// later start of this handle (`restart`).
+    pub fn fd_store(mut self, max: usize) -> Self {
+        self.launch.fd_store = Some(max);
+        self.launch
+            .env
+            .push(("FDSTORE".to_string(), max.to_string()));
+        self
+    }
+    /// Like `fd_store`, with descriptors already in the store for the first
+    /// start (as a previous run would have left them).
+    pub fn fd_store_with(mut self, store: crate::fdstore::FdStore) -> Self {
+        self = self.fd_store(store.max());
+        self.store = Some(store);
+        self
+    }
     /// Reuse a directory (restart tests); `data/` inside it is the data
     /// directory.
     pub fn dir(mut self, dir: tempfile::TempDir) -> Self {
@@ -222,6 +252,11 @@ impl Builder {
         };
         let notify_path = dir.path().join("notify.sock");
         let notify = UnixDatagram::unbound().map_err(|error| error.to_string())?;
+        let store = match (self.store, self.launch.fd_store) {
+            (Some(store), _) => Some(store),
+            (None, Some(max)) => Some(crate::fdstore::FdStore::new(max)),
+            (None, None) => None,
+        };
         let mut daemon = TestDaemon {
             dir,
             address: SocketAddr::from(([0, 0, 0, 0], 0)),
@@ -236,6 +271,7 @@ impl Builder {
             allowed_log_lines: Vec::new(),
             launch: self.launch,
             keep_dir: false,
+            store,
         };
         daemon.launch()?;
         Ok(daemon)
@@ -263,6 +299,8 @@ pub struct TestDaemon {
     allowed_log_lines: Vec<String>,
     launch: Launch,
     keep_dir: bool,
+    /// The file descriptor store this kit plays (`Builder::fd_store`).
+    store: Option<crate::fdstore::FdStore>,
 }
 
 impl TestDaemon {
@@ -277,9 +315,12 @@ impl TestDaemon {
                 nofile_hard_limit: None,
                 log_level: Some("debug".to_string()),
                 start_timeout: START_TIMEOUT,
+                listen_pid: false,
+                fd_store: None,
             },
             dir: None,
             parent: None,
+            store: None,
         }
     }
 
@@ -305,7 +346,17 @@ impl TestDaemon {
         let stderr = log
             .try_clone()
             .map_err(|error| format!("daemon log: {error}"))?;
-        let mut command = scrubbed_command(&binary);
+        let passing = self.store.as_ref().is_some_and(|store| !store.is_empty());
+        let mut command = if self.launch.listen_pid || passing {
+            let mut command = scrubbed_command(Path::new("/bin/sh"));
+            command
+                .arg("-c")
+                .arg(crate::fdstore::LISTEN_PID_WRAPPER)
+                .arg(&binary);
+            command
+        } else {
+            scrubbed_command(&binary)
+        };
         command
             .arg("--listen")
             .arg(&self.launch.listen)
@@ -340,11 +391,19 @@ impl TestDaemon {
                 });
             }
         }
+        // Kept open until the child is spawned.
+        let passed = match &self.store {
+            Some(store) if passing => store
+                .pass_to(&mut command)
+                .map_err(|error| format!("passing the stored descriptors: {error}"))?,
+            _ => Vec::new(),
+        };
         self.command_line = format!("{command:?}");
         let spawned_at = Instant::now();
         let child = command
             .spawn()
             .map_err(|error| self.report(&format!("spawning {}: {error}", binary.display())))?;
+        drop(passed);
         self.pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
         self.child = Some(child);
         let message = self.wait_for("READY=1", self.launch.start_timeout)?;
@@ -412,6 +471,15 @@ impl TestDaemon {
         self.pid
     }
 
+    /// The file descriptor store this kit plays, if any.
+    pub fn fd_store(&self) -> Option<&crate::fdstore::FdStore> {
+        self.store.as_ref()
+    }
+
+    pub fn fd_store_mut(&mut self) -> Option<&mut crate::fdstore::FdStore> {
+        self.store.as_mut()
+    }
+
     /// Let a log line containing `needle` pass the teardown gate.
     pub fn allow_log(&mut self, needle: &str) {
         self.allowed_log_lines.push(needle.to_string());
@@ -422,9 +490,12 @@ impl TestDaemon {
         // A zero timeout would mean "block forever" to the socket.
         let timeout = timeout.max(Duration::from_millis(1));
         self.notify.set_read_timeout(Some(timeout)).ok()?;
-        let mut buffer = vec![0u8; 4096];
-        let length = self.notify.recv(&mut buffer).ok()?;
-        let text = String::from_utf8_lossy(&buffer[..length]).into_owned();
+        // With the descriptors it carries (a store keeps them; otherwise
+        // they are closed here).
+        let (text, fds) = crate::fdstore::receive(&self.notify).ok()?;
+        if let Some(store) = &mut self.store {
+            store.receive(&text, fds);
+        }
         self.notifications.push(text.clone());
         Some(text)
     }

@@ -5,6 +5,9 @@
 //!   loopback port, with the environment scrubbed, readiness from a
 //!   `NOTIFY_SOCKET` the test owns (no sleeps), a log gate at teardown and a
 //!   failure dump (command, notifications, data-directory listing, log).
+//! - `fdstore`: systemd's file descriptor store as a test plays it: what a
+//!   daemon stores with `FDSTORE=1`, passed back in `LISTEN_FDS` at its
+//!   next start.
 //! - `wire`: a blocking Iggy 0.11.0 client: request headers and bodies as
 //!   the SDK lays them out, reply frames, result sections and evictions.
 //! - `ci`: `skip`, the only way a test may skip, which fails under `CI=true`.
@@ -22,6 +25,7 @@
 
 pub mod ci;
 pub mod daemon;
+pub mod fdstore;
 pub mod rng;
 pub mod tls;
 pub mod wire;

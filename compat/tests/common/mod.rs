@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod load;
+
 use iggy::prelude::*;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -45,6 +47,18 @@ impl SdkDaemon {
             .iter()
             .fold(builder, |builder, (key, value)| builder.env(key, value));
         SdkDaemon(builder.spawn())
+    }
+
+    /// Start with the kit playing systemd's file descriptor store: stops
+    /// hand the listeners over and `restart` takes them back.
+    pub fn start_handing_over() -> SdkDaemon {
+        SdkDaemon(
+            iggyd_testkit::TestDaemon::builder()
+                .env("IGGY_ROOT_USERNAME", ROOT_USERNAME)
+                .env("IGGY_ROOT_PASSWORD", ROOT_PASSWORD)
+                .fd_store(64)
+                .spawn(),
+        )
     }
 
     /// Start on `dir` (its `data/` is the data directory: prepared by the

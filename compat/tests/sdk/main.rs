@@ -12,6 +12,7 @@ mod deletion;
 mod deletion_race;
 mod errors;
 mod groups;
+mod handover;
 mod messages;
 mod read_path;
 mod restart;

@@ -1,8 +1,12 @@
-//! The admin socket server: binds `admin.socket` (replacing a stale socket
-//! file left by a crashed run, refusing one that another daemon still
-//! serves), sets mode 0660, accepts on a thread named `admin`, checks each
-//! peer's credentials (`SO_PEERCRED`), and serves each client on its own
-//! thread: request lines in, response lines out (`api`).
+//! The admin socket server: `AdminSocket` binds `admin.socket` (replacing a
+//! stale socket file left by a crashed run, refusing one that another
+//! daemon still serves) with mode 0660, or takes a listener back from
+//! systemd's file descriptor store (`fdstore`; `boot` does either before
+//! any shard starts); `ControlServer` accepts on a thread named `admin`,
+//! checks each peer's credentials (`SO_PEERCRED`), and serves each client
+//! on its own thread: request lines in, response lines out (`api`). A
+//! socket handed over to the next process keeps listening and keeps its
+//! file when the server stops.
 //!
 //! Bounds: at most `limits::ADMIN_CLIENTS_MAX` clients; request lines of at
 //! most `api::REQUEST_LINE_BYTES_MAX` bytes; an idle client is closed after
@@ -82,14 +86,65 @@ impl ControlError {
     }
 }
 
+/// The admin socket's listener before its server starts: bound here, or
+/// taken back from the service manager's file descriptor store (`fdstore`).
+#[derive(Debug)]
+pub struct AdminSocket {
+    path: PathBuf,
+    /// Device and inode of the socket file, so `stop` never removes a
+    /// file that somebody else put at the same path.
+    file_id: (u64, u64),
+    listener: UnixListener,
+    hand_over: bool,
+}
+
+impl AdminSocket {
+    /// Bind `path` (replacing a stale socket file, refusing a live one) with
+    /// mode 0660.
+    pub fn bind(path: &Path) -> Result<AdminSocket, ControlError> {
+        let listener = bind(path)?;
+        AdminSocket::new(path, listener)
+    }
+
+    /// A listener already bound to `path` (checked by `fdstore::adopt_unix`).
+    pub fn adopt(path: &Path, listener: UnixListener) -> Result<AdminSocket, ControlError> {
+        AdminSocket::new(path, listener)
+    }
+
+    fn new(path: &Path, listener: UnixListener) -> Result<AdminSocket, ControlError> {
+        let metadata = std::fs::symlink_metadata(path).map_err(|source| ControlError::Bind {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(AdminSocket {
+            path: path.to_path_buf(),
+            file_id: (metadata.dev(), metadata.ino()),
+            listener,
+            hand_over: false,
+        })
+    }
+
+    /// The service manager keeps this socket across a restart: stopping
+    /// leaves it listening and its file in place for the next process.
+    pub fn hand_over_on_stop(&mut self) {
+        self.hand_over = true;
+    }
+
+    pub fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.listener)
+    }
+}
+
 /// The running admin socket. `stop` (or drop) closes every client, ends the
-/// threads and removes the socket file if it is still the one bound here.
+/// threads and removes the socket file if it is still the one bound here
+/// (unless it is handed over to the next process).
 pub struct ControlServer {
     path: PathBuf,
     /// Device and inode of the bound socket file, so `stop` never removes a
     /// file that somebody else put at the same path.
     file_id: (u64, u64),
     listener: UnixListener,
+    hand_over: bool,
     shared: Arc<Shared>,
     accept: Option<std::thread::JoinHandle<()>>,
     /// Thread `history`: feeds the source's history rings once a second.
@@ -155,11 +210,28 @@ impl ControlServer {
         source: Arc<dyn ControlSource>,
         daemon: DaemonIdentity,
     ) -> Result<ControlServer, ControlError> {
-        let listener = bind(path)?;
-        let metadata = std::fs::symlink_metadata(path).map_err(|source| ControlError::Bind {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        ControlServer::serve(AdminSocket::bind(path)?, source, daemon)
+    }
+
+    /// Serve `source` on a listener bound (or taken back) before.
+    pub fn start_on(
+        socket: AdminSocket,
+        source: Arc<dyn ControlSource>,
+    ) -> Result<ControlServer, ControlError> {
+        ControlServer::serve(socket, source, DaemonIdentity::current())
+    }
+
+    fn serve(
+        socket: AdminSocket,
+        source: Arc<dyn ControlSource>,
+        daemon: DaemonIdentity,
+    ) -> Result<ControlServer, ControlError> {
+        let AdminSocket {
+            path,
+            file_id,
+            listener,
+            hand_over,
+        } = socket;
         let shared = Arc::new(Shared {
             source,
             daemon,
@@ -175,7 +247,9 @@ impl ControlServer {
             .name("admin".into())
             .spawn(move || accept_loop(accept_listener, accept_shared))
             .map_err(|error| {
-                let _ = std::fs::remove_file(path);
+                if !hand_over {
+                    let _ = std::fs::remove_file(&path);
+                }
                 ControlError::Spawn(error)
             })?;
         let history_shared = Arc::clone(&shared);
@@ -191,9 +265,10 @@ impl ControlServer {
             }
         };
         Ok(ControlServer {
-            path: path.to_path_buf(),
-            file_id: (metadata.dev(), metadata.ino()),
+            path,
+            file_id,
             listener,
+            hand_over,
             shared,
             accept: Some(accept),
             history,
@@ -225,9 +300,16 @@ impl ControlServer {
             wake.notify_all();
         }
         // Shutting the listening socket down makes the blocked accept(2)
-        // return at once; the loop then sees `stopping`.
-        let _ =
-            nix::sys::socket::shutdown(self.listener.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        // return at once; the loop then sees `stopping`. A socket handed
+        // over must keep listening: a connection to ourselves wakes the
+        // accept instead (it is closed unread).
+        let woken = self.hand_over && UnixStream::connect(&self.path).is_ok();
+        if !woken {
+            let _ = nix::sys::socket::shutdown(
+                self.listener.as_raw_fd(),
+                nix::sys::socket::Shutdown::Both,
+            );
+        }
         let _ = accept.join();
         if let Some(history) = self.history.take() {
             let _ = history.join();
@@ -254,9 +336,10 @@ impl ControlServer {
                 .0;
         }
         drop(clients);
-        let still_ours = std::fs::symlink_metadata(&self.path)
-            .map(|metadata| (metadata.dev(), metadata.ino()) == self.file_id)
-            .unwrap_or(false);
+        let still_ours = !self.hand_over
+            && std::fs::symlink_metadata(&self.path)
+                .map(|metadata| (metadata.dev(), metadata.ino()) == self.file_id)
+                .unwrap_or(false);
         if still_ours {
             let _ = std::fs::remove_file(&self.path);
         }

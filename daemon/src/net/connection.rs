@@ -23,9 +23,9 @@
 //! stream cannot resume one): the connection ends.
 
 use super::handler::{self, Outcome};
+use super::handover;
 use super::session::Session;
 use super::tls::{TLS_HANDSHAKE_RECORD, peek_first_byte};
-use crate::limits;
 use crate::net::admission::{SecurityCounters, Ticket};
 use crate::net::context::NetContext;
 use iggyd_wire::protocol::codes::{EvictionReason, HEADER_COMMAND_REQUEST};
@@ -180,7 +180,23 @@ async fn serve_stream(
     stream: TcpStream,
     login_deadline: Instant,
 ) -> End {
-    let first = match within(Some(until(login_deadline)), peek_first_byte(&stream)).await {
+    let first = monoio::select! {
+        first = within(Some(until(login_deadline)), peek_first_byte(&stream)) => Some(first),
+        _ = handover::stopped_for_hand_over(context) => None,
+    };
+    let Some(first) = first else {
+        // Nothing sent yet and the daemon hands over: on a plaintext port
+        // the eviction answers whatever comes first; a TLS client is
+        // closed before its handshake, which its connect retries.
+        if context.net.tls.is_none() {
+            let mut stream = stream;
+            if handover::evict(context, session, &mut stream).await {
+                handover::close_unread(&mut stream).await;
+            }
+        }
+        return End::Stopping;
+    };
+    let first = match first {
         None => return End::LoginTimeout,
         Some(Ok(None)) => return End::PeerClosed,
         Some(Ok(Some(byte))) => byte,
@@ -193,7 +209,7 @@ async fn serve_stream(
                  tcp.tls.enabled is false (closed)",
             );
         }
-        return run(context, session, stream, login_deadline).await;
+        return run(context, session, stream, login_deadline, Resumable::Yes).await;
     };
     if first != TLS_HANDSHAKE_RECORD {
         return End::Mismatch(
@@ -209,9 +225,17 @@ async fn serve_stream(
             if let Some(activity) = &session.activity {
                 activity.set_tls();
             }
-            run(context, session, stream, login_deadline).await
+            run(context, session, stream, login_deadline, Resumable::No).await
         }
     }
+}
+
+/// Whether a read that a timer won may be followed by another read on the
+/// stream: a plaintext stream may, a TLS stream cannot resume one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resumable {
+    Yes,
+    No,
 }
 
 /// The frame loop, over a plaintext or a TLS stream.
@@ -220,19 +244,31 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
     session: &mut Session,
     mut stream: S,
     login_deadline: Instant,
+    resumable: Resumable,
 ) -> End {
     let limits = context.net.limits;
     let mut header = vec![0u8; HEADER_SIZE];
     let stop = context.stop_signal();
+    // Once the client was told to reconnect (`net::handover`): until when
+    // what it still sends is served, and whether the eviction went out
+    // unasked and answers the next request.
+    let mut lingering: Option<Instant> = None;
+    let mut answered_unasked = false;
     loop {
         // While the daemon stops, a connection gets a short grace period to
-        // send its next request; an idle one is then closed (its client
-        // reconnects to the restarted daemon).
+        // send its next request (served; when handing over, answered with
+        // the eviction instead); an idle one is then told to reconnect.
+        // After the eviction, the linger period.
         let grace = async {
-            if !context.is_stopping() {
-                let _ = stop.recv_async().await;
+            match lingering {
+                Some(deadline) => monoio::time::sleep(until(deadline)).await,
+                None => {
+                    if !context.is_stopping() {
+                        let _ = stop.recv_async().await;
+                    }
+                    monoio::time::sleep(handover::grace(context)).await;
+                }
             }
-            monoio::time::sleep(limits::STOP_GRACE).await;
         };
         // A consumer-group member that sends nothing for too long is stale
         // (§8 item 7): it is evicted and its partitions move on.
@@ -281,7 +317,23 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
         };
         let read = monoio::select! {
             read = stream.read_exact(header) => read,
-            _ = grace => return End::Stopping,
+            _ = grace => {
+                if lingering.is_some() {
+                    return End::Stopping;
+                }
+                if !handover::evict(context, session, &mut stream).await {
+                    return End::Stopping;
+                }
+                if resumable == Resumable::No {
+                    handover::close_unread(&mut stream).await;
+                    return End::Stopping;
+                }
+                lingering = Some(Instant::now() + crate::limits::HANDOVER_LINGER);
+                answered_unasked = true;
+                // The cancelled read kept its buffer.
+                header = vec![0u8; HEADER_SIZE];
+                continue;
+            }
             _ = closed => return End::Closed,
             _ = quiet => return if logged_in { End::Idle } else { End::LoginTimeout },
             _ = stale => {
@@ -322,6 +374,26 @@ async fn run<S: AsyncReadRent + AsyncWriteRent>(
             Some(Ok(frame)) => frame,
             Some(Err(end)) => return end,
         };
+        if answered_unasked {
+            // The eviction sent unasked was this request's answer.
+            answered_unasked = false;
+            continue;
+        }
+        // Handing over, a request that arrives after the stop began is not
+        // executed: the eviction is its answer, and the SDK replays it on
+        // the next process (but for what the SDK sends on its own, see
+        // `handover::answered_anyway`). What follows it is served.
+        if lingering.is_none()
+            && context.net.hand_over
+            && context.is_stopping()
+            && !handover::answered_anyway(&header)
+        {
+            if !handover::evict(context, session, &mut stream).await {
+                return End::Stopping;
+            }
+            lingering = Some(Instant::now() + crate::limits::HANDOVER_LINGER);
+            continue;
+        }
         let request_started = std::time::Instant::now();
         if let Some(activity) = &session.activity {
             let code = header

@@ -23,26 +23,30 @@ pub fn bind_all(
     let mut bound = address;
     let mut listeners = Vec::with_capacity(count);
     for _ in 0..count {
-        let socket = Socket::new(
-            Domain::for_address(bound),
-            Type::STREAM,
-            Some(Protocol::TCP),
-        )?;
-        socket.set_reuse_address(true)?;
-        socket.set_reuse_port(true)?;
-        socket.set_nonblocking(true)?;
-        socket.set_cloexec(true)?;
-        socket.bind(&bound.into())?;
-        socket.listen(limits::LISTEN_BACKLOG)?;
+        let listener = bind_one(bound)?;
         if bound.port() == 0 {
-            bound = socket
-                .local_addr()?
-                .as_socket()
-                .ok_or_else(|| std::io::Error::other("listener has no IP address"))?;
+            bound = listener.local_addr()?;
         }
-        listeners.push(socket.into());
+        listeners.push(listener);
     }
     Ok((bound, listeners))
+}
+
+/// One non-blocking listening socket on `address` with `SO_REUSEPORT`, as
+/// each shard's is (port 0: the kernel picks one).
+pub fn bind_one(address: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let socket = Socket::new(
+        Domain::for_address(address),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.set_cloexec(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(limits::LISTEN_BACKLOG)?;
+    Ok(socket.into())
 }
 
 /// Register `listener` with the current shard's runtime and return the accept
@@ -55,6 +59,11 @@ pub fn bind_all(
 /// the `SO_REUSEPORT` group before the process exits and a restarted daemon
 /// never shares the port with a lingering socket. New attempts after that
 /// are refused cleanly.
+///
+/// When the service manager keeps the listening socket across a restart
+/// (`Net::hand_over`), stopping only stops accepting: the socket keeps
+/// listening, unfiltered, and whatever connects meanwhile waits in its
+/// queue for the next process (`fdstore`).
 pub fn serve(
     context: std::rc::Rc<crate::net::context::NetContext>,
     listener: std::net::TcpListener,
@@ -81,6 +90,17 @@ pub fn serve(
                     accepted += serve_backlog(&context, fd).await;
                 }
             }
+        }
+        context.net.accepting.stopped();
+        if context.net.hand_over {
+            drop(listener);
+            context.listener_closed();
+            tracing::debug!(
+                shard,
+                accepted,
+                "stopped accepting; the socket stays listening for the next process"
+            );
+            return;
         }
         // Stop taking new handshakes without resetting any: a socket filter
         // drops bare SYNs (the client retransmits, and then meets a refusal

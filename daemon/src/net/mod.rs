@@ -12,6 +12,7 @@ pub mod append_budget;
 pub mod connection;
 pub mod context;
 pub mod handler;
+pub mod handover;
 pub mod listener;
 pub mod reply_budget;
 pub mod reply_frame;
@@ -75,6 +76,13 @@ pub struct Net {
     /// A cluster node: the logged-in sessions of every shard (session
     /// number → user id), which routed data connections attach to.
     pub live_sessions: Arc<std::sync::Mutex<std::collections::HashMap<u64, u32>>>,
+    /// The service manager keeps the listening sockets across a restart
+    /// (`fdstore`): stopping leaves them listening for the next process,
+    /// and every connection is told to reconnect as soon as it is between
+    /// requests (`net::handover`).
+    pub hand_over: bool,
+    /// Shards whose listener still accepts (`net::handover`).
+    pub accepting: Arc<handover::Accepting>,
 }
 
 impl Net {
@@ -168,6 +176,8 @@ impl Net {
                 login_failures_before_close: 3,
                 poll_reply_bytes_max: crate::limits::POLL_REPLY_BYTES,
             },
+            hand_over: false,
+            accepting: handover::Accepting::new(shards),
         }
     }
 }

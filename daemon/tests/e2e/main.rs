@@ -13,6 +13,7 @@ mod bad_input;
 mod codec;
 mod golden;
 mod groups;
+mod handover;
 mod hostile;
 mod io_modes;
 mod control;
