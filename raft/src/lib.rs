@@ -12,6 +12,10 @@
 //! - `state_machine.rs`: `RaftStateMachine`: applying an entry makes its
 //!   messages committed, which is what consumers may see; the log itself
 //!   is the state, so a snapshot is the applied position and membership.
+//! - `backend.rs`, `network.rs`: the log store over a backend (the
+//!   daemon's pump), and the RPCs as bytes over a transport.
+//! - `sim/` (tests only): the seeded cluster simulation of these on
+//!   virtual time.
 //!
 //! The log stores, the state machine and the network are generic over the
 //! type configuration ([`PartitionTypes`]: everything [`PartitionRaft`]
@@ -29,6 +33,8 @@ pub mod log_store;
 pub mod network;
 pub mod state_machine;
 
+#[cfg(test)]
+mod sim;
 #[cfg(test)]
 mod tests;
 

@@ -1,0 +1,742 @@
+//! One seed's run of the cluster simulation: the plan drawn from the seed
+//! (3 or 5 nodes, the log store over the shared log or over a pump-like
+//! backend, direct or buffered I/O, segment size, pre-vote, batch
+//! limits), the nodes started and the group initialized, the clients
+//! started, then steps: a nemesis action, a random stretch of virtual time,
+//! and the checks. At the end the nemesis stops, everything is healed and
+//! restarted, the clients finish their last attempt, the cluster converges
+//! (every node has applied the leader's whole log), and the messages are
+//! checked against the ledger.
+//!
+//! Must not: draw randomness from anything but the seed's `SimRng`, let a
+//! violation, a task's panic or an unexpected stop of a group pass a step
+//! unreported, or wait on a group without a virtual-time bound.
+
+use super::SimGroup;
+use super::checker::{Checker, check_messages, committed_messages};
+use super::network::{Faults, NetStats, SimNet};
+use super::node::{Node, StoreKind};
+use super::runtime::{sleep, spawn, timeout};
+use super::workload::{self, Endpoint, Endpoints, Ledger, Outcome};
+use iggyd_storage::io::Access;
+use iggyd_storage::raft::StoredBody;
+use iggyd_storage::sim::SimRng;
+use openraft::impls::BasicNode;
+use openraft::rt::WatchReceiver;
+use openraft::{Config, ServerState};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a seed's run did, so a test can insist it did something.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Coverage {
+    pub nodes: u64,
+    /// Runs of five nodes (the others have three).
+    pub five_node_runs: u64,
+    /// Runs on the pump-like backend (the others on the shared log).
+    pub backend_runs: u64,
+    pub steps: u64,
+    pub crashes: u64,
+    /// Crashes while the node's disk held an fsync (a write in flight).
+    pub crashes_mid_sync: u64,
+    /// Fatal storage errors from an injected fsync failure.
+    pub disk_failures: u64,
+    /// Restarts whose recovery cut a torn or unsynced tail.
+    pub torn_tails: u64,
+    /// Files a crash left with a torn write.
+    pub torn_files: u64,
+    pub partitions: u64,
+    pub fault_bursts: u64,
+    pub membership_changes: u64,
+    pub terms_led: u64,
+    pub entries_replaced: u64,
+    pub committed_entries: u64,
+    pub acknowledged: u64,
+    pub rejected: u64,
+    pub unknown: u64,
+    pub messages: u64,
+    pub net: NetStats,
+}
+
+impl std::ops::AddAssign for Coverage {
+    fn add_assign(&mut self, other: Coverage) {
+        self.nodes += other.nodes;
+        self.five_node_runs += other.five_node_runs;
+        self.backend_runs += other.backend_runs;
+        self.steps += other.steps;
+        self.crashes += other.crashes;
+        self.crashes_mid_sync += other.crashes_mid_sync;
+        self.disk_failures += other.disk_failures;
+        self.torn_tails += other.torn_tails;
+        self.torn_files += other.torn_files;
+        self.partitions += other.partitions;
+        self.fault_bursts += other.fault_bursts;
+        self.membership_changes += other.membership_changes;
+        self.terms_led += other.terms_led;
+        self.entries_replaced += other.entries_replaced;
+        self.committed_entries += other.committed_entries;
+        self.acknowledged += other.acknowledged;
+        self.rejected += other.rejected;
+        self.unknown += other.unknown;
+        self.messages += other.messages;
+        self.net.sent += other.net.sent;
+        self.net.delivered += other.net.delivered;
+        self.net.lost += other.net.lost;
+        self.net.duplicated += other.net.duplicated;
+        self.net.unreachable += other.net.unreachable;
+        self.net.refused += other.net.refused;
+    }
+}
+
+/// The shape of one seed's run.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    nodes: u64,
+    store: StoreKind,
+    steps: u64,
+    clients: u64,
+    access: Access,
+    segment_size_bytes: u64,
+    pre_vote: bool,
+    max_payload_entries: u64,
+}
+
+impl Plan {
+    fn draw(rng: &mut SimRng, steps: u64) -> Plan {
+        Plan {
+            nodes: if rng.chance(1, 2) { 3 } else { 5 },
+            store: if rng.chance(1, 2) {
+                StoreKind::Shared
+            } else {
+                StoreKind::Backend
+            },
+            steps,
+            clients: rng.range(1, 3),
+            access: if rng.chance(1, 2) {
+                Access::Direct
+            } else {
+                Access::Buffered
+            },
+            segment_size_bytes: [2 * 1024, 8 * 1024, 64 * 1024][rng.below(3) as usize],
+            pre_vote: rng.chance(1, 2),
+            max_payload_entries: [1, 4, 64][rng.below(3) as usize],
+        }
+    }
+}
+
+/// A leader sighting: `(node, term)`.
+type Sightings = Rc<RefCell<Vec<(u64, u64)>>>;
+
+/// One run in progress.
+struct Cluster {
+    seed: u64,
+    rng: SimRng,
+    plan: Plan,
+    config: Arc<Config>,
+    network: Rc<SimNet>,
+    nodes: Vec<Node>,
+    /// Node → the step it went down at.
+    down: BTreeMap<u64, u64>,
+    endpoints: Endpoints,
+    clock_skews: BTreeMap<u64, i64>,
+    sightings: Sightings,
+    checker: Checker,
+    coverage: Coverage,
+    step: u64,
+}
+
+/// Runs one seed (on the current virtual-time runtime) and reports what it
+/// covered; panics with the first violation found.
+pub async fn run(seed: u64, steps: u64) -> Coverage {
+    let mut rng = SimRng::new(seed);
+    let plan = Plan::draw(&mut rng, steps);
+    // The daemon's settings (`daemon/src/cluster/mod.rs`): no snapshots,
+    // so no purges; pre-vote on or off.
+    let config = Config {
+        cluster_name: "sim".to_string(),
+        heartbeat_interval: 50,
+        election_timeout_min: 150,
+        election_timeout_max: 300,
+        max_payload_entries: plan.max_payload_entries,
+        enable_pre_vote: Some(plan.pre_vote),
+        snapshot_policy: openraft::SnapshotPolicy::Never,
+        ..Default::default()
+    }
+    .validate()
+    .expect("a valid config");
+    let network = SimNet::new(rng.next_u64());
+    let mut nodes = Vec::new();
+    let mut clock_skews = BTreeMap::new();
+    for id in 1..=plan.nodes {
+        nodes.push(Node::new(
+            id,
+            rng.next_u64(),
+            plan.access,
+            plan.segment_size_bytes,
+            plan.store,
+        ));
+        clock_skews.insert(id, rng.range(0, 4_000_000) as i64 - 2_000_000);
+    }
+    let mut cluster = Cluster {
+        seed,
+        rng,
+        plan,
+        config: Arc::new(config),
+        network,
+        nodes,
+        down: BTreeMap::new(),
+        endpoints: Rc::new(RefCell::new(BTreeMap::new())),
+        clock_skews,
+        sightings: Rc::new(RefCell::new(Vec::new())),
+        checker: Checker::default(),
+        coverage: Coverage {
+            nodes: plan.nodes,
+            five_node_runs: u64::from(plan.nodes == 5),
+            backend_runs: u64::from(plan.store == StoreKind::Backend),
+            steps: plan.steps,
+            ..Coverage::default()
+        },
+        step: 0,
+    };
+    for id in 1..=plan.nodes {
+        cluster.start(id).await;
+    }
+    let members: BTreeMap<u64, BasicNode> = (1..=plan.nodes)
+        .map(|id| {
+            (
+                id,
+                BasicNode {
+                    addr: format!("node-{id}"),
+                },
+            )
+        })
+        .collect();
+    cluster
+        .group(1)
+        .initialize(members)
+        .await
+        .expect("initialize");
+
+    let ledger = Rc::new(RefCell::new(Ledger::default()));
+    let stop = Rc::new(Cell::new(false));
+    let clients: Vec<_> = (0..plan.clients)
+        .map(|client| {
+            spawn(workload::client(
+                client,
+                SimRng::new(cluster.rng.next_u64()),
+                cluster.endpoints.clone(),
+                ledger.clone(),
+                stop.clone(),
+            ))
+        })
+        .collect();
+
+    for step in 0..plan.steps {
+        cluster.step = step;
+        cluster.nemesis().await;
+        let pause = cluster.rng.range(20, 300);
+        sleep(Duration::from_millis(pause)).await;
+        cluster.check().await;
+    }
+
+    cluster.step = plan.steps;
+    stop.set(true);
+    cluster.heal().await;
+    for client in clients {
+        // Each ends after its last attempt, itself bounded.
+        match timeout(Duration::from_secs(10), client).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => cluster.fail("a client task was dropped"),
+            Err(_) => cluster.fail("a client did not finish its last attempt in 10 s"),
+        }
+    }
+    // The clients are done: the ledger is the run's alone.
+    let Ok(ledger) = Rc::try_unwrap(ledger) else {
+        cluster.fail("a client still holds the ledger");
+    };
+    let ledger = ledger.into_inner();
+    cluster.converge().await;
+    cluster.check().await;
+    cluster.final_check(&ledger).await;
+
+    cluster.coverage.acknowledged = ledger.acknowledged() as u64;
+    cluster.coverage.rejected = ledger.count(|outcome| *outcome == Outcome::Rejected) as u64;
+    cluster.coverage.unknown = ledger.count(|outcome| *outcome == Outcome::Unknown) as u64;
+    cluster.coverage.terms_led = cluster.checker.terms_led() as u64;
+    cluster.coverage.entries_replaced = cluster.checker.stats.entries_replaced;
+    cluster.coverage.committed_entries = cluster.checker.stats.committed_entries;
+    cluster.coverage.net = cluster.network.stats();
+    for node in &cluster.nodes {
+        cluster.coverage.torn_files += node.io.stats().torn_files;
+    }
+    // Stop every node's tasks (not counted: the run is over).
+    let network = cluster.network.clone();
+    for node in &mut cluster.nodes {
+        node.crash(&network);
+    }
+    cluster.coverage
+}
+
+impl Cluster {
+    fn node(&mut self, id: u64) -> &mut Node {
+        &mut self.nodes[(id - 1) as usize]
+    }
+
+    fn group(&self, id: u64) -> SimGroup {
+        self.nodes[(id - 1) as usize]
+            .up
+            .as_ref()
+            .expect("the node is up")
+            .group
+            .clone()
+    }
+
+    fn fail(&self, what: &str) -> ! {
+        let when = if self.step < self.plan.steps {
+            format!("step {}", self.step)
+        } else {
+            "healed".to_string()
+        };
+        panic!(
+            "seed {}: {when}: {what}\nplan: {:?}\nreproduce: IGGYD_SIM_SEED={} cargo test -p iggyd-raft --lib sim::tests::cluster_simulation -- --nocapture",
+            self.seed, self.plan, self.seed
+        );
+    }
+
+    fn up_ids(&self) -> Vec<u64> {
+        self.nodes
+            .iter()
+            .filter(|node| node.up.is_some())
+            .map(|node| node.id)
+            .collect()
+    }
+
+    /// The node that is leader now, in its own view.
+    fn leader(&self) -> Option<u64> {
+        self.nodes.iter().find_map(|node| {
+            let up = node.up.as_ref()?;
+            let metrics = up.group.metrics();
+            let metrics = metrics.borrow_watched();
+            (metrics.state == ServerState::Leader).then_some(node.id)
+        })
+    }
+
+    async fn start(&mut self, id: u64) {
+        let (network, config) = (self.network.clone(), self.config.clone());
+        let recovery = self.node(id).start(&network, config).await;
+        if recovery.entries_dropped > 0 || recovery.messages_cut > 0 {
+            self.coverage.torn_tails += 1;
+        }
+        self.down.remove(&id);
+        self.checker.restarted(id);
+        let up = self.nodes[(id - 1) as usize]
+            .up
+            .as_ref()
+            .expect("just started");
+        self.endpoints.borrow_mut().insert(
+            id,
+            Endpoint {
+                group: up.group.clone(),
+                log: up.log.clone(),
+                clock_skew_micros: self.clock_skews[&id],
+            },
+        );
+        // Every change of the node's metrics is a chance to see a leader.
+        let mut metrics = up.group.metrics();
+        let sightings = self.sightings.clone();
+        spawn(async move {
+            loop {
+                {
+                    let seen = metrics.borrow_watched();
+                    if seen.state == ServerState::Leader {
+                        sightings.borrow_mut().push((id, seen.current_term));
+                    }
+                    if seen.vote.is_committed() {
+                        let leader = seen.vote.leader_id();
+                        sightings.borrow_mut().push((leader.voted_for, leader.term));
+                    }
+                }
+                if metrics.changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    async fn crash(&mut self, id: u64) {
+        if self.node(id).up.is_none() {
+            return;
+        }
+        self.endpoints.borrow_mut().remove(&id);
+        if self.node(id).syncs_held {
+            self.coverage.crashes_mid_sync += 1;
+        }
+        let network = self.network.clone();
+        self.node(id).crash(&network);
+        self.down.insert(id, self.step);
+        self.coverage.crashes += 1;
+    }
+
+    /// One nemesis action, drawn from the seed.
+    async fn nemesis(&mut self) {
+        // Nodes down for a while come back.
+        let overdue: Vec<u64> = self
+            .down
+            .iter()
+            .filter(|(_, since)| self.step >= **since + 2)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in overdue {
+            self.start(id).await;
+        }
+        let up = self.up_ids();
+        let minority = (self.plan.nodes - 1) / 2;
+        let may_crash = (self.plan.nodes - up.len() as u64) < minority;
+        let pick = |rng: &mut SimRng, ids: &[u64]| ids[rng.below(ids.len() as u64) as usize];
+        let leader = self.leader();
+        match self.rng.below(24) {
+            4 if may_crash => {
+                let id = pick(&mut self.rng, &up);
+                self.crash(id).await;
+            }
+            5 | 6 | 23 if may_crash => {
+                if let Some(id) = leader {
+                    self.crash(id).await;
+                }
+            }
+            0 | 7 => {
+                if let Some((&id, _)) = self.down.iter().next() {
+                    self.start(id).await;
+                }
+            }
+            8 | 9 if may_crash => {
+                // A stalled disk (a random node's or the leader's): its
+                // fsyncs hang, and its appends with them, until released
+                // or until it crashes with a write in flight.
+                let id = match leader {
+                    Some(id) if self.rng.chance(1, 2) => id,
+                    _ => pick(&mut self.rng, &up),
+                };
+                self.node(id).io.hold_syncs(true);
+                self.node(id).syncs_held = true;
+            }
+            10 => {
+                for node in &mut self.nodes {
+                    if node.syncs_held {
+                        node.io.hold_syncs(false);
+                        node.syncs_held = false;
+                    }
+                }
+            }
+            11 | 12 => {
+                let stalled: Vec<u64> = self
+                    .nodes
+                    .iter()
+                    .filter(|node| node.syncs_held)
+                    .map(|node| node.id)
+                    .collect();
+                for id in stalled {
+                    self.crash(id).await;
+                }
+            }
+            13 if may_crash => {
+                // A failing disk: an fsync soon fails with EIO, and the
+                // group must stop rather than go on.
+                let id = pick(&mut self.rng, &up);
+                let successes = self.rng.range(0, 6);
+                self.node(id).io.fail_fsync_after(successes);
+                self.node(id).disk_failing = true;
+            }
+            14..=16 => self.partition(leader),
+            17 | 18 => self.network.heal(),
+            19 => {
+                self.coverage.fault_bursts += 1;
+                self.network.set_faults(Faults {
+                    lose_per_mille: self.rng.range(0, 300),
+                    duplicate_per_mille: self.rng.range(0, 300),
+                    delay_max_ms: self.rng.range(1, 120),
+                });
+            }
+            20 => self.network.set_faults(Faults::CALM),
+            21 | 22 if self.plan.nodes == 5 => self.change_voters(),
+            _ => {}
+        }
+    }
+
+    /// Cuts links: the leader or another node off, two sides, or some
+    /// links one way.
+    fn partition(&mut self, leader: Option<u64>) {
+        self.coverage.partitions += 1;
+        self.network.heal();
+        let ids: Vec<u64> = (1..=self.plan.nodes).collect();
+        match self.rng.below(4) {
+            0 | 1 => {
+                let alone = match leader {
+                    Some(id) if self.rng.chance(1, 2) => id,
+                    _ => ids[self.rng.below(ids.len() as u64) as usize],
+                };
+                for &other in &ids {
+                    self.network.cut(alone, other);
+                    self.network.cut(other, alone);
+                }
+            }
+            2 => {
+                let side: BTreeSet<u64> = ids
+                    .iter()
+                    .copied()
+                    .filter(|_| self.rng.chance(1, 2))
+                    .collect();
+                for &a in &ids {
+                    for &b in &ids {
+                        if side.contains(&a) != side.contains(&b) {
+                            self.network.cut(a, b);
+                        }
+                    }
+                }
+            }
+            _ => {
+                for &a in &ids {
+                    for &b in &ids {
+                        if self.rng.chance(1, 4) {
+                            self.network.cut(a, b);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Asks the leader to make a random three of the five nodes the voters,
+    /// or all five (the others stay as learners).
+    fn change_voters(&mut self) {
+        let Some(leader) = self.leader() else {
+            return;
+        };
+        let voters: BTreeSet<u64> = if self.rng.chance(1, 2) {
+            (1..=5).collect()
+        } else {
+            let mut ids: Vec<u64> = (1..=5).collect();
+            while ids.len() > 3 {
+                ids.remove(self.rng.below(ids.len() as u64) as usize);
+            }
+            ids.into_iter().collect()
+        };
+        self.coverage.membership_changes += 1;
+        let group = self.group(leader);
+        spawn(async move {
+            let _ = timeout(
+                Duration::from_secs(5),
+                group.change_membership(voters, true),
+            )
+            .await;
+        });
+    }
+
+    /// The checks after a step (see `checker.rs`); a group that stopped on
+    /// an injected disk failure is crashed and restarted.
+    async fn check(&mut self) {
+        for id in 1..=self.plan.nodes {
+            if let Some(reason) = self.node(id).stopped() {
+                // Only the injected EIO may stop a group.
+                if !self.node(id).disk_failing || !reason.contains("os error 5") {
+                    self.fail(&format!("node {id} stopped: {reason}"));
+                }
+                self.coverage.disk_failures += 1;
+                self.crash(id).await;
+                self.start(id).await;
+            }
+        }
+        for (node, term) in self.sightings.borrow_mut().drain(..) {
+            self.checker.leader_seen(term, node);
+        }
+        for node in &self.nodes {
+            let Some(up) = &node.up else { continue };
+            // A log busy with I/O (a stalled sync) is checked next step.
+            let Some(log) = up.log.try_lock() else {
+                continue;
+            };
+            let applied_end = up.applied.committed_next_offset.get();
+            if let Err(error) = self.checker.check_log(node.id, &log, applied_end).await {
+                self.fail(&format!("node {}: reading the log: {error}", node.id));
+            }
+        }
+        // Leader completeness, once every log readable was read (so the
+        // newest term is known).
+        for node in &self.nodes {
+            let Some(up) = &node.up else { continue };
+            let (state, term) = {
+                let metrics = up.group.metrics();
+                let metrics = metrics.borrow_watched();
+                (metrics.state, metrics.current_term)
+            };
+            if state != ServerState::Leader {
+                continue;
+            }
+            let Some(log) = up.log.try_lock() else {
+                continue;
+            };
+            if let Err(error) = self.checker.check_leader(node.id, term, &log).await {
+                self.fail(&format!("node {}: reading the log: {error}", node.id));
+            }
+        }
+        if let Some(violation) = self.checker.violations.first() {
+            self.fail(violation);
+        }
+    }
+
+    /// Ends every fault: links, message faults, stalled and failing disks,
+    /// nodes down.
+    async fn heal(&mut self) {
+        self.network.heal();
+        self.network.set_faults(Faults::CALM);
+        for id in 1..=self.plan.nodes {
+            let node = self.node(id);
+            if node.syncs_held {
+                node.io.hold_syncs(false);
+                node.syncs_held = false;
+            }
+            if node.disk_failing {
+                // The only way to disarm an injected fsync failure.
+                self.crash(id).await;
+            }
+            if self.node(id).up.is_none() {
+                self.start(id).await;
+            }
+        }
+    }
+
+    /// Waits (in virtual time) until a leader's whole log is applied on
+    /// every node.
+    async fn converge(&mut self) {
+        for _ in 0..600 {
+            sleep(Duration::from_millis(100)).await;
+            if let Some(id) =
+                (1..=self.plan.nodes).find(|id| self.nodes[(id - 1) as usize].stopped().is_some())
+            {
+                self.fail(&format!("node {id} stopped while converging"));
+            }
+            let Some(leader) = self.leader() else {
+                continue;
+            };
+            let leader_metrics = self.group(leader).metrics().borrow_watched().clone();
+            let Some(last) = leader_metrics.last_log_index else {
+                continue;
+            };
+            let done = self.nodes.iter().all(|node| {
+                node.up.as_ref().is_some_and(|up| {
+                    let metrics = up.group.metrics();
+                    let metrics = metrics.borrow_watched();
+                    metrics.last_applied.map(|id| id.index) == Some(last)
+                })
+            });
+            if done {
+                return;
+            }
+        }
+        self.fail("the healed cluster did not converge in 60 s");
+    }
+
+    /// Every acknowledged proposal is, on every replica, the entry at the
+    /// index it was answered, of its term, with the same bytes everywhere:
+    /// its batch, at the offsets it was answered.
+    async fn check_acknowledged_entries(&mut self, ledger: &Ledger) {
+        for (attempt, record) in ledger.attempts.iter().enumerate() {
+            let Outcome::Acknowledged { appended, log_id } = record.outcome else {
+                continue;
+            };
+            let mut stored: Option<(u64, Vec<u8>)> = None;
+            for node in &self.nodes {
+                let up = node.up.as_ref().expect("every node is up");
+                let log = up.log.lock().await;
+                let entry = match log.get(log_id.index).await {
+                    Ok(Some(entry)) => entry,
+                    Ok(None) => self.fail(&format!(
+                        "node {}: acknowledged attempt {attempt}'s entry {log_id} is missing",
+                        node.id
+                    )),
+                    Err(error) => self.fail(&format!("node {}: {error}", node.id)),
+                };
+                let StoredBody::Data(bytes) = entry.body else {
+                    self.fail(&format!(
+                        "node {}: acknowledged attempt {attempt}'s entry {log_id} holds no batch",
+                        node.id
+                    ));
+                };
+                if entry.term != log_id.leader_id.term {
+                    self.fail(&format!(
+                        "node {}: acknowledged attempt {attempt}'s entry {log_id} is of term {}",
+                        node.id, entry.term
+                    ));
+                }
+                let header = iggyd_wire::batch::BatchHeader::decode(&bytes);
+                let first_id = iggyd_wire::batch::frames(&bytes)
+                    .ok()
+                    .and_then(|mut frames| frames.next())
+                    .and_then(Result::ok)
+                    .map(|frame| frame.header.id);
+                let placed = header.as_ref().map(|header| header.base_offset).ok();
+                if placed != Some(appended.base_offset)
+                    || first_id.map(|id| workload::attempt_of(id).0) != Some(attempt as u64)
+                {
+                    self.fail(&format!(
+                        "node {}: entry {log_id} holds offset {placed:?}, message {first_id:?}, not acknowledged attempt {attempt} at {appended}",
+                        node.id
+                    ));
+                }
+                match &stored {
+                    None => stored = Some((node.id, bytes)),
+                    Some((first, first_bytes)) if *first_bytes != bytes => self.fail(&format!(
+                        "entry {log_id} (acknowledged attempt {attempt}) differs between node {first} and node {}",
+                        node.id
+                    )),
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+
+    /// Every replica's committed messages, read back, against the ledger.
+    async fn final_check(&mut self, ledger: &Ledger) {
+        let mut replicas = BTreeMap::new();
+        for id in 1..=self.plan.nodes {
+            self.checker.restarted(id);
+        }
+        self.check().await;
+        for node in &self.nodes {
+            let up = node.up.as_ref().expect("every node is up");
+            let log = up.log.lock().await;
+            let Some((committed, _)) = log.committed() else {
+                self.fail(&format!("node {} committed nothing", node.id));
+            };
+            let end = match log.messages_end_through(committed).await {
+                Ok(end) => end,
+                Err(error) => self.fail(&format!("node {}: {error}", node.id)),
+            };
+            if end != up.applied.committed_next_offset.get() {
+                self.fail(&format!(
+                    "node {}: the state machine made offsets below {} visible, the log commits below {end}",
+                    node.id,
+                    up.applied.committed_next_offset.get()
+                ));
+            }
+            match committed_messages(&log, end).await {
+                Ok(messages) => {
+                    replicas.insert(node.id, messages);
+                }
+                Err(error) => self.fail(&format!("node {}: {error}", node.id)),
+            }
+        }
+        self.coverage.messages = replicas.values().next().map_or(0, |m| m.len() as u64);
+        self.check_acknowledged_entries(ledger).await;
+        let violations = check_messages(ledger, &replicas);
+        if let Some(violation) = violations.first() {
+            self.fail(&format!(
+                "{violation} ({} violations in all)",
+                violations.len()
+            ));
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! The cluster simulation's entry points, through the simulations' shared
+//! seed runner (`iggyd_storage::sim_workload`): a fixed number of seeds by
+//! default, `IGGYD_SIM_SEEDS=N` runs seeds `0..N`, `IGGYD_SIM_SEED=S`
+//! runs seed S alone and prints what it covered; a failure names its seed.
+//! Also the seeds that found bugs, and the proof that a seed reproduces
+//! its run.
+
+use super::cluster::{self, Coverage};
+use super::runtime::block_on;
+use iggyd_storage::sim_workload::run_seeds;
+
+/// Seeds run by default (each a few seconds of virtual time on 3 or 5
+/// nodes; together they stay within seconds of a debug build's time).
+const SEEDS_BY_DEFAULT: u64 = 40;
+/// Nemesis steps per seed.
+const STEPS: u64 = 32;
+
+fn run_seed(seed: u64) -> Coverage {
+    block_on(seed, cluster::run(seed, STEPS))
+}
+
+// Proves the cluster keeps Raft's promises and the ledger's under crashes
+// (torn writes, stalled and failing disks), partitions, lossy networks and
+// voter changes, for every seed run (see `checker.rs` for what is checked
+// after every step and at the end); and that the runs did what they are
+// meant to (the coverage below is asserted, so a simulation that stopped
+// injecting faults fails instead of passing quietly).
+#[test]
+fn cluster_simulation() {
+    let started = std::time::Instant::now();
+    let coverages = run_seeds("raft cluster", SEEDS_BY_DEFAULT, run_seed);
+    let mut total = Coverage::default();
+    for coverage in &coverages {
+        total += *coverage;
+    }
+    if coverages.len() == 1 {
+        println!("{total:?}");
+    }
+    println!(
+        "{} seeds in {:.1} s: {total:?}",
+        coverages.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let seeds = coverages.len() as u64;
+    if seeds < SEEDS_BY_DEFAULT {
+        return;
+    }
+    assert!(total.five_node_runs > 0, "{total:?}");
+    assert!(total.five_node_runs < seeds, "{total:?}");
+    assert!(total.backend_runs > 0, "{total:?}");
+    assert!(total.backend_runs < seeds, "{total:?}");
+    assert!(total.crashes > seeds, "{total:?}");
+    assert!(total.crashes_mid_sync > 0, "{total:?}");
+    assert!(total.disk_failures > 0, "{total:?}");
+    assert!(total.torn_tails > 0, "{total:?}");
+    assert!(total.torn_files > 0, "{total:?}");
+    assert!(total.partitions > seeds, "{total:?}");
+    assert!(total.fault_bursts > 0, "{total:?}");
+    assert!(total.membership_changes > 0, "{total:?}");
+    assert!(total.terms_led > 2 * seeds, "{total:?}");
+    assert!(total.entries_replaced > 0, "{total:?}");
+    assert!(total.acknowledged > 10 * seeds, "{total:?}");
+    assert!(total.rejected > 0, "{total:?}");
+    assert!(total.unknown > 0, "{total:?}");
+    assert!(total.net.lost > 0, "{total:?}");
+    assert!(total.net.duplicated > 0, "{total:?}");
+    assert!(total.net.unreachable > 0, "{total:?}");
+}
+
+/// Seeds beyond the default ones that failed before a fix, with what they
+/// found. (Default seeds found these, when this simulation landed: seed 0
+/// a new leader's older clock stamping a batch older than the log's last,
+/// which the index refused, and, that fixed, a truncated log keeping the
+/// cut batch's timestamp, so replicas stored one entry two ways; seed 1 a
+/// stale offset stopping a group over the shared log; seed 2 a task never
+/// woken after a held sync, so the cluster never converged.) A change to the
+/// simulation changes what a seed does, so the storage and adapter tests
+/// pin each bug on its own; these stay as more runs.
+const REGRESSIONS: &[(u64, &str)] = &[];
+
+// Proves the seeds that found bugs pass (see `REGRESSIONS`).
+#[test]
+fn regression_seeds() {
+    for (seed, found) in REGRESSIONS {
+        let coverage = run_seed(*seed);
+        assert!(coverage.acknowledged > 0, "seed {seed} ({found})");
+    }
+}
+
+// Proves a seed reproduces its run: two runs of the same seed agree on
+// every counter of their coverage (messages sent, lost and duplicated,
+// terms, entries replaced, acknowledgements...), which would drift with
+// any source of nondeterminism.
+#[test]
+fn runs_are_deterministic() {
+    let first = run_seed(3);
+    let second = run_seed(3);
+    assert_eq!(first, second, "seed 3 ran two ways");
+}
