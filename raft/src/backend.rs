@@ -5,8 +5,13 @@
 //! (`iggyd_storage::raft::StoredEntry`, positions as `(index, term)`,
 //! votes and memberships as bytes).
 //!
-//! Must not: hold log state of its own, or turn a backend error into a
-//! panic (openraft reports it and stops the group).
+//! openraft's writes complete in order here, whatever order the backend
+//! completes them in: a vote, a truncation or a purge waits for the flush
+//! of every append before it (see [`BackendLogStore`]).
+//!
+//! Must not: hold log state of its own (but the count of appends not yet
+//! flushed), or turn a backend error into a panic (openraft reports it and
+//! stops the group).
 
 use crate::codec::{decode_membership, decode_vote, encode_membership, encode_vote};
 use crate::{Entry, LogId, PartitionRaft, PartitionTypes, Proposal, Vote};
@@ -14,11 +19,14 @@ use iggyd_storage::raft::{LogPosition, StoredBody, StoredEntry};
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, RaftLogStorage};
 use openraft::{EntryPayload, LogState, RaftLogReader};
+use std::cell::{Cell, RefCell};
 use std::fmt::Debug;
 use std::future::Future;
 use std::io;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
+use std::rc::Rc;
+use std::task::{Poll, Waker};
 
 /// What the log holds when a group starts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,8 +119,19 @@ pub fn from_entry(entry: Entry) -> StoredEntry {
 /// The log store of one group over its backend, for the type
 /// configuration `C` (production's by default, or the cluster
 /// simulation's).
+///
+/// openraft requires a log store's writes to complete in order: a vote
+/// saved, or a truncation or purge done, before the appends submitted
+/// earlier are flushed would let it count those appends durable (a
+/// follower answers its leader that they match, and the leader may commit
+/// on them), though a crash can still take them. A backend flushes appends
+/// later (the pump's commit phase) but saves a vote at once, so this store
+/// holds a vote, a truncation or a purge until every earlier append's
+/// flush is reported.
 pub struct BackendLogStore<B: LogBackend, C = PartitionRaft> {
     backend: B,
+    /// The appends not flushed yet (clones share them).
+    unflushed: Rc<Unflushed>,
     types: PhantomData<fn() -> C>,
 }
 
@@ -120,7 +139,53 @@ impl<B: LogBackend, C> Clone for BackendLogStore<B, C> {
     fn clone(&self) -> Self {
         BackendLogStore {
             backend: self.backend.clone(),
+            unflushed: self.unflushed.clone(),
             types: PhantomData,
+        }
+    }
+}
+
+/// The appends whose flush is not reported yet, and the writes waiting for
+/// them.
+#[derive(Default)]
+struct Unflushed {
+    count: Cell<u64>,
+    waiting: RefCell<Vec<Waker>>,
+}
+
+impl Unflushed {
+    /// Counts an append until the returned guard is dropped (its flush is
+    /// reported, or the backend dropped its callback).
+    fn track(self: &Rc<Self>) -> UnflushedAppend {
+        self.count.set(self.count.get() + 1);
+        UnflushedAppend(self.clone())
+    }
+
+    /// Waits until every append counted so far is flushed.
+    async fn drained(&self) {
+        std::future::poll_fn(|context| {
+            if self.count.get() == 0 {
+                Poll::Ready(())
+            } else {
+                self.waiting.borrow_mut().push(context.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
+    }
+}
+
+/// One append not flushed yet.
+struct UnflushedAppend(Rc<Unflushed>);
+
+impl Drop for UnflushedAppend {
+    fn drop(&mut self) {
+        let unflushed = &self.0;
+        unflushed.count.set(unflushed.count.get() - 1);
+        if unflushed.count.get() == 0 {
+            for waker in unflushed.waiting.borrow_mut().drain(..) {
+                waker.wake();
+            }
         }
     }
 }
@@ -135,6 +200,7 @@ impl<B: LogBackend, C> BackendLogStore<B, C> {
     pub fn new(backend: B) -> BackendLogStore<B, C> {
         BackendLogStore {
             backend,
+            unflushed: Rc::new(Unflushed::default()),
             types: PhantomData,
         }
     }
@@ -218,6 +284,7 @@ impl<B: LogBackend, C: PartitionTypes> RaftLogStorage<C> for BackendLogStore<B, 
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
+        self.unflushed.drained().await;
         self.backend
             .save_vote(encode_vote(vote))
             .await
@@ -241,7 +308,9 @@ impl<B: LogBackend, C: PartitionTypes> RaftLogStorage<C> for BackendLogStore<B, 
         It: IntoIterator<Item = Entry>,
     {
         let entries: Vec<StoredEntry> = entries.into_iter().map(from_entry).collect();
+        let unflushed = self.unflushed.track();
         let flushed: FlushedCallback = Box::new(move |result: Result<(), String>| {
+            drop(unflushed);
             callback.io_completed(result.map_err(io::Error::other));
         });
         self.backend
@@ -251,6 +320,7 @@ impl<B: LogBackend, C: PartitionTypes> RaftLogStorage<C> for BackendLogStore<B, 
     }
 
     async fn truncate_after(&mut self, last: Option<LogId>) -> Result<(), io::Error> {
+        self.unflushed.drained().await;
         self.backend
             .truncate_after(last.map(|id| id.index))
             .await
@@ -258,6 +328,7 @@ impl<B: LogBackend, C: PartitionTypes> RaftLogStorage<C> for BackendLogStore<B, 
     }
 
     async fn purge(&mut self, upto: LogId) -> Result<(), io::Error> {
+        self.unflushed.drained().await;
         self.backend
             .purge_through(position(&upto))
             .await

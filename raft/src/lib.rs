@@ -65,6 +65,27 @@ impl std::fmt::Debug for Proposal {
     }
 }
 
+/// `config` with what every group on this adapter needs of openraft,
+/// whatever its timing:
+///
+/// - no snapshots (`SnapshotPolicy::Never`): the state machine's snapshots
+///   do not carry the messages yet, so no log is purged behind one and a
+///   lagging follower is sent entries;
+/// - no leader restore (`enable_leader_restore`, on by default in openraft
+///   0.10): a leader that restarts campaigns for a new term. Its log may
+///   have lost entries it had already sent (an append is flushed by a
+///   later fsync), and leading the same term again it would write other
+///   entries at those indexes: two entries with one index and term, which
+///   its followers take for the same one, so the logs diverge (Raft's log
+///   matching is broken).
+pub fn required_config(config: openraft::Config) -> openraft::Config {
+    openraft::Config {
+        snapshot_policy: openraft::SnapshotPolicy::Never,
+        enable_leader_restore: Some(false),
+        ..config
+    }
+}
+
 /// What applying a data entry answers its proposer: the offsets its
 /// messages got.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

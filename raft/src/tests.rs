@@ -3,7 +3,8 @@
 //! group on monoio over a real directory: proposals committed through
 //! consensus become dense messages with the offsets the proposer was
 //! answered, blank and membership entries take no offsets, and a restart
-//! keeps the vote, the log and the offsets, and goes on where it stopped.
+//! keeps the vote, the log and the offsets, and goes on where it stopped;
+//! the log store over a backend completing openraft's writes in order.
 
 use crate::log_store::LogStore;
 use crate::state_machine::{Applied, StateMachine};
@@ -681,6 +682,150 @@ fn three_members_replicate_through_the_codec_and_survive_losing_the_leader() {
         );
         for raft in &rafts {
             raft.shutdown().await.expect("shutdown");
+        }
+    });
+}
+
+/// A backend that records what reaches it and keeps each append's flush
+/// until the test reports it (a commit phase the test drives).
+#[derive(Clone, Default)]
+struct Recording {
+    operations: Rc<std::cell::RefCell<Vec<&'static str>>>,
+    flushes: Rc<std::cell::RefCell<Vec<crate::backend::FlushedCallback>>>,
+}
+
+impl crate::backend::LogBackend for Recording {
+    async fn state(&self) -> Result<crate::backend::BackendState, String> {
+        Ok(crate::backend::BackendState::default())
+    }
+
+    async fn append(
+        &self,
+        _entries: Vec<iggyd_storage::raft::StoredEntry>,
+        flushed: crate::backend::FlushedCallback,
+    ) -> Result<(), String> {
+        self.operations.borrow_mut().push("append");
+        self.flushes.borrow_mut().push(flushed);
+        Ok(())
+    }
+
+    async fn truncate_after(&self, _keep: Option<u64>) -> Result<(), String> {
+        self.operations.borrow_mut().push("truncate");
+        Ok(())
+    }
+
+    async fn purge_through(
+        &self,
+        _through: iggyd_storage::raft::LogPosition,
+    ) -> Result<(), String> {
+        self.operations.borrow_mut().push("purge");
+        Ok(())
+    }
+
+    async fn save_vote(&self, _vote: Vec<u8>) -> Result<(), String> {
+        self.operations.borrow_mut().push("vote");
+        Ok(())
+    }
+
+    async fn save_committed(
+        &self,
+        _committed: Option<iggyd_storage::raft::LogPosition>,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn read(
+        &self,
+        _first: u64,
+        _end: u64,
+        _bytes_max: u64,
+    ) -> Result<Vec<iggyd_storage::raft::StoredEntry>, String> {
+        Ok(Vec::new())
+    }
+}
+
+// Proves the log store over a backend completes openraft's writes in
+// order: a vote, a truncation or a purge reaches the backend only once
+// every append before it is flushed (or its callback dropped), though the
+// backend flushes appends later. A vote saved first let openraft count the
+// unflushed appends durable: a follower told its leader they matched, then
+// lost them in a crash (openraft stopped on the reverted log: found by the
+// cluster simulation once it slowed commit phases, seed 55).
+#[test]
+fn a_vote_truncation_or_purge_waits_for_the_appends_before_it() {
+    use openraft::storage::{IOFlushed, RaftLogStorage};
+    runtime().block_on(async {
+        let backend = Recording::default();
+        let mut store = crate::backend::BackendLogStore::<_, PartitionRaft>::new(backend.clone());
+        let entry = |index: u64| {
+            <crate::Entry as openraft::entry::RaftEntry>::new(
+                crate::LogId::new_term_index(1, index),
+                openraft::EntryPayload::Blank,
+            )
+        };
+        let settle = || async {
+            for _ in 0..10 {
+                monoio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        };
+        let writes: [(&str, fn(crate::backend::BackendLogStore<Recording>) -> _); 3] = [
+            ("vote", |mut store| {
+                Box::pin(async move {
+                    store
+                        .save_vote(&crate::Vote::new_committed(2, 1))
+                        .await
+                        .expect("vote")
+                }) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>
+            }),
+            ("truncate", |mut store| {
+                Box::pin(async move {
+                    store
+                        .truncate_after(Some(crate::LogId::new_term_index(1, 1)))
+                        .await
+                        .expect("truncate")
+                })
+            }),
+            ("purge", |mut store| {
+                Box::pin(async move {
+                    store
+                        .purge(crate::LogId::new_term_index(1, 1))
+                        .await
+                        .expect("purge")
+                })
+            }),
+        ];
+        for (index, (name, write)) in writes.into_iter().enumerate() {
+            backend.operations.borrow_mut().clear();
+            store
+                .append([entry(2 * index as u64 + 1)], IOFlushed::noop())
+                .await
+                .expect("append");
+            store
+                .append([entry(2 * index as u64 + 2)], IOFlushed::noop())
+                .await
+                .expect("append");
+            let done = Rc::new(std::cell::Cell::new(false));
+            let finished = done.clone();
+            let waiting = write(store.clone());
+            monoio::spawn(async move {
+                waiting.await;
+                finished.set(true);
+            });
+            settle().await;
+            assert!(!done.get(), "{name} waits for the appends' flush");
+            let first = backend.flushes.borrow_mut().remove(0);
+            first(Ok(()));
+            settle().await;
+            assert!(!done.get(), "{name} waits for the second append's flush");
+            // A backend that drops a callback has given up on it too.
+            drop(backend.flushes.borrow_mut().remove(0));
+            settle().await;
+            assert!(done.get(), "{name} goes on once both are flushed");
+            assert_eq!(
+                *backend.operations.borrow(),
+                ["append", "append", name],
+                "the order the backend saw"
+            );
         }
     });
 }

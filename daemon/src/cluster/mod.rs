@@ -50,22 +50,22 @@ pub struct ClusterSettings {
 impl ClusterSettings {
     /// openraft's configuration for iggyd's groups: the cluster's timing,
     /// pre-vote (a node cut off and back does not depose a healthy
-    /// leader), and no snapshots (every log is kept whole until snapshots
-    /// of sealed segments land).
+    /// leader), and what the adapter requires ([`iggyd_raft::required_config`]:
+    /// no snapshots, so every log is kept whole until snapshots of sealed
+    /// segments land; a restarted leader campaigns for a new term).
     pub fn raft_config(
         heartbeat: std::time::Duration,
         election_timeout: std::time::Duration,
     ) -> Result<Arc<openraft::Config>, String> {
         let election = election_timeout.as_millis() as u64;
-        openraft::Config {
+        iggyd_raft::required_config(openraft::Config {
             cluster_name: "iggyd".to_string(),
             heartbeat_interval: heartbeat.as_millis() as u64,
             election_timeout_min: election,
             election_timeout_max: election * 2,
             enable_pre_vote: Some(true),
-            snapshot_policy: openraft::SnapshotPolicy::Never,
             ..Default::default()
-        }
+        })
         .validate()
         .map(Arc::new)
         .map_err(|error| format!("the cluster's Raft timing is not usable: {error}"))

@@ -42,6 +42,10 @@ pub struct Coverage {
     pub crashes: u64,
     /// Crashes while the node's disk held an fsync (a write in flight).
     pub crashes_mid_sync: u64,
+    /// Slow commit phases (flushes held back on the pump-like backend).
+    pub late_flushes: u64,
+    /// Crashes while the node's flushes were held back.
+    pub crashes_mid_flush: u64,
     /// Fatal storage errors from an injected fsync failure.
     pub disk_failures: u64,
     /// Restarts whose recovery cut a torn or unsynced tail.
@@ -69,6 +73,8 @@ impl std::ops::AddAssign for Coverage {
         self.steps += other.steps;
         self.crashes += other.crashes;
         self.crashes_mid_sync += other.crashes_mid_sync;
+        self.late_flushes += other.late_flushes;
+        self.crashes_mid_flush += other.crashes_mid_flush;
         self.disk_failures += other.disk_failures;
         self.torn_tails += other.torn_tails;
         self.torn_files += other.torn_files;
@@ -153,18 +159,18 @@ struct Cluster {
 pub async fn run(seed: u64, steps: u64) -> Coverage {
     let mut rng = SimRng::new(seed);
     let plan = Plan::draw(&mut rng, steps);
-    // The daemon's settings (`daemon/src/cluster/mod.rs`): no snapshots,
-    // so no purges; pre-vote on or off.
-    let config = Config {
+    // As the daemon's groups (`daemon/src/cluster/mod.rs`): what the
+    // adapter requires (no snapshots, so no purges; no leader restore),
+    // pre-vote on or off.
+    let config = crate::required_config(Config {
         cluster_name: "sim".to_string(),
         heartbeat_interval: 50,
         election_timeout_min: 150,
         election_timeout_max: 300,
         max_payload_entries: plan.max_payload_entries,
         enable_pre_vote: Some(plan.pre_vote),
-        snapshot_policy: openraft::SnapshotPolicy::Never,
         ..Default::default()
-    }
+    })
     .validate()
     .expect("a valid config");
     let network = SimNet::new(rng.next_u64());
@@ -374,6 +380,9 @@ impl Cluster {
         if self.node(id).syncs_held {
             self.coverage.crashes_mid_sync += 1;
         }
+        if self.node(id).flushes_held {
+            self.coverage.crashes_mid_flush += 1;
+        }
         let network = self.network.clone();
         self.node(id).crash(&network);
         self.down.insert(id, self.step);
@@ -397,7 +406,7 @@ impl Cluster {
         let may_crash = (self.plan.nodes - up.len() as u64) < minority;
         let pick = |rng: &mut SimRng, ids: &[u64]| ids[rng.below(ids.len() as u64) as usize];
         let leader = self.leader();
-        match self.rng.below(24) {
+        match self.rng.below(26) {
             4 if may_crash => {
                 let id = pick(&mut self.rng, &up);
                 self.crash(id).await;
@@ -429,13 +438,16 @@ impl Cluster {
                         node.io.hold_syncs(false);
                         node.syncs_held = false;
                     }
+                    if node.flushes_held {
+                        node.hold_flushes(false);
+                    }
                 }
             }
             11 | 12 => {
                 let stalled: Vec<u64> = self
                     .nodes
                     .iter()
-                    .filter(|node| node.syncs_held)
+                    .filter(|node| node.syncs_held || node.flushes_held)
                     .map(|node| node.id)
                     .collect();
                 for id in stalled {
@@ -462,6 +474,19 @@ impl Cluster {
             }
             20 => self.network.set_faults(Faults::CALM),
             21 | 22 if self.plan.nodes == 5 => self.change_voters(),
+            24 | 25 if may_crash => {
+                // A slow commit phase (a random node's or the leader's, on
+                // the pump-like backend): its appends are written and
+                // served to followers but not flushed, until released or
+                // until it crashes, losing what it had sent.
+                let id = match leader {
+                    Some(id) if self.rng.chance(1, 2) => id,
+                    _ => pick(&mut self.rng, &up),
+                };
+                if self.node(id).hold_flushes(true) {
+                    self.coverage.late_flushes += 1;
+                }
+            }
             _ => {}
         }
     }
@@ -598,6 +623,9 @@ impl Cluster {
                 node.io.hold_syncs(false);
                 node.syncs_held = false;
             }
+            if node.flushes_held {
+                node.hold_flushes(false);
+            }
             if node.disk_failing {
                 // The only way to disarm an injected fsync failure.
                 self.crash(id).await;
@@ -636,7 +664,27 @@ impl Cluster {
                 return;
             }
         }
-        self.fail("the healed cluster did not converge in 60 s");
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .filter_map(|node| {
+                let up = node.up.as_ref()?;
+                let metrics = up.group.metrics();
+                let metrics = metrics.borrow_watched();
+                Some(format!(
+                    "node {}: {:?} of term {}, last {:?}, applied {:?}",
+                    node.id,
+                    metrics.state,
+                    metrics.current_term,
+                    metrics.last_log_index,
+                    metrics.last_applied.map(|id| id.index)
+                ))
+            })
+            .collect();
+        self.fail(&format!(
+            "the healed cluster did not converge in 60 s: {}",
+            nodes.join("; ")
+        ));
     }
 
     /// Every acknowledged proposal is, on every replica, the entry at the

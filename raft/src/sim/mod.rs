@@ -2,16 +2,17 @@
 //! one thread, each on its own simulated disk (`SimIo`: a crash loses what
 //! was not synced, maybe tearing the last write), talking through the
 //! production network code over a simulated transport, under a nemesis
-//! that crashes and restarts nodes, fails and stalls their disks,
-//! partitions them (partitions heal) and drops, delays, duplicates and
-//! reorders their messages, and changes the voters; clients propose
-//! stamped batches to whoever leads throughout. After every step the
-//! checker asserts one leader per term, committed entries that never
-//! change, leader completeness, logs that match, dense offsets, nothing
-//! visible before it is committed; at the end, with everything healed and
-//! converged, every acknowledged proposal is on every replica at the index
-//! it was answered with the same bytes, and every acknowledged message is
-//! read back exactly once, in order, from every replica's messages.
+//! that crashes and restarts nodes, fails and stalls their disks, slows
+//! their commit phase, partitions them (partitions heal) and drops,
+//! delays, duplicates and reorders their messages, and changes the
+//! voters; clients propose stamped batches to whoever leads throughout.
+//! After every step the checker asserts one leader per term, committed
+//! entries that never change, leader completeness, logs that match, dense
+//! offsets, nothing visible before it is committed; at the end, with
+//! everything healed and converged, every acknowledged proposal is on
+//! every replica at the index it was answered with the same bytes, and
+//! every acknowledged message is read back exactly once, in order, from
+//! every replica's messages.
 //!
 //! Time is virtual: the nodes run the adapter's own log stores, state
 //! machine and network under [`SimRaft`], a type configuration on the
@@ -31,7 +32,9 @@
 //! - `workload.rs`: the clients and the ledger of what they were told.
 //! - `checker.rs`: the invariants, after every step and at the end.
 //! - `cluster.rs`: one seed's run: the nemesis, the steps, the coverage.
-//! - `tests.rs`: the seeds run, the regression seeds, determinism.
+//! - `scenarios.rs`: what seeds found, replayed step by step.
+//! - `tests.rs`: the seeds run, the regression seeds, the scenarios,
+//!   determinism.
 //!
 //! Must not: read a wall clock, use OS randomness or iterate a `HashMap`
 //! (a seed must reproduce its run), or touch a real disk.
@@ -41,6 +44,7 @@ mod cluster;
 mod network;
 mod node;
 pub mod runtime;
+mod scenarios;
 mod tests;
 mod workload;
 

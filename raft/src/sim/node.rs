@@ -11,7 +11,10 @@
 //!   like the daemon's pump (`daemon/src/shard/pump/raft.rs`): an append
 //!   gives a data entry the offsets where the log continues and returns
 //!   once the entries are written, and a flusher task fsyncs later and
-//!   only then reports them flushed, in order (the pump's commit phase).
+//!   only then reports them flushed, in order (the pump's commit phase,
+//!   which serves reads of the entries before it). Its flushes can be held
+//!   back ([`Node::hold_flushes`]: a slow commit phase), so a leader
+//!   replicates entries its own disk has not synced.
 //!
 //! The incarnation's tasks form a group of their own: crashing drops that
 //! group (every task of the node, a sync in flight included) and then the
@@ -36,7 +39,7 @@ use iggyd_storage::raft::{EntryBody, LogPosition, RaftLog, RaftRecovery, StoredB
 use iggyd_storage::sim::{SimClock, SimIo};
 use iggyd_wire::batch::{BatchHeader, ValidBatch, stamp};
 use openraft::Config;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::path::Path;
 use std::rc::Rc;
@@ -56,6 +59,8 @@ pub enum StoreKind {
 /// One running incarnation of a node.
 pub struct Incarnation {
     pub group: SimGroup,
+    /// The pump-like backend, when the run uses it.
+    backend: Option<SimBackend>,
     /// The log the group's store works on (the checker reads it).
     pub log: Rc<Mutex<RaftLog<SimIo>>>,
     pub applied: Rc<Applied>,
@@ -75,6 +80,8 @@ pub struct Node {
     pub disk_failing: bool,
     /// The disk's fsyncs are held pending (a stalled disk).
     pub syncs_held: bool,
+    /// The backend's flushes are held back (a slow commit phase).
+    pub flushes_held: bool,
 }
 
 impl Node {
@@ -97,6 +104,7 @@ impl Node {
             up: None,
             disk_failing: false,
             syncs_held: false,
+            flushes_held: false,
         }
     }
 
@@ -129,22 +137,30 @@ impl Node {
             let log = shared.log();
             let applied = Rc::new(Applied::default());
             let machine = StateMachine::<SimRaft>::new(applied.clone());
-            let group = match store {
-                StoreKind::Shared => SimGroup::new(id, config, network, shared, machine).await,
+            let (group, backend) = match store {
+                StoreKind::Shared => (
+                    SimGroup::new(id, config, network, shared, machine).await,
+                    None,
+                ),
                 StoreKind::Backend => {
                     let backend = SimBackend::new(log.clone());
                     spawn_in(tasks, backend.clone().flusher());
-                    let store = BackendLogStore::<SimBackend, SimRaft>::new(backend);
-                    SimGroup::new(id, config, network, store, machine).await
+                    let store = BackendLogStore::<SimBackend, SimRaft>::new(backend.clone());
+                    (
+                        SimGroup::new(id, config, network, store, machine).await,
+                        Some(backend),
+                    )
                 }
-            }
-            .unwrap_or_else(|error| panic!("node {id}: the group does not start: {error}"));
-            (group, log, applied, recovery)
+            };
+            let group = group
+                .unwrap_or_else(|error| panic!("node {id}: the group does not start: {error}"));
+            (group, backend, log, applied, recovery)
         });
-        let (group, log, applied, recovery) = boot.await.expect("the boot task");
+        let (group, backend, log, applied, recovery) = boot.await.expect("the boot task");
         net.attach(id, group.clone());
         self.up = Some(Incarnation {
             group,
+            backend,
             log,
             applied,
             tasks,
@@ -164,7 +180,23 @@ impl Node {
         // gets a healthy disk.
         self.io.hold_syncs(false);
         self.syncs_held = false;
+        self.flushes_held = false;
         self.disk_failing = false;
+    }
+
+    /// Holds back (`true`) or lets go the flushes of a node on the
+    /// pump-like backend; false when it has none (the shared log syncs as
+    /// it appends).
+    pub fn hold_flushes(&mut self, held: bool) -> bool {
+        let Some(backend) = self.up.as_ref().and_then(|up| up.backend.as_ref()) else {
+            return false;
+        };
+        backend.flushes.held.set(held);
+        if let Some(flusher) = backend.flushes.flusher.borrow_mut().take() {
+            flusher.wake();
+        }
+        self.flushes_held = held;
+        true
     }
 
     /// The group stopped by itself (a storage error): why, if it did.
@@ -185,6 +217,8 @@ impl Node {
 #[derive(Default)]
 struct Flushes {
     waiting: RefCell<VecDeque<FlushedCallback>>,
+    /// Flushes are held back until this is false again.
+    held: Cell<bool>,
     flusher: RefCell<Option<Waker>>,
 }
 
@@ -210,7 +244,7 @@ impl SimBackend {
     async fn flusher(self) {
         loop {
             std::future::poll_fn(|context| {
-                if self.flushes.waiting.borrow().is_empty() {
+                if self.flushes.waiting.borrow().is_empty() || self.flushes.held.get() {
                     *self.flushes.flusher.borrow_mut() = Some(context.waker().clone());
                     Poll::Pending
                 } else {

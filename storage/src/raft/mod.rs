@@ -162,10 +162,19 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
             recovery.messages_cut = log.next_offset() - named_end;
             log.truncate_from(named_end).await?;
         }
-        if let (Some(committed), Some(last)) = (state.committed, entries.last())
-            && committed.0 > last.index
-        {
-            state.committed = Some((last.index, last.term));
+        // The committed entry is a hint saved with the vote, so it may name
+        // entries a crash took before they were synced (a node may learn
+        // that entries are committed, on a quorum of others, before its
+        // own copies are synced); what is left is committed at most: the
+        // last entry, else the purge point, else nothing.
+        match (state.committed, entries.last()) {
+            (Some(committed), Some(last)) if committed.0 > last.index => {
+                state.committed = Some((last.index, last.term));
+            }
+            (Some(committed), None) if state.purged.is_none_or(|purged| committed.0 > purged.0) => {
+                state.committed = state.purged;
+            }
+            _ => {}
         }
         Ok((
             RaftFiles {

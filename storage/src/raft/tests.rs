@@ -2,11 +2,12 @@
 //! back, dense message offsets with blank and membership entries between
 //! batches, truncation of an uncommitted tail (records, configurations and
 //! messages, and the last timestamp with them), the vote and purge point
-//! surviving a crash, replica appends refusing a batch that does not
-//! continue the log, timestamps that never go back (a proposer's clock
-//! behind the log's), and a seeded crash simulation (torn writes, lost
-//! unsynced writes) after which the entry table and the messages always
-//! agree and every synced entry is there.
+//! surviving a crash (the committed entry never past what the crash
+//! left), replica appends refusing a batch that does not continue the log,
+//! timestamps that never go back (a proposer's clock behind the log's),
+//! and a seeded crash simulation (torn writes, lost unsynced writes) after
+//! which the entry table and the messages always agree and every synced
+//! entry is there.
 
 use super::*;
 use crate::partition_log::PartitionConfig;
@@ -270,6 +271,33 @@ fn vote_purge_and_committed_survive() {
     drop(log);
     let (log, _) = open(&io);
     assert_eq!(log.committed(), Some((4, 1)));
+}
+
+// Proves a committed entry saved with the vote is never past the log a
+// crash leaves: entries appended and written but not synced, the committed
+// hint saved with a vote, then a power loss takes every entry; the log
+// reopens committing nothing (it kept naming the lost entry, and openraft
+// refused to start on a log that could not give it what it had committed:
+// found by the cluster simulation once it slowed commit phases, seed 15).
+#[test]
+fn the_committed_entry_never_outlives_the_entries_a_crash_took() {
+    let io = SimIo::new(9);
+    let (mut log, _) = open(&io);
+    block_on(async {
+        log.append(1, 1, EntryBody::Blank).await.unwrap();
+        log.append(2, 1, EntryBody::Data(&stamped(0, 2, 10)))
+            .await
+            .unwrap();
+        log.write_pending().await.unwrap();
+        log.set_committed(Some((2, 1)));
+        log.save_vote(b"term 1 for node 2").await.unwrap();
+    });
+    io.crash();
+    drop(log);
+    let (log, _) = open(&io);
+    assert_eq!(log.last(), None, "the unsynced entries are gone");
+    assert_eq!(log.committed(), None, "nothing left is committed");
+    assert_eq!(log.vote(), Some(&b"term 1 for node 2"[..]));
 }
 
 // Proves purging past the last entry empties the table but keeps the
