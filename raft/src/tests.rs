@@ -768,7 +768,10 @@ fn a_vote_truncation_or_purge_waits_for_the_appends_before_it() {
                 monoio::time::sleep(std::time::Duration::from_millis(1)).await;
             }
         };
-        let writes: [(&str, fn(crate::backend::BackendLogStore<Recording>) -> _); 3] = [
+        type Write = fn(
+            crate::backend::BackendLogStore<Recording>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+        let writes: [(&str, Write); 3] = [
             ("vote", |mut store| {
                 Box::pin(async move {
                     store
