@@ -31,6 +31,7 @@ pub mod backend;
 pub mod codec;
 pub mod log_store;
 pub mod network;
+pub mod replay;
 pub mod state_machine;
 
 #[cfg(test)]

@@ -6,13 +6,15 @@
 //! A call's bytes are `[kind u8][postcard body]`; an answer's are `[0]`
 //! then the postcard response, or `[1]` then a UTF-8 reason (the remote
 //! group refused or is gone: openraft treats it as a network failure and
-//! retries with backoff). Bodies come from authenticated peers but are
+//! retries with backoff), or, for a forwarded proposal, `[2]` then the
+//! postcard `ProposeError` saying why it has no offsets. Bodies come from authenticated peers but are
 //! still decoded as untrusted: a malformed one is refused, never a panic.
 //!
 //! Must not: retry a call (openraft decides), hold a connection (the
 //! transport does), or send snapshots (a later step: sealed segments).
 
-use crate::{Appended, PartitionRaft, PartitionTypes, Proposal, Vote};
+use crate::replay::{ProposeError, Replays, propose};
+use crate::{Appended, PartitionRaft, PartitionTypes, Vote};
 use openraft::RaftNetworkFactory;
 use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::RPCOption;
@@ -33,9 +35,15 @@ const TRANSFER_LEADER: u8 = 4;
 /// A proposal forwarded to the leader by a member that is not: the raw
 /// proposal bytes follow the kind.
 const FORWARD: u8 = 5;
+/// A resend of a proposal left in doubt, forwarded to the leader to be
+/// resolved first (`crate::replay`): the last entry applied where its
+/// first attempt began (u64, little-endian), then the proposal's bytes.
+const FORWARD_RESOLVING: u8 = 6;
 
 const ANSWER_OK: u8 = 0;
 const ANSWER_REFUSED: u8 = 1;
+/// A forwarded proposal's [`ProposeError`], encoded.
+const ANSWER_NOT_PROPOSED: u8 = 2;
 
 /// Moves a call's bytes to node `target` for group `channel` and brings
 /// back the answer's, or why not.
@@ -140,25 +148,50 @@ impl<T: Transport, C> Network<T, C> {
     }
 
     /// Proposes `proposal` at `leader` (a member that is not the leader
-    /// forwards what its clients send). The answer is the leader's once
-    /// the entry is committed; an error says the outcome is unknown to
-    /// this member (refused, not the leader any more, or no answer).
+    /// forwards what its clients send), resolving a resend first when
+    /// `resolve_after` is given (`crate::replay::propose`). The answer is
+    /// the leader's once the entry is committed, or why there are no
+    /// offsets: a call that never left is `NotDelivered`, one that got no
+    /// answer `Unknown`.
     pub async fn forward(
         &self,
         leader: u64,
         proposal: Vec<u8>,
+        resolve_after: Option<u64>,
         timeout: std::time::Duration,
-    ) -> Result<Appended, String> {
-        let mut body = Vec::with_capacity(proposal.len() + 1);
-        body.push(FORWARD);
+    ) -> Result<Appended, ProposeError> {
+        let mut body = Vec::with_capacity(proposal.len() + 9);
+        match resolve_after {
+            None => body.push(FORWARD),
+            Some(after) => {
+                body.push(FORWARD_RESOLVING);
+                body.extend_from_slice(&after.to_le_bytes());
+            }
+        }
         body.extend_from_slice(&proposal);
         drop(proposal);
         let bytes = self
             .transport
             .call(leader, self.channel, body, timeout)
             .await
-            .map_err(|error| error.to_string())?;
-        decode_answer(&bytes)
+            .map_err(|error| match error {
+                TransportError::Unreachable(why) => ProposeError::NotDelivered(why),
+                TransportError::Failed(why) => ProposeError::Unknown(why),
+            })?;
+        match bytes.split_first() {
+            Some((&ANSWER_NOT_PROPOSED, body)) => {
+                Err(postcard::from_bytes(body).unwrap_or_else(|error| {
+                    ProposeError::Unknown(format!("a malformed answer from the leader: {error}"))
+                }))
+            }
+            // A refusal before the proposal reached the group (no such
+            // group there yet, a malformed call): nothing was appended.
+            Some((&ANSWER_REFUSED, reason)) => Err(ProposeError::NotDelivered(format!(
+                "the leader refused: {}",
+                String::from_utf8_lossy(reason)
+            ))),
+            _ => decode_answer(&bytes).map_err(ProposeError::Unknown),
+        }
     }
 }
 
@@ -270,8 +303,10 @@ impl<T: Transport, C: PartitionTypes> RaftNetworkV2<C> for Connection<T, C> {
 pub type Raft<SM, C = PartitionRaft> = openraft::Raft<C, SM>;
 
 /// Answers one call for a local group: decodes it, hands it to `raft`,
-/// encodes its answer. Never fails: a refusal is an answer too.
-pub async fn serve<SM, C>(raft: &Raft<SM, C>, body: &[u8]) -> Vec<u8>
+/// encodes its answer. Never fails: a refusal is an answer too. A
+/// partition group's `replays` let forwarded proposals resolve resends
+/// (`crate::replay`); a group without them refuses forwarded proposals.
+pub async fn serve<SM, C>(raft: &Raft<SM, C>, replays: Option<&Replays>, body: &[u8]) -> Vec<u8>
 where
     C: PartitionTypes,
     SM: openraft::storage::RaftStateMachine<C>,
@@ -311,10 +346,31 @@ where
             },
             Err(error) => malformed(error),
         },
-        FORWARD => match raft.client_write(Proposal(body.to_vec())).await {
-            Ok(written) => answer_ok(written.response()),
-            Err(error) => answer_refused(&error.to_string()),
-        },
+        FORWARD | FORWARD_RESOLVING => {
+            let Some(replays) = replays else {
+                return answer_refused("this group takes no forwarded proposals");
+            };
+            let (resolve_after, proposal) = if kind == FORWARD_RESOLVING {
+                let Some((after, proposal)) = body.split_first_chunk::<8>() else {
+                    return answer_refused("a malformed call: a resend without its point");
+                };
+                (Some(u64::from_le_bytes(*after)), proposal)
+            } else {
+                (None, body)
+            };
+            match propose(raft, replays, proposal.to_vec(), resolve_after).await {
+                Ok(appended) => answer_ok(&appended),
+                Err(error) => match postcard::to_allocvec(&error) {
+                    Ok(encoded) => {
+                        let mut out = Vec::with_capacity(encoded.len() + 1);
+                        out.push(ANSWER_NOT_PROPOSED);
+                        out.extend(encoded);
+                        out
+                    }
+                    Err(error) => answer_refused(&format!("cannot encode the answer: {error}")),
+                },
+            }
+        }
         other => answer_refused(&format!("an unknown call kind {other}")),
     }
 }

@@ -28,6 +28,9 @@ use std::rc::Rc;
 pub struct Applied {
     /// One past the last committed message: consumers read below it.
     pub committed_next_offset: Cell<u64>,
+    /// The data entries applied recently, and the proposals in flight
+    /// here, for resolving resends (`crate::replay`).
+    pub replays: crate::replay::Replays,
 }
 
 /// The state machine of one partition's group, for the type configuration
@@ -125,6 +128,7 @@ impl<C: PartitionTypes> RaftStateMachine<C> for StateMachine<C> {
                 );
             }
             self.last_applied = Some(entry.log_id);
+            self.applied.replays.applied(entry.log_id.index, None);
             let response = match &entry.payload {
                 EntryPayload::Blank => Appended::default(),
                 EntryPayload::Normal(Proposal(bytes)) => {
@@ -144,10 +148,16 @@ impl<C: PartitionTypes> RaftStateMachine<C> for StateMachine<C> {
                         self.applied.committed_next_offset.get()
                     );
                     self.applied.committed_next_offset.set(next);
-                    Appended {
+                    let appended = Appended {
                         base_offset: header.base_offset,
                         last_offset: next - 1,
+                    };
+                    if let Some(fingerprint) = crate::replay::fingerprint(bytes) {
+                        self.applied
+                            .replays
+                            .applied(entry.log_id.index, Some((fingerprint, appended)));
                     }
+                    appended
                 }
                 EntryPayload::Membership(membership) => {
                     self.membership =

@@ -8,6 +8,12 @@
 //! (so a client may write through any node), and a member that knows no
 //! leader waits up to `LEADER_WAIT` for one before refusing.
 //!
+//! A proposal whose outcome stays unknown (answered 57, which the SDK
+//! resends on the same connection) leaves its batch *in doubt* here; the
+//! same messages proposed again through this member are resolved at the
+//! leader before anything new is proposed, so a resend is not stored twice
+//! (`iggyd_raft::replay`).
+//!
 //! The group starts in a task of its own (openraft reads the log through
 //! the pump while it starts, and the pump must never wait for it); until
 //! it has started it leads nothing and proposals are refused as
@@ -19,11 +25,12 @@ use crate::cluster::metadata::LocalFuture;
 use crate::shard::op::{AppendAck, PumpError, Reply, answer};
 use crate::shard::partition::PartitionKey;
 use crate::shard::replica::{Group, Leadership};
+use iggyd_raft::replay::{self, ProposeError};
 use iggyd_raft::state_machine::{Applied, StateMachine};
-use iggyd_raft::{Appended, PartitionRaft, Proposal};
+use iggyd_raft::{Appended, PartitionRaft};
 use openraft::async_runtime::WatchReceiver;
-use openraft::errors::{ClientWriteError, RaftError};
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 /// How long a proposal waits for the group to have a leader before it is
@@ -31,12 +38,45 @@ use std::rc::Rc;
 /// timeouts).
 pub const LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The pause before a proposal that reached no leader tries again.
+const RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// How long a forwarded proposal waits for the leader's answer.
 pub const FORWARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Sends a proposal to the group's leader (its node id) and answers with
-/// the leader's outcome.
-pub type Forward = Rc<dyn Fn(u64, Vec<u8>) -> LocalFuture<Result<Appended, String>>>;
+/// Sends a proposal to the group's leader (its node id), to be resolved
+/// first when it is a resend of a batch in doubt (the last entry applied
+/// where its first attempt began), and answers with the leader's outcome.
+pub type Forward =
+    Rc<dyn Fn(u64, Vec<u8>, Option<u64>) -> LocalFuture<Result<Appended, ProposeError>>>;
+
+/// Batches in doubt a member remembers per group (a resend comes within
+/// the SDK's 30 s; 16 bytes each).
+pub const IN_DOUBT_MAX: usize = 1024;
+
+/// Batches whose outcome this member's clients were told is unknown: the
+/// content and the last entry applied here when the first attempt began.
+#[derive(Debug, Default)]
+struct InDoubt {
+    batches: VecDeque<(u64, u64)>,
+}
+
+impl InDoubt {
+    fn take(&mut self, fingerprint: u64) -> Option<u64> {
+        let at = self
+            .batches
+            .iter()
+            .position(|(doubted, _)| *doubted == fingerprint)?;
+        self.batches.remove(at).map(|(_, after)| after)
+    }
+
+    fn remember(&mut self, fingerprint: u64, after: u64) {
+        if self.batches.len() == IN_DOUBT_MAX {
+            self.batches.pop_front();
+        }
+        self.batches.push_back((fingerprint, after));
+    }
+}
 
 /// An openraft group of this node.
 pub type GroupRaft = openraft::Raft<PartitionRaft, StateMachine>;
@@ -49,6 +89,7 @@ pub struct PartitionGroup {
     applied: Rc<Applied>,
     stopped: Cell<bool>,
     forward: Forward,
+    in_doubt: Rc<RefCell<InDoubt>>,
 }
 
 impl PartitionGroup {
@@ -68,6 +109,7 @@ impl PartitionGroup {
             applied: Rc::new(applied),
             stopped: Cell::new(false),
             forward,
+            in_doubt: Rc::default(),
         }
     }
 
@@ -104,14 +146,39 @@ impl Group for PartitionGroup {
         };
         let node_id = self.node_id;
         let forward = self.forward.clone();
+        let applied = self.applied.clone();
+        let in_doubt = self.in_doubt.clone();
+        // A resend of a batch in doubt is resolved from where its first
+        // attempt began; a first attempt can only make entries after the
+        // last one applied here now.
+        let fingerprint = replay::fingerprint(&batch);
+        let resolve_after =
+            fingerprint.and_then(|fingerprint| in_doubt.borrow_mut().take(fingerprint));
+        let after = resolve_after.unwrap_or_else(|| applied.replays.last_index());
         monoio::spawn(async move {
-            let result = propose_at_leader(&raft, node_id, &forward, batch).await;
+            let result =
+                propose_at_leader(&raft, &applied, node_id, &forward, batch, resolve_after).await;
+            if let (Err(error), Some(fingerprint)) = (&result, fingerprint) {
+                // Still in doubt: a first attempt that may commit, or a
+                // resend not resolved (the first attempt's outcome stays
+                // unknown whatever the resend met).
+                if resolve_after.is_some() || matches!(error, ProposeError::Unknown(_)) {
+                    in_doubt.borrow_mut().remember(fingerprint, after);
+                }
+            }
             answer(
                 reply,
-                result.map(|appended| AppendAck {
-                    base_offset: appended.base_offset,
-                    last_offset: appended.last_offset,
-                }),
+                result
+                    .map(|appended| AppendAck {
+                        base_offset: appended.base_offset,
+                        last_offset: appended.last_offset,
+                    })
+                    // 57: nothing was appended, or what was is in doubt
+                    // and its resend is resolved; the SDK resends on the
+                    // same connection.
+                    .map_err(|error| PumpError::NotCommitted {
+                        reason: error.to_string(),
+                    }),
             );
         });
     }
@@ -150,41 +217,30 @@ impl Group for PartitionGroup {
 }
 
 /// Proposes `batch` here when this member leads, at the leader when
-/// another member does, and waits up to `LEADER_WAIT` while none does.
+/// another member does, and waits up to `LEADER_WAIT` while none does;
+/// a resend of a batch in doubt is resolved first (`resolve_after`).
 async fn propose_at_leader(
     raft: &GroupRaft,
+    applied: &Applied,
     node_id: u64,
     forward: &Forward,
     batch: Vec<u8>,
-) -> Result<Appended, PumpError> {
+    resolve_after: Option<u64>,
+) -> Result<Appended, ProposeError> {
     let deadline = std::time::Instant::now() + LEADER_WAIT;
     loop {
         let leader = raft.metrics().borrow_watched().current_leader;
-        match leader {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let result = match leader {
             Some(leader) if leader == node_id => {
-                return match raft.client_write(Proposal(batch)).await {
-                    Ok(written) => Ok(*written.response()),
-                    Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
-                        Err(PumpError::NotLeader {
-                            leader: forward.leader_id,
-                        })
-                    }
-                    Err(error) => Err(PumpError::NotCommitted {
-                        reason: error.to_string(),
-                    }),
-                };
+                replay::propose(raft, &applied.replays, batch.clone(), resolve_after).await
             }
-            Some(leader) => {
-                return forward(leader, batch)
-                    .await
-                    .map_err(|reason| PumpError::NotCommitted { reason });
-            }
+            Some(leader) => forward(leader, batch.clone(), resolve_after).await,
             None => {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
                 if left.is_zero() {
-                    return Err(PumpError::NotCommitted {
-                        reason: "the partition's group has no leader".to_string(),
-                    });
+                    return Err(ProposeError::NotDelivered(
+                        "the partition's group has no leader".to_string(),
+                    ));
                 }
                 // Woken when the metrics change (a leader is elected) or
                 // when the wait runs out; the loop looks again either way.
@@ -192,7 +248,21 @@ async fn propose_at_leader(
                     .wait(Some(left))
                     .metrics(|metrics| metrics.current_leader.is_some(), "a leader")
                     .await;
+                continue;
             }
+        };
+        match result {
+            // Nothing was appended (leadership moved, or the leader could
+            // not be reached): try the leader as it is now, while the wait
+            // lasts.
+            Err(ProposeError::NotLeader(_) | ProposeError::NotDelivered(_))
+                if !deadline
+                    .saturating_duration_since(std::time::Instant::now())
+                    .is_zero() =>
+            {
+                monoio::time::sleep(RETRY_PAUSE).await;
+            }
+            other => return other,
         }
     }
 }

@@ -257,11 +257,11 @@ impl<T: Transport> Replication for ShardCluster<T> {
         let settings = self.settings.clone();
         let network = Network::new(self.transport.clone(), key.storage_id);
         let forwarding = network.clone();
-        let forward: group::Forward = Rc::new(move |leader, proposal| {
+        let forward: group::Forward = Rc::new(move |leader, proposal, resolve_after| {
             let network = forwarding.clone();
             Box::pin(async move {
                 network
-                    .forward(leader, proposal, group::FORWARD_TIMEOUT)
+                    .forward(leader, proposal, resolve_after, group::FORWARD_TIMEOUT)
                     .await
             })
         });
@@ -293,17 +293,19 @@ impl<T: Transport> Replication for ShardCluster<T> {
                 return;
             };
             monoio::spawn(async move {
-                let answer = serve(&raft, &body).await;
+                let answer = serve(&raft, None, &body).await;
                 let _ = reply.send(answer);
             });
             return;
         }
-        let Some(raft) = self.raft(channel) else {
+        let group = self.groups.borrow().get(&channel).cloned();
+        let Some((raft, group)) = group.and_then(|group| Some((group.raft()?, group))) else {
             let _ = reply.send(no_such_group(channel));
             return;
         };
         monoio::spawn(async move {
-            let answer = serve(&raft, &body).await;
+            let applied = group.applied();
+            let answer = serve(&raft, Some(&applied.replays), &body).await;
             let _ = reply.send(answer);
         });
     }
