@@ -50,6 +50,10 @@ pub const FORWARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 pub type Forward =
     Rc<dyn Fn(u64, Vec<u8>, Option<u64>) -> LocalFuture<Result<Appended, ProposeError>>>;
 
+/// Whether this node is cut off from the cluster: it led the metadata
+/// group and no quorum has answered it for a lease.
+pub type CutOff = Rc<dyn Fn() -> bool>;
+
 /// Batches in doubt a member remembers per group (a resend comes within
 /// the SDK's 30 s; 16 bytes each).
 pub const IN_DOUBT_MAX: usize = 1024;
@@ -90,6 +94,7 @@ pub struct PartitionGroup {
     stopped: Cell<bool>,
     forward: Forward,
     in_doubt: Rc<RefCell<InDoubt>>,
+    cut_off: CutOff,
 }
 
 impl PartitionGroup {
@@ -99,6 +104,7 @@ impl PartitionGroup {
         node_id: u64,
         first_offset: u64,
         forward: Forward,
+        cut_off: CutOff,
     ) -> PartitionGroup {
         let applied = Applied::default();
         applied.committed_next_offset.set(first_offset);
@@ -110,6 +116,7 @@ impl PartitionGroup {
             stopped: Cell::new(false),
             forward,
             in_doubt: Rc::default(),
+            cut_off,
         }
     }
 
@@ -136,6 +143,13 @@ impl PartitionGroup {
     pub fn key(&self) -> PartitionKey {
         self.key
     }
+
+    /// Whether this member believes it leads the group but no quorum has
+    /// acknowledged it for a lease.
+    fn leads_without_quorum(&self, raft: &GroupRaft) -> bool {
+        let leads = raft.metrics().borrow_watched().current_leader == Some(self.node_id);
+        leads && !crate::cluster::lease_holds(raft)
+    }
 }
 
 impl Group for PartitionGroup {
@@ -155,6 +169,15 @@ impl Group for PartitionGroup {
         let resolve_after =
             fingerprint.and_then(|fingerprint| in_doubt.borrow_mut().take(fingerprint));
         let after = resolve_after.unwrap_or_else(|| applied.replays.last_index());
+        // A new batch at a node cut off from its quorum is refused with
+        // nothing appended (58: the SDK looks for the leader elsewhere). A
+        // resend of a batch in doubt is not: proposed elsewhere it could be
+        // stored twice, so it waits here to be resolved (57) until the node
+        // is reachable again or the SDK gives up.
+        if resolve_after.is_none() && ((self.cut_off)() || self.leads_without_quorum(&raft)) {
+            answer(reply, Err(PumpError::NotLeader { leader: None }));
+            return;
+        }
         monoio::spawn(async move {
             let result =
                 propose_at_leader(&raft, &applied, node_id, &forward, batch, resolve_after).await;
@@ -232,8 +255,21 @@ async fn propose_at_leader(
         let leader = raft.metrics().borrow_watched().current_leader;
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let result = match leader {
+            Some(leader) if leader == node_id && !crate::cluster::lease_holds(raft) => {
+                // Cut off from its quorum (or just elected, before the
+                // first acknowledgement): nothing is proposed until a
+                // quorum answers again or another member leads.
+                if left.is_zero() {
+                    return Err(ProposeError::NotDelivered(
+                        "no quorum answers this member, which leads the partition's group"
+                            .to_string(),
+                    ));
+                }
+                monoio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
             Some(leader) if leader == node_id => {
-                replay::propose(raft, &applied.replays, batch.clone(), resolve_after).await
+                propose_while_leased(raft, applied, batch.clone(), resolve_after).await
             }
             Some(leader) => forward(leader, batch.clone(), resolve_after).await,
             None => {
@@ -264,5 +300,39 @@ async fn propose_at_leader(
             }
             other => return other,
         }
+    }
+}
+
+/// Proposes here, as the leader, until the proposal commits or this
+/// member's lease runs out: a leader cut off from its quorum keeps
+/// believing it leads and openraft would wait for ever; its client is told
+/// the outcome is unknown instead (57: the entry may still commit through
+/// a later leader, so the batch is in doubt here).
+async fn propose_while_leased(
+    raft: &GroupRaft,
+    applied: &Applied,
+    batch: Vec<u8>,
+    resolve_after: Option<u64>,
+) -> Result<Appended, ProposeError> {
+    let every = std::time::Duration::from_millis((raft.config().election_timeout_max / 4).max(10));
+    let proposing = std::pin::pin!(replay::propose(
+        raft,
+        &applied.replays,
+        batch,
+        resolve_after
+    ));
+    let lease_lost = std::pin::pin!(async {
+        loop {
+            monoio::time::sleep(every).await;
+            if !crate::cluster::lease_holds(raft) {
+                return;
+            }
+        }
+    });
+    match futures_util::future::select(proposing, lease_lost).await {
+        futures_util::future::Either::Left((result, _)) => result,
+        futures_util::future::Either::Right(((), _)) => Err(ProposeError::Unknown(
+            "this member lost its quorum while the batch was out".to_string(),
+        )),
     }
 }

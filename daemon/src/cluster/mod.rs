@@ -167,29 +167,75 @@ impl<T: Transport> ShardCluster<T> {
     }
 }
 
-/// Keeps `roster`'s leader that of the metadata group's, until the group
-/// stops.
+/// Keeps `roster`'s leader that of the metadata group's, and when this
+/// node leads, when a quorum last acknowledged it, until the group stops.
 async fn follow_leader(raft: &metadata::MetadataRaft, roster: &node::ClusterRoster) {
     use openraft::async_runtime::WatchReceiver;
     let mut metrics = raft.metrics();
     loop {
-        let leader = {
+        let (leader, quorum) = {
             let metrics = metrics.borrow_watched();
             // A restarted node remembers voting for itself: it leads only
             // once it has won an election again.
-            match metrics.current_leader {
+            let leader = match metrics.current_leader {
                 Some(leader) if leader == metrics.id && !metrics.state.is_leader() => None,
                 leader => leader,
-            }
+            };
+            (leader, quorum_acked(&metrics))
         };
         if roster.leader() != leader {
             tracing::info!(leader = ?leader, "the metadata group's leader");
         }
+        roster.set_quorum_acked(quorum);
         roster.set_leader(leader);
         if metrics.changed().await.is_err() {
             roster.set_leader(None);
             return;
         }
+    }
+}
+
+/// When a quorum of a group's voters last acknowledged this node as their
+/// leader, as far as its metrics say (`QuorumAcked::Always` for a group of
+/// one voter: it is its own quorum).
+pub fn quorum_acked(metrics: &openraft::RaftMetrics<iggyd_raft::PartitionRaft>) -> QuorumAcked {
+    use openraft::async_runtime::Instant;
+    if metrics.membership_config.voter_ids().count() <= 1 {
+        return QuorumAcked::Always;
+    }
+    match &metrics.last_quorum_acked {
+        Some(acked) => QuorumAcked::Ago(acked.elapsed()),
+        None => QuorumAcked::Never,
+    }
+}
+
+/// See [`quorum_acked`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuorumAcked {
+    Always,
+    Never,
+    Ago(std::time::Duration),
+}
+
+/// Whether a group's leader still holds its lease: a quorum acknowledged
+/// it within `lease` (an election timeout, before which no other member
+/// campaigns). A leader cut off from its quorum keeps believing it leads
+/// (openraft has no step-down on quorum loss), so clients must not be kept
+/// waiting on it.
+pub fn lease_holds(
+    raft: &openraft::Raft<
+        iggyd_raft::PartitionRaft,
+        impl openraft::storage::RaftStateMachine<iggyd_raft::PartitionRaft>,
+    >,
+) -> bool {
+    use openraft::async_runtime::WatchReceiver;
+    let lease = std::time::Duration::from_millis(raft.config().election_timeout_max);
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow_watched();
+    match quorum_acked(&metrics) {
+        QuorumAcked::Always => true,
+        QuorumAcked::Never => false,
+        QuorumAcked::Ago(ago) => ago <= lease,
     }
 }
 
@@ -265,11 +311,15 @@ impl<T: Transport> Replication for ShardCluster<T> {
                     .await
             })
         });
+        let roster = self.roster.clone();
+        let cut_off: group::CutOff =
+            Rc::new(move || roster.as_ref().is_some_and(|roster| roster.cut_off()));
         let group = Rc::new(PartitionGroup::new(
             key,
             settings.node_id,
             first_offset,
             forward,
+            cut_off,
         ));
         self.groups
             .borrow_mut()

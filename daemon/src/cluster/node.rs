@@ -65,6 +65,12 @@ pub struct ClusterRoster {
     /// A leader silent this long is not shown as one: it is likely gone,
     /// and a client sent there would only fail to connect.
     silent_after: Duration,
+    /// When a quorum last acknowledged this node as the metadata group's
+    /// leader (ms since `since`; `u64::MAX`: a group of one voter, always).
+    quorum_acked_at_ms: AtomicU64,
+    /// How long a quorum's acknowledgement lets this node lead clients (an
+    /// election timeout: by then the others elect a leader of their own).
+    lease: Duration,
 }
 
 impl ClusterRoster {
@@ -73,6 +79,7 @@ impl ClusterRoster {
         node_id: u64,
         nodes: Vec<RosterNode>,
         silent_after: Duration,
+        lease: Duration,
     ) -> ClusterRoster {
         ClusterRoster {
             name,
@@ -83,6 +90,42 @@ impl ClusterRoster {
             heard_from: AtomicU64::new(0),
             since: std::time::Instant::now(),
             silent_after,
+            quorum_acked_at_ms: AtomicU64::new(0),
+            lease,
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// When a quorum last acknowledged this node as the leader.
+    pub fn set_quorum_acked(&self, acked: crate::cluster::QuorumAcked) {
+        use crate::cluster::QuorumAcked;
+        let at = match acked {
+            QuorumAcked::Always => u64::MAX,
+            QuorumAcked::Never => 0,
+            QuorumAcked::Ago(ago) => self
+                .now_ms()
+                .saturating_sub(u64::try_from(ago.as_millis()).unwrap_or(u64::MAX))
+                .max(1),
+        };
+        self.quorum_acked_at_ms.store(at, Ordering::Release);
+    }
+
+    /// Whether this node believes it leads the metadata group but no
+    /// quorum has acknowledged it for a lease: it is cut off (or paused),
+    /// the others are electing or have elected another leader, and clients
+    /// must go look for it (58).
+    pub fn cut_off(&self) -> bool {
+        self.leader() == Some(self.node_id) && !self.lease_holds()
+    }
+
+    fn lease_holds(&self) -> bool {
+        match self.quorum_acked_at_ms.load(Ordering::Acquire) {
+            u64::MAX => true,
+            0 => false,
+            at => u128::from(self.now_ms().saturating_sub(at)) <= self.lease.as_millis(),
         }
     }
 
@@ -99,9 +142,9 @@ impl ClusterRoster {
     pub fn live_leader(&self) -> Option<u64> {
         let leader = self.leader()?;
         if leader == self.node_id {
-            return Some(leader);
+            return self.lease_holds().then_some(leader);
         }
-        let now = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let now = self.now_ms();
         let silent_ms = now.saturating_sub(self.heard_at_ms.load(Ordering::Acquire));
         let heard = self.heard_from.load(Ordering::Acquire) == leader
             && u128::from(silent_ms) <= self.silent_after.as_millis();
@@ -120,9 +163,10 @@ impl ClusterRoster {
         self.leader.store(leader.unwrap_or(0), Ordering::Release);
     }
 
-    /// Whether this node leads the metadata group (clients belong here).
+    /// Whether this node leads the metadata group and a quorum says so
+    /// (clients belong here).
     pub fn leads(&self) -> bool {
-        self.leader() == Some(self.node_id)
+        self.leader() == Some(self.node_id) && self.lease_holds()
     }
 }
 
@@ -215,6 +259,7 @@ impl NodeSetup {
                 })
                 .collect(),
             config.heartbeat_interval * LEADER_SILENT_HEARTBEATS,
+            config.election_timeout,
         );
         let limits = PeerLimits::default()
             .validate()

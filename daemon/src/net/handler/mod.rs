@@ -300,7 +300,11 @@ fn elsewhere(
     command: &Command<'_>,
 ) -> Option<Outcome> {
     let cluster = context.net.cluster.as_ref()?;
+    // A node cut off lets sends through to the partition's group: a resend
+    // of a batch in doubt waits there to be resolved rather than be sent
+    // elsewhere and stored twice; a new batch is refused there (58).
     if cluster.leads()
+        || (cluster.cut_off() && matches!(command, Command::SendMessages(_)))
         || matches!(
             command,
             Command::Ping
@@ -312,9 +316,13 @@ fn elsewhere(
     {
         return None;
     }
-    let status = match cluster.live_leader() {
-        Some(_) => Status::TransientNotAccepted,
-        None => Status::TransientNotCommitted,
+    // 58: another node leads, or this one led but its quorum no longer
+    // answers it (cut off: the others elect another); the SDK looks for
+    // the leader. 57: an election is on; the SDK asks here again.
+    let status = if cluster.live_leader().is_some() || cluster.cut_off() {
+        Status::TransientNotAccepted
+    } else {
+        Status::TransientNotCommitted
     };
     let replier = Replier {
         header,
