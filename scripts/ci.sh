@@ -13,9 +13,10 @@ log() { printf '\n== %s\n' "$*"; }
 # uid; python3-venv: the apache-iggy compat suite's virtualenv; openssl: that
 # suite's TLS test makes its certificates with it.
 # prometheus: promtool, which checks the daemon's /metrics page.
+# iproute2 + nftables: the cluster nemesis test's namespaces and packet drops.
 if command -v apt-get >/dev/null 2>&1; then
   log "system packages"
-  ./scripts/setup-debian.sh hwloc util-linux tmux python3 python3-venv openssl prometheus
+  ./scripts/setup-debian.sh hwloc util-linux tmux python3 python3-venv openssl prometheus iproute2 nftables
 fi
 
 if ! cargo nextest --version >/dev/null 2>&1; then

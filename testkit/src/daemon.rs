@@ -146,6 +146,8 @@ struct Launch {
     listen_pid: bool,
     /// `Some(max)`: play a file descriptor store keeping `max` descriptors.
     fd_store: Option<usize>,
+    /// A network namespace (its file, `/run/netns/<name>`) to run in.
+    netns: Option<PathBuf>,
 }
 
 /// Options of a daemon to start; `TestDaemon::builder()` makes one.
@@ -227,6 +229,13 @@ impl Builder {
     /// directory.
     pub fn dir(mut self, dir: tempfile::TempDir) -> Self {
         self.dir = Some(dir);
+        self
+    }
+    /// Run the daemon in the network namespace `/run/netns/<name>` (made
+    /// by the test with `ip netns add`): it joins it before exec, so its
+    /// pid, signals and notifications are as without one.
+    pub fn netns(mut self, name: &str) -> Self {
+        self.launch.netns = Some(Path::new("/run/netns").join(name));
         self
     }
     /// Create the temp directory under `parent` instead of the system's.
@@ -317,6 +326,7 @@ impl TestDaemon {
                 start_timeout: START_TIMEOUT,
                 listen_pid: false,
                 fd_store: None,
+                netns: None,
             },
             dir: None,
             parent: None,
@@ -392,6 +402,28 @@ impl TestDaemon {
             }
         }
         // Kept open until the child is spawned.
+        let netns = match &self.launch.netns {
+            Some(path) => Some(
+                std::fs::File::open(path)
+                    .map_err(|error| format!("network namespace {}: {error}", path.display()))?,
+            ),
+            None => None,
+        };
+        if let Some(netns) = &netns {
+            use std::os::fd::AsRawFd;
+            use std::os::unix::process::CommandExt;
+            let fd = netns.as_raw_fd();
+            // SAFETY: the closure runs in the forked child before exec and
+            // only calls setns(2), which is async-signal-safe; the file it
+            // names stays open in the parent until the child is spawned.
+            unsafe {
+                command.pre_exec(move || {
+                    let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
+                    nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET)
+                        .map_err(std::io::Error::from)
+                });
+            }
+        }
         let passed = match &self.store {
             Some(store) if passing => store
                 .pass_to(&mut command)
@@ -404,6 +436,7 @@ impl TestDaemon {
             .spawn()
             .map_err(|error| self.report(&format!("spawning {}: {error}", binary.display())))?;
         drop(passed);
+        drop(netns);
         self.pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
         self.child = Some(child);
         let message = self.wait_for("READY=1", self.launch.start_timeout)?;

@@ -12,10 +12,10 @@ use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
-const NODES: u64 = 3;
-const STREAM: &str = "orders";
-const TOPIC: &str = "events";
-const PARTITIONS: u32 = 2;
+pub(crate) const NODES: u64 = 3;
+pub(crate) const STREAM: &str = "orders";
+pub(crate) const TOPIC: &str = "events";
+pub(crate) const PARTITIONS: u32 = 2;
 const BATCHES: u64 = 120;
 const PER_BATCH: u64 = 10;
 /// The batch after which the leader is killed.
@@ -37,9 +37,33 @@ fn free_addresses(count: usize) -> Vec<SocketAddr> {
         .collect()
 }
 
-struct Cluster {
+pub(crate) struct Cluster {
     nodes: Vec<(u64, SocketAddr, TestDaemon)>,
     _certs: tempfile::TempDir,
+}
+
+/// Where a cluster's nodes listen, and in which network namespace each
+/// runs (`None`: this one).
+pub(crate) struct Layout {
+    /// Node `id`'s client address at `id - 1`.
+    pub clients: Vec<SocketAddr>,
+    /// Node `id`'s replication address at `id - 1`.
+    pub replication: Vec<SocketAddr>,
+    /// Node `id`'s namespace at `id - 1`.
+    pub namespaces: Option<Vec<String>>,
+}
+
+impl Layout {
+    /// Free loopback ports in this namespace.
+    fn loopback() -> Layout {
+        let addresses = free_addresses(2 * NODES as usize);
+        let (clients, replication) = addresses.split_at(NODES as usize);
+        Layout {
+            clients: clients.to_vec(),
+            replication: replication.to_vec(),
+            namespaces: None,
+        }
+    }
 }
 
 impl Cluster {
@@ -50,20 +74,22 @@ impl Cluster {
     /// `timing`: election timeout and heartbeat interval (`None`: the
     /// defaults, 1 s and 200 ms).
     fn start_timed(timing: Option<(&str, &str)>) -> Cluster {
+        Cluster::start_on(&Layout::loopback(), timing)
+    }
+
+    pub(crate) fn start_on(layout: &Layout, timing: Option<(&str, &str)>) -> Cluster {
         let certs = tempfile::tempdir().expect("certs dir");
         let ids: Vec<u64> = (1..=NODES).collect();
         iggyd_peer::ClusterCerts::generate("compat", &ids)
             .and_then(|generated| generated.write_to(certs.path()))
             .expect("cluster certificates");
-        let addresses = free_addresses(2 * NODES as usize);
         let roster: Vec<String> = ids
             .iter()
             .map(|id| {
                 let index = (*id - 1) as usize;
                 format!(
                     "{{id={id},address=\"{}\",replication_address=\"{}\"}}",
-                    addresses[index],
-                    addresses[NODES as usize + index]
+                    layout.clients[index], layout.replication[index]
                 )
             })
             .collect();
@@ -71,13 +97,17 @@ impl Cluster {
         let nodes = ids
             .iter()
             .map(|id| {
-                let address = addresses[(*id - 1) as usize];
+                let index = (*id - 1) as usize;
+                let address = layout.clients[index];
                 let path = |file: std::path::PathBuf| file.display().to_string();
                 let mut builder = TestDaemon::builder();
                 if let Some((election, heartbeat)) = timing {
                     builder = builder
                         .env("IGGYD_CLUSTER__ELECTION_TIMEOUT", election)
                         .env("IGGYD_CLUSTER__HEARTBEAT_INTERVAL", heartbeat);
+                }
+                if let Some(namespaces) = &layout.namespaces {
+                    builder = builder.netns(&namespaces[index]);
                 }
                 let daemon = builder
                     .listen(&address.to_string())
@@ -111,7 +141,7 @@ impl Cluster {
         }
     }
 
-    fn node(&mut self, id: u64) -> &mut TestDaemon {
+    pub(crate) fn node(&mut self, id: u64) -> &mut TestDaemon {
         &mut self
             .nodes
             .iter_mut()
@@ -120,7 +150,7 @@ impl Cluster {
             .2
     }
 
-    fn address(&self, id: u64) -> SocketAddr {
+    pub(crate) fn address(&self, id: u64) -> SocketAddr {
         self.nodes
             .iter()
             .find(|(node, _, _)| *node == id)
@@ -137,7 +167,7 @@ impl Cluster {
 }
 
 /// The node the roster (as `client` reads it) names Leader + Healthy.
-async fn leader(cluster: &Cluster, client: &IggyClient) -> Option<u64> {
+pub(crate) async fn leader(cluster: &Cluster, client: &IggyClient) -> Option<u64> {
     let metadata = client.get_cluster_metadata().await.ok()?;
     assert_eq!(metadata.nodes.len(), NODES as usize, "the full roster");
     let leaders: Vec<&ClusterNode> = metadata
@@ -151,7 +181,7 @@ async fn leader(cluster: &Cluster, client: &IggyClient) -> Option<u64> {
 }
 
 /// A client of the cluster that dialed `id` (it moves to the leader).
-async fn client_of(cluster: &Cluster, id: u64) -> IggyClient {
+pub(crate) async fn client_of(cluster: &Cluster, id: u64) -> IggyClient {
     let client = IggyClient::from_connection_string(&format!(
         "iggy://{ROOT_USERNAME}:{ROOT_PASSWORD}@{}",
         cluster.address(id)
@@ -162,7 +192,7 @@ async fn client_of(cluster: &Cluster, id: u64) -> IggyClient {
 }
 
 /// Waits for a leader, one of `up`, that every node of `up` names.
-async fn agreed_leader(cluster: &Cluster, up: &[u64]) -> u64 {
+pub(crate) async fn agreed_leader(cluster: &Cluster, up: &[u64]) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut seen = BTreeSet::new();
@@ -194,9 +224,12 @@ async fn agreed_leader(cluster: &Cluster, up: &[u64]) -> u64 {
     }
 }
 
+/// A node's copy of the topic: each partition's payloads in offset order.
+pub(crate) type TopicCopy = Vec<(u32, Vec<String>)>;
+
 /// Every message of every partition, as payloads, polled from whichever
 /// node leads.
-async fn everything(client: &IggyClient) -> Vec<(u32, Vec<String>)> {
+pub(crate) async fn everything(client: &IggyClient) -> TopicCopy {
     let mut all = Vec::new();
     for partition in 0..PARTITIONS {
         let mut payloads_of = Vec::new();
@@ -228,7 +261,7 @@ async fn everything(client: &IggyClient) -> Vec<(u32, Vec<String>)> {
     all
 }
 
-fn assert_holds_every_acknowledged(
+pub(crate) fn assert_holds_every_acknowledged(
     all: &[(u32, Vec<String>)],
     acknowledged: &BTreeSet<String>,
     who: &str,
@@ -345,34 +378,46 @@ async fn a_three_node_cluster_keeps_every_acknowledged_message_through_losing_it
         &format!("node {second} after the failover"),
     );
 
-    // Every node is up again; then, stopping the leader each round (and
-    // restarting the one stopped the round before), every node gets to
-    // lead and serve every acknowledged message. Which of the two left
-    // wins is the election's choice, so rounds repeat until each has led
-    // (each round about one in two).
-    let mut led = BTreeSet::new();
+    for (leader, all) in each_node_leading(&mut cluster).await {
+        assert_holds_every_acknowledged(&all, &acknowledged, &format!("node {leader} leading"));
+    }
+}
+
+/// Every node's copy of every partition, each read while that node leads:
+/// with every node up, stopping the leader each round (and restarting the
+/// one stopped the round before) until every node has led. Which of the two
+/// left wins is the election's choice, so rounds repeat until each has led
+/// (each round about one in two). Leaves every node up.
+pub(crate) async fn each_node_leading(cluster: &mut Cluster) -> Vec<(u64, TopicCopy)> {
+    let mut copies: Vec<(u64, TopicCopy)> = Vec::new();
     let mut stopped: Option<u64> = None;
     for round in 1.. {
         let up: Vec<u64> = (1..=NODES).filter(|id| Some(*id) != stopped).collect();
-        let leader = agreed_leader(&cluster, &up).await;
+        let leader = agreed_leader(cluster, &up).await;
         eprintln!("cluster: round {round}: node {leader} leads, {stopped:?} stopped");
-        let reader = client_of(&cluster, leader).await;
-        let all = everything(&reader).await;
-        assert_holds_every_acknowledged(&all, &acknowledged, &format!("node {leader} leading"));
-        led.insert(leader);
-        if led.len() == NODES as usize {
-            eprintln!(
-                "cluster: every node served every acknowledged message as leader ({round} rounds)"
-            );
+        if !copies.iter().any(|(node, _)| *node == leader) {
+            let reader = client_of(cluster, leader).await;
+            copies.push((leader, everything(&reader).await));
+        }
+        if copies.len() == NODES as usize {
+            eprintln!("cluster: every node served its copy as leader ({round} rounds)");
             break;
         }
-        assert!(round < 16, "only {led:?} led in {round} rounds");
+        assert!(
+            round < 16,
+            "only {} nodes led in {round} rounds",
+            copies.len()
+        );
         if let Some(node) = stopped.take() {
             cluster.node(node).restart();
         }
         cluster.node(leader).kill();
         stopped = Some(leader);
     }
+    if let Some(node) = stopped {
+        cluster.node(node).restart();
+    }
+    copies
 }
 
 /// A client on the leader, and the stream with a one-partition topic.

@@ -14,6 +14,7 @@ mod errors;
 mod groups;
 mod handover;
 mod messages;
+mod nemesis;
 mod read_path;
 mod restart;
 mod retention;
