@@ -20,6 +20,8 @@ pub mod group;
 pub mod metadata;
 pub mod node;
 #[cfg(test)]
+mod offsets_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::shard::partition::PartitionKey;
