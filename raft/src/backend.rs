@@ -94,7 +94,8 @@ pub fn to_entry(stored: StoredEntry) -> Result<Entry, io::Error> {
     let index = stored.index;
     let payload = match stored.body {
         StoredBody::Blank => EntryPayload::Blank,
-        StoredBody::Data(bytes) => EntryPayload::Normal(Proposal(bytes)),
+        StoredBody::Data(bytes) => EntryPayload::Normal(Proposal::Batch(bytes)),
+        StoredBody::Offsets(bytes) => EntryPayload::Normal(Proposal::Offsets(bytes)),
         StoredBody::Membership(bytes) => EntryPayload::Membership(
             decode_membership(&bytes)
                 .ok_or_else(|| invalid(format!("entry {index}: a damaged membership")))?,
@@ -108,7 +109,8 @@ pub fn from_entry(entry: Entry) -> StoredEntry {
     let (index, term) = position(&entry.log_id);
     let body = match entry.payload {
         EntryPayload::Blank => StoredBody::Blank,
-        EntryPayload::Normal(Proposal(bytes)) => StoredBody::Data(bytes),
+        EntryPayload::Normal(Proposal::Batch(bytes)) => StoredBody::Data(bytes),
+        EntryPayload::Normal(Proposal::Offsets(bytes)) => StoredBody::Offsets(bytes),
         EntryPayload::Membership(membership) => {
             StoredBody::Membership(encode_membership(&membership))
         }

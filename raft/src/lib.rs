@@ -14,6 +14,10 @@
 //!   is the state, so a snapshot is the applied position and membership.
 //! - `backend.rs`, `network.rs`: the log store over a backend (the
 //!   daemon's pump), and the RPCs as bytes over a transport.
+//! - `offsets.rs`: stored consumer offsets as an entry of their own
+//!   (`Proposal::Offsets`, no messages), applied in log order on every
+//!   replica.
+//! - `replay.rs`: resends left in doubt.
 //! - `sim/` (tests only): the seeded cluster simulation of these on
 //!   virtual time.
 //!
@@ -31,6 +35,7 @@ pub mod backend;
 pub mod codec;
 pub mod log_store;
 pub mod network;
+pub mod offsets;
 pub mod replay;
 pub mod state_machine;
 
@@ -39,11 +44,16 @@ mod sim;
 #[cfg(test)]
 mod tests;
 
-/// A stamped batch a leader proposes: its base offset is where the log
-/// will continue when the entry is appended, its server timestamp the
-/// leader's, so every replica stores the same bytes.
+/// What a leader proposes: a stamped batch (its base offset is where the
+/// log will continue when the entry is appended, its server timestamp the
+/// leader's, so every replica stores the same bytes), or stored consumer
+/// offsets (`offsets.rs`; an entry with no messages, which takes no
+/// message offset).
 #[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Proposal(pub Vec<u8>);
+pub enum Proposal {
+    Batch(Vec<u8>),
+    Offsets(Vec<u8>),
+}
 
 impl std::fmt::Display for Proposal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -53,15 +63,21 @@ impl std::fmt::Display for Proposal {
 
 impl std::fmt::Debug for Proposal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match iggyd_wire::batch::BatchHeader::decode(&self.0) {
+        let bytes = match self {
+            Proposal::Batch(bytes) => bytes,
+            Proposal::Offsets(bytes) => {
+                return write!(f, "Proposal(offsets, {} bytes)", bytes.len());
+            }
+        };
+        match iggyd_wire::batch::BatchHeader::decode(bytes) {
             Ok(header) => write!(
                 f,
                 "Proposal(offset {}, {} messages, {} bytes)",
                 header.base_offset,
                 header.message_count,
-                self.0.len()
+                bytes.len()
             ),
-            Err(_) => write!(f, "Proposal({} bytes, not a batch)", self.0.len()),
+            Err(_) => write!(f, "Proposal({} bytes, not a batch)", bytes.len()),
         }
     }
 }

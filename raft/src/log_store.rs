@@ -121,7 +121,8 @@ impl<I: StorageIo + Clone, C: PartitionTypes> RaftLogReader<C> for LogStore<I, C
             };
             let payload = match stored.body {
                 StoredBody::Blank => EntryPayload::Blank,
-                StoredBody::Data(bytes) => EntryPayload::Normal(Proposal(bytes)),
+                StoredBody::Data(bytes) => EntryPayload::Normal(Proposal::Batch(bytes)),
+                StoredBody::Offsets(bytes) => EntryPayload::Normal(Proposal::Offsets(bytes)),
                 StoredBody::Membership(bytes) => EntryPayload::Membership(
                     decode_membership(&bytes)
                         .ok_or_else(|| invalid(format!("entry {index}: a damaged membership")))?,
@@ -187,7 +188,10 @@ impl<I: StorageIo + Clone, C: PartitionTypes> RaftLogStorage<C> for LogStore<I, 
             let (term, index) = position(&entry.log_id);
             match &entry.payload {
                 EntryPayload::Blank => log.append(index, term, EntryBody::Blank).await,
-                EntryPayload::Normal(Proposal(bytes)) => {
+                EntryPayload::Normal(Proposal::Offsets(bytes)) => {
+                    log.append(index, term, EntryBody::Offsets(bytes)).await
+                }
+                EntryPayload::Normal(Proposal::Batch(bytes)) => {
                     // A proposal takes its offsets where the log continues
                     // (its proposer's stamp is stale when another proposal
                     // joined the log first), as the daemon's pump does.

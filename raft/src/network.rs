@@ -39,6 +39,9 @@ const FORWARD: u8 = 5;
 /// resolved first (`crate::replay`): the last entry applied where its
 /// first attempt began (u64, little-endian), then the proposal's bytes.
 const FORWARD_RESOLVING: u8 = 6;
+/// Stored consumer offsets forwarded to the leader: the offsets entry's
+/// payload (`crate::offsets`) follows the kind.
+const FORWARD_OFFSETS: u8 = 7;
 
 const ANSWER_OK: u8 = 0;
 const ANSWER_REFUSED: u8 = 1;
@@ -170,6 +173,32 @@ impl<T: Transport, C> Network<T, C> {
         }
         body.extend_from_slice(&proposal);
         drop(proposal);
+        self.forward_body(leader, body, timeout).await
+    }
+
+    /// Proposes an offsets entry's `payload` at `leader`; answered with
+    /// its index once it is committed, or why it was not (as
+    /// [`Self::forward`]).
+    pub async fn forward_offsets(
+        &self,
+        leader: u64,
+        payload: &[u8],
+        timeout: std::time::Duration,
+    ) -> Result<u64, ProposeError> {
+        let mut body = Vec::with_capacity(payload.len() + 1);
+        body.push(FORWARD_OFFSETS);
+        body.extend_from_slice(payload);
+        self.forward_body(leader, body, timeout)
+            .await
+            .map(|answer| answer.base_offset)
+    }
+
+    async fn forward_body(
+        &self,
+        leader: u64,
+        body: Vec<u8>,
+        timeout: std::time::Duration,
+    ) -> Result<Appended, ProposeError> {
         let bytes = self
             .transport
             .call(leader, self.channel, body, timeout)
@@ -358,20 +387,43 @@ where
             } else {
                 (None, body)
             };
-            match propose(raft, replays, proposal.to_vec(), resolve_after).await {
-                Ok(appended) => answer_ok(&appended),
-                Err(error) => match postcard::to_allocvec(&error) {
-                    Ok(encoded) => {
-                        let mut out = Vec::with_capacity(encoded.len() + 1);
-                        out.push(ANSWER_NOT_PROPOSED);
-                        out.extend(encoded);
-                        out
-                    }
-                    Err(error) => answer_refused(&format!("cannot encode the answer: {error}")),
-                },
+            answer_proposal(propose(raft, replays, proposal.to_vec(), resolve_after).await)
+        }
+        FORWARD_OFFSETS => {
+            if replays.is_none() {
+                return answer_refused("this group takes no forwarded proposals");
             }
+            if let Err(error) = crate::offsets::decode(body) {
+                return answer_refused(&format!("a malformed call: {error}"));
+            }
+            answer_proposal(
+                // The answer names the entry's index (as offsets
+                // `index..=index`), so the forwarder can wait to apply it.
+                crate::replay::propose_offsets(raft, body.to_vec())
+                    .await
+                    .map(|index| Appended {
+                        base_offset: index,
+                        last_offset: index,
+                    }),
+            )
         }
         other => answer_refused(&format!("an unknown call kind {other}")),
+    }
+}
+
+/// The answer to a forwarded proposal.
+fn answer_proposal(result: Result<Appended, ProposeError>) -> Vec<u8> {
+    match result {
+        Ok(appended) => answer_ok(&appended),
+        Err(error) => match postcard::to_allocvec(&error) {
+            Ok(encoded) => {
+                let mut out = Vec::with_capacity(encoded.len() + 1);
+                out.push(ANSWER_NOT_PROPOSED);
+                out.extend(encoded);
+                out
+            }
+            Err(error) => answer_refused(&format!("cannot encode the answer: {error}")),
+        },
     }
 }
 

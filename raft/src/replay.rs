@@ -258,8 +258,29 @@ where
         }
     }
     let _in_flight = fingerprint.map(|fingerprint| replays.begin(fingerprint));
-    match raft.client_write(Proposal(proposal)).await {
+    match raft.client_write(Proposal::Batch(proposal)).await {
         Ok(written) => Ok(*written.response()),
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+            Err(ProposeError::NotLeader(forward.leader_id))
+        }
+        Err(error) => Err(ProposeError::Unknown(error.to_string())),
+    }
+}
+
+/// Proposes an offsets entry (`crate::offsets`) at this member, which
+/// must lead: answered with its index once it is committed and applied.
+/// Stored offsets are last-write-wins in log order, so a resend is
+/// harmless and needs no resolving.
+pub async fn propose_offsets<C, SM>(
+    raft: &openraft::Raft<C, SM>,
+    payload: Vec<u8>,
+) -> Result<u64, ProposeError>
+where
+    C: PartitionTypes,
+    SM: openraft::storage::RaftStateMachine<C>,
+{
+    match raft.client_write(Proposal::Offsets(payload)).await {
+        Ok(written) => Ok(written.log_id.index),
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
             Err(ProposeError::NotLeader(forward.leader_id))
         }

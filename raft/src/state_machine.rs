@@ -3,7 +3,10 @@
 //! messages become visible to consumers (`committed_next_offset`, which the
 //! pump caps polls at: a consumer never reads a message a failover could
 //! take back) and its proposer hears the offsets they got; a membership
-//! entry becomes the applied membership. A snapshot is the applied
+//! entry becomes the applied membership; an offsets entry's writes
+//! (stored consumer offsets, `crate::offsets`) are queued, in log order,
+//! for the partition's offsets store (`Applied::take_offsets`), and its
+//! owner is told (`Applied::set_offsets_notify`). A snapshot is the applied
 //! position and membership (the messages are the log's; a follower too far
 //! behind for the log gets sealed segments, a later step).
 //!
@@ -16,9 +19,11 @@ use openraft::alias::{SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
 
 /// The last snapshot built or installed: its metadata and its bytes.
 type BuiltSnapshot<C> = (SnapshotMetaOf<C>, Vec<u8>);
+use crate::offsets::OffsetWrite;
 use openraft::storage::{EntryResponder, RaftStateMachine};
 use openraft::{EntryPayload, RaftSnapshotBuilder};
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::io;
 use std::io::Cursor;
 use std::rc::Rc;
@@ -31,6 +36,46 @@ pub struct Applied {
     /// The data entries applied recently, and the proposals in flight
     /// here, for resolving resends (`crate::replay`).
     pub replays: crate::replay::Replays,
+    /// Offsets entries applied and not yet taken by the offsets store:
+    /// `(index, writes)` in log order.
+    offsets: RefCell<VecDeque<(u64, Vec<OffsetWrite>)>>,
+    offsets_notify: OffsetsNotify,
+}
+
+/// Called when an offsets entry is applied.
+#[derive(Default)]
+struct OffsetsNotify(RefCell<Option<Box<dyn Fn()>>>);
+
+impl std::fmt::Debug for OffsetsNotify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OffsetsNotify")
+    }
+}
+
+impl Applied {
+    /// The offsets entries applied since the last call, in log order, each
+    /// with its index (the store skips what it already holds).
+    pub fn take_offsets(&self) -> Vec<(u64, Vec<OffsetWrite>)> {
+        self.offsets.borrow_mut().drain(..).collect()
+    }
+
+    /// Whether offsets entries wait to be taken.
+    pub fn has_offsets(&self) -> bool {
+        !self.offsets.borrow().is_empty()
+    }
+
+    /// `notify` runs each time an offsets entry is applied (the owner of
+    /// the offsets store takes them).
+    pub fn set_offsets_notify(&self, notify: Box<dyn Fn()>) {
+        *self.offsets_notify.0.borrow_mut() = Some(notify);
+    }
+
+    fn offsets_applied(&self, index: u64, writes: Vec<OffsetWrite>) {
+        self.offsets.borrow_mut().push_back((index, writes));
+        if let Some(notify) = self.offsets_notify.0.borrow().as_ref() {
+            notify();
+        }
+    }
 }
 
 /// The state machine of one partition's group, for the type configuration
@@ -131,7 +176,17 @@ impl<C: PartitionTypes> RaftStateMachine<C> for StateMachine<C> {
             self.applied.replays.applied(entry.log_id.index, None);
             let response = match &entry.payload {
                 EntryPayload::Blank => Appended::default(),
-                EntryPayload::Normal(Proposal(bytes)) => {
+                EntryPayload::Normal(Proposal::Offsets(bytes)) => {
+                    let writes = crate::offsets::decode(bytes).map_err(|error| {
+                        io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("entry {}: {error}", entry.log_id.index),
+                        )
+                    })?;
+                    self.applied.offsets_applied(entry.log_id.index, writes);
+                    Appended::default()
+                }
+                EntryPayload::Normal(Proposal::Batch(bytes)) => {
                     let header = BatchHeader::decode(bytes).map_err(|error| {
                         io::Error::new(
                             io::ErrorKind::InvalidData,

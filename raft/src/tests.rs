@@ -140,7 +140,7 @@ fn proposal(base_offset: u64, messages: u32) -> Proposal {
         1_700_000_000_000_000 + base_offset,
     )
     .expect("stamp");
-    Proposal(bytes)
+    Proposal::Batch(bytes)
 }
 
 type Raft = openraft::Raft<PartitionRaft, StateMachine>;
@@ -288,6 +288,10 @@ impl crate::backend::LogBackend for SharedBackend {
                 StoredBody::Blank => log.append(entry.index, entry.term, EntryBody::Blank).await,
                 StoredBody::Membership(bytes) => {
                     log.append(entry.index, entry.term, EntryBody::Membership(&bytes))
+                        .await
+                }
+                StoredBody::Offsets(bytes) => {
+                    log.append(entry.index, entry.term, EntryBody::Offsets(&bytes))
                         .await
                 }
                 StoredBody::Data(mut bytes) => {
@@ -893,6 +897,111 @@ async fn all_applied(members: &[&Rc<Applied>], next: u64) {
     }
 }
 
+/// A batch proposal's bytes.
+fn batch_of(proposal: Proposal) -> Vec<u8> {
+    match proposal {
+        Proposal::Batch(bytes) => bytes,
+        Proposal::Offsets(_) => panic!("a batch proposal"),
+    }
+}
+
+/// Waits until `applied` has applied offsets entries, and takes them.
+async fn offsets_applied(applied: &Applied) -> Vec<(u64, Vec<crate::offsets::OffsetWrite>)> {
+    for _ in 0..250 {
+        if applied.has_offsets() {
+            return applied.take_offsets();
+        }
+        monoio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no offsets entry applied within 5 s");
+}
+
+// Proves an offsets entry replicates like a batch but takes no message
+// offset: written at the leader and forwarded by a follower, it is
+// applied on every member (its writes queued in log order, with its
+// index), the batch after it continues the offsets densely, and every
+// member's log holds it at the same index.
+#[test]
+fn offsets_entries_apply_on_every_member_and_take_no_message_offsets() {
+    use crate::offsets::{OffsetWrite, encode};
+    use iggyd_storage::consumer_offsets::{ConsumerKey, ConsumerKind};
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let members = three_members(&transport).await;
+        let rafts: Vec<Rc<BackendRaft>> = members.iter().map(|(raft, _, _)| raft.clone()).collect();
+        assert_eq!(write_to_leader(&rafts, 2).await.base_offset, 0);
+        let leader = leader_of(&rafts).await;
+        let leader_id = *leader.node_id();
+        let consumer = ConsumerKey {
+            kind: ConsumerKind::Group,
+            id: 4,
+        };
+        let first = vec![OffsetWrite::Store {
+            consumer,
+            offset: 1,
+        }];
+        let first_index = crate::replay::propose_offsets(&*leader, encode(&first))
+            .await
+            .expect("committed");
+        for (_, _, applied) in &members {
+            let taken = offsets_applied(applied).await;
+            assert_eq!(taken, vec![(first_index, first.clone())]);
+        }
+        // A follower forwards an offsets entry to the leader.
+        let follower_id = (1..=3).find(|id| *id != leader_id).expect("a follower");
+        let network = crate::network::Network::<InProcess>::new(
+            InProcess {
+                from: follower_id,
+                ..transport.clone()
+            },
+            7,
+        );
+        let second = vec![OffsetWrite::Delete { consumer }];
+        let second_index = network
+            .forward_offsets(
+                leader_id,
+                &encode(&second),
+                std::time::Duration::from_secs(5),
+            )
+            .await
+            .expect("forwarded and committed");
+        assert!(second_index > first_index);
+        for (_, _, applied) in &members {
+            let taken = offsets_applied(applied).await;
+            assert_eq!(taken, vec![(second_index, second.clone())]);
+        }
+        // The next batch continues the offsets where the first ended.
+        assert_eq!(
+            write_to_leader(&rafts, 3).await,
+            Appended {
+                base_offset: 2,
+                last_offset: 4
+            }
+        );
+        let applied: Vec<&Rc<Applied>> = members.iter().map(|(_, _, applied)| applied).collect();
+        all_applied(&applied, 5).await;
+        for (_, backend, _) in &members {
+            let log = backend.log.lock().await;
+            assert_eq!(log.partition().next_offset(), 5);
+            match log
+                .get(second_index)
+                .await
+                .expect("read")
+                .expect("held")
+                .body
+            {
+                iggyd_storage::raft::StoredBody::Offsets(bytes) => {
+                    assert_eq!(crate::offsets::decode(&bytes).unwrap(), second);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        for raft in &rafts {
+            let _ = raft.shutdown().await;
+        }
+    });
+}
+
 // Proves a resend of a batch left in doubt is resolved, not stored twice:
 // a follower forwards a batch whose answer is lost (outcome unknown); the
 // resend, resolved at the leader from where the first attempt began, is
@@ -926,7 +1035,7 @@ fn a_resend_in_doubt_is_answered_from_its_first_attempt_not_stored_twice() {
         let timeout = std::time::Duration::from_secs(5);
 
         // The first attempt commits, but its answer is lost.
-        let batch = proposal(1_000, 3).0;
+        let batch = batch_of(proposal(1_000, 3));
         let after = follower_applied.replays.last_index();
         transport.lose_answers_of.set(Some(follower_id));
         let first = network
@@ -952,7 +1061,7 @@ fn a_resend_in_doubt_is_answered_from_its_first_attempt_not_stored_twice() {
         all_applied(&applied, 5).await;
 
         // A resend whose first attempt never reached the group is proposed.
-        let never = proposal(2_000, 2).0;
+        let never = batch_of(proposal(2_000, 2));
         let after = follower_applied.replays.last_index();
         let proposed = network
             .forward(leader_id, never, Some(after), timeout)
@@ -963,7 +1072,7 @@ fn a_resend_in_doubt_is_answered_from_its_first_attempt_not_stored_twice() {
 
         // Committed by a leader that is then cut off: the new leader
         // resolves the resend.
-        let batch = proposal(3_000, 4).0;
+        let batch = batch_of(proposal(3_000, 4));
         let after = follower_applied.replays.last_index();
         let first = network
             .forward(leader_id, batch.clone(), None, timeout)

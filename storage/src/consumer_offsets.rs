@@ -15,7 +15,7 @@
 //! | 2..4 | zero |
 //! | 4..8 | consumer id (u32 LE): the numeric id, XXH32 of a name, or the group id |
 //! | 8..16 | offset (u64 LE; zero for delete) |
-//! | 16..24 | zero |
+//! | 16..24 | a cluster's Raft index of the offsets entry that wrote it (zero on a single node) |
 //! | 24..32 | XXH3-64 of bytes 0..24 |
 //!
 //! Replay stops at the first record that is short or fails its checksum: the
@@ -25,6 +25,13 @@
 //! durable (as for the partition log). When the file holds many more
 //! records than live offsets it is compacted: the live set is written to a
 //! temporary file, fsynced, renamed over the log, and the directory fsynced.
+//!
+//! In a cluster the writes come from the partition's Raft log, applied in
+//! log order on every replica; each record carries the index of the entry
+//! that wrote it, and the highest one read back ([`ConsumerOffsets::raft_index`])
+//! lets a restarted replica skip the entries it applied before (so a
+//! replay never takes a stored offset back). Compaction writes every live
+//! record with that highest index.
 
 use super::io::{OpenMode, StorageIo};
 use super::{StorageError, is_no_space};
@@ -54,19 +61,20 @@ pub struct ConsumerKey {
 const OP_STORE: u8 = 1;
 const OP_DELETE: u8 = 2;
 
-fn encode(key: ConsumerKey, op: u8, offset: u64) -> [u8; RECORD_SIZE] {
+fn encode(key: ConsumerKey, op: u8, offset: u64, raft_index: u64) -> [u8; RECORD_SIZE] {
     let mut record = [0u8; RECORD_SIZE];
     record[0] = key.kind as u8;
     record[1] = op;
     record[4..8].copy_from_slice(&key.id.to_le_bytes());
     record[8..16].copy_from_slice(&offset.to_le_bytes());
+    record[16..24].copy_from_slice(&raft_index.to_le_bytes());
     let checksum = xxhash_rust::xxh3::xxh3_64(&record[..24]);
     record[24..32].copy_from_slice(&checksum.to_le_bytes());
     record
 }
 
 /// One decoded record, or `None` when it is not a valid record.
-fn decode(record: &[u8]) -> Option<(ConsumerKey, u8, u64)> {
+fn decode(record: &[u8]) -> Option<(ConsumerKey, u8, u64, u64)> {
     let record: &[u8; RECORD_SIZE] = record.try_into().ok()?;
     let checksum = u64::from_le_bytes(record[24..32].try_into().ok()?);
     if xxhash_rust::xxh3::xxh3_64(&record[..24]) != checksum {
@@ -83,7 +91,8 @@ fn decode(record: &[u8]) -> Option<(ConsumerKey, u8, u64)> {
     }
     let id = u32::from_le_bytes(record[4..8].try_into().ok()?);
     let offset = u64::from_le_bytes(record[8..16].try_into().ok()?);
-    Some((ConsumerKey { kind, id }, op, offset))
+    let raft_index = u64::from_le_bytes(record[16..24].try_into().ok()?);
+    Some((ConsumerKey { kind, id }, op, offset, raft_index))
 }
 
 pub struct ConsumerOffsets<I: StorageIo + Clone> {
@@ -96,6 +105,8 @@ pub struct ConsumerOffsets<I: StorageIo + Clone> {
     unsynced: bool,
     /// Set by a failed write or fsync: nothing more is written.
     poisoned: Option<String>,
+    /// The highest Raft index of a write (a cluster's; zero on one node).
+    raft_index: u64,
 }
 
 impl<I: StorageIo + Clone> std::fmt::Debug for ConsumerOffsets<I> {
@@ -150,10 +161,12 @@ impl<I: StorageIo + Clone> ConsumerOffsets<I> {
         let mut offsets = BTreeMap::new();
         let mut records = 0u64;
         let mut valid_bytes = 0u64;
+        let mut raft_index = 0u64;
         for record in bytes.chunks(RECORD_SIZE) {
-            let Some((key, op, offset)) = decode(record) else {
+            let Some((key, op, offset, index)) = decode(record) else {
                 break;
             };
+            raft_index = raft_index.max(index);
             match op {
                 OP_STORE => {
                     offsets.insert(key, offset);
@@ -194,6 +207,7 @@ impl<I: StorageIo + Clone> ConsumerOffsets<I> {
             records,
             unsynced: false,
             poisoned: None,
+            raft_index,
         };
         Ok((store, dropped))
     }
@@ -265,18 +279,47 @@ impl<I: StorageIo + Clone> ConsumerOffsets<I> {
 
     /// Store `offset` for `key` (written, not yet durable).
     pub async fn store(&mut self, key: ConsumerKey, offset: u64) -> Result<(), StorageError> {
-        self.append_record(encode(key, OP_STORE, offset)).await?;
-        self.offsets.insert(key, offset);
-        self.maybe_compact().await
+        self.store_at(key, offset, 0).await
     }
 
     /// Delete the offset of `key`; `Ok(false)` when none was stored.
     pub async fn delete(&mut self, key: ConsumerKey) -> Result<bool, StorageError> {
+        self.delete_at(key, 0).await
+    }
+
+    /// The highest Raft index a write carried (zero on a single node): a
+    /// cluster's replica skips entries at or below it.
+    pub fn raft_index(&self) -> u64 {
+        self.raft_index
+    }
+
+    /// [`Self::store`] by the offsets entry at `raft_index` (a cluster's).
+    pub async fn store_at(
+        &mut self,
+        key: ConsumerKey,
+        offset: u64,
+        raft_index: u64,
+    ) -> Result<(), StorageError> {
+        self.append_record(encode(key, OP_STORE, offset, raft_index))
+            .await?;
+        self.offsets.insert(key, offset);
+        self.raft_index = self.raft_index.max(raft_index);
+        self.maybe_compact().await
+    }
+
+    /// [`Self::delete`] by the offsets entry at `raft_index` (a cluster's).
+    pub async fn delete_at(
+        &mut self,
+        key: ConsumerKey,
+        raft_index: u64,
+    ) -> Result<bool, StorageError> {
         if !self.offsets.contains_key(&key) {
             return Ok(false);
         }
-        self.append_record(encode(key, OP_DELETE, 0)).await?;
+        self.append_record(encode(key, OP_DELETE, 0, raft_index))
+            .await?;
         self.offsets.remove(&key);
+        self.raft_index = self.raft_index.max(raft_index);
         self.maybe_compact().await?;
         Ok(true)
     }
@@ -319,7 +362,7 @@ impl<I: StorageIo + Clone> ConsumerOffsets<I> {
         let path = self.path();
         let mut bytes = Vec::with_capacity(self.offsets.len() * RECORD_SIZE);
         for (key, offset) in &self.offsets {
-            bytes.extend_from_slice(&encode(*key, OP_STORE, *offset));
+            bytes.extend_from_slice(&encode(*key, OP_STORE, *offset, self.raft_index));
         }
         let file = self
             .io

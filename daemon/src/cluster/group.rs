@@ -24,7 +24,7 @@
 use crate::cluster::metadata::LocalFuture;
 use crate::shard::op::{AppendAck, PumpError, Reply, answer};
 use crate::shard::partition::PartitionKey;
-use crate::shard::replica::{Group, Leadership};
+use crate::shard::replica::{AppliedOffsets, Group, Leadership, OffsetsDone};
 use iggyd_raft::replay::{self, ProposeError};
 use iggyd_raft::state_machine::{Applied, StateMachine};
 use iggyd_raft::{Appended, PartitionRaft};
@@ -53,6 +53,10 @@ pub type Forward =
 /// Whether this node is cut off from the cluster: it led the metadata
 /// group and no quorum has answered it for a lease.
 pub type CutOff = Rc<dyn Fn() -> bool>;
+
+/// Sends an offsets entry's payload to the group's leader (its node id)
+/// and answers with the leader's outcome.
+pub type ForwardOffsets = Rc<dyn Fn(u64, Vec<u8>) -> LocalFuture<Result<u64, ProposeError>>>;
 
 /// Batches in doubt a member remembers per group (a resend comes within
 /// the SDK's 30 s; 16 bytes each).
@@ -93,6 +97,7 @@ pub struct PartitionGroup {
     applied: Rc<Applied>,
     stopped: Cell<bool>,
     forward: Forward,
+    forward_offsets: ForwardOffsets,
     in_doubt: Rc<RefCell<InDoubt>>,
     cut_off: CutOff,
 }
@@ -104,6 +109,7 @@ impl PartitionGroup {
         node_id: u64,
         first_offset: u64,
         forward: Forward,
+        forward_offsets: ForwardOffsets,
         cut_off: CutOff,
     ) -> PartitionGroup {
         let applied = Applied::default();
@@ -115,6 +121,7 @@ impl PartitionGroup {
             applied: Rc::new(applied),
             stopped: Cell::new(false),
             forward,
+            forward_offsets,
             in_doubt: Rc::default(),
             cut_off,
         }
@@ -235,6 +242,94 @@ impl Group for PartitionGroup {
             monoio::spawn(async move {
                 let _ = raft.shutdown().await;
             });
+        }
+    }
+
+    fn propose_offsets(&self, payload: Vec<u8>, done: OffsetsDone) {
+        let Some(raft) = self.raft() else {
+            done(Err(PumpError::NotLeader { leader: None }));
+            return;
+        };
+        let node_id = self.node_id;
+        let forward = self.forward_offsets.clone();
+        monoio::spawn(async move {
+            let result = propose_offsets_at_leader(&raft, node_id, &forward, payload).await;
+            if let Ok(index) = result {
+                // Read your write here too: a follower answers once it
+                // applied the entry (committed already: a timeout only
+                // means this member lags).
+                let _ = raft
+                    .wait(Some(LEADER_WAIT))
+                    .applied_index_at_least(Some(index), "the offsets entry applied")
+                    .await;
+            }
+            done(result.map(|_| ()).map_err(|error| match error {
+                // Nothing was appended: the SDK tries again (58).
+                ProposeError::NotLeader(leader) => PumpError::NotLeader { leader },
+                ProposeError::NotDelivered(_) => PumpError::NotLeader { leader: None },
+                other => PumpError::NotCommitted {
+                    reason: other.to_string(),
+                },
+            }));
+        });
+    }
+
+    fn offsets_ready(&self) -> bool {
+        let Some(raft) = self.raft() else {
+            return false;
+        };
+        let metrics = raft.metrics();
+        let metrics = metrics.borrow_watched();
+        metrics.current_leader.is_some()
+            && metrics
+                .last_applied
+                .is_some_and(|applied| applied.leader_id.term == metrics.current_term)
+    }
+
+    fn take_offsets(&self) -> AppliedOffsets {
+        self.applied.take_offsets()
+    }
+}
+
+/// Proposes an offsets entry here when this member leads, at the leader
+/// when another does, waiting up to `LEADER_WAIT` while none does.
+async fn propose_offsets_at_leader(
+    raft: &GroupRaft,
+    node_id: u64,
+    forward: &ForwardOffsets,
+    payload: Vec<u8>,
+) -> Result<u64, ProposeError> {
+    let deadline = std::time::Instant::now() + LEADER_WAIT;
+    loop {
+        let leader = raft.metrics().borrow_watched().current_leader;
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let result = match leader {
+            Some(leader) if leader == node_id => {
+                replay::propose_offsets(raft, payload.clone()).await
+            }
+            Some(leader) => forward(leader, payload.clone()).await,
+            None => {
+                if left.is_zero() {
+                    return Err(ProposeError::NotDelivered(
+                        "the partition's group has no leader".to_string(),
+                    ));
+                }
+                let _ = raft
+                    .wait(Some(left))
+                    .metrics(|metrics| metrics.current_leader.is_some(), "a leader")
+                    .await;
+                continue;
+            }
+        };
+        match result {
+            Err(ProposeError::NotLeader(_) | ProposeError::NotDelivered(_))
+                if !deadline
+                    .saturating_duration_since(std::time::Instant::now())
+                    .is_zero() =>
+            {
+                monoio::time::sleep(RETRY_PAUSE).await;
+            }
+            other => return other,
         }
     }
 }

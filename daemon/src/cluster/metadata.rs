@@ -140,7 +140,7 @@ impl RaftStateMachine<PartitionRaft> for MetadataMachine {
             self.last_applied = Some(entry.log_id);
             match &entry.payload {
                 EntryPayload::Blank => {}
-                EntryPayload::Normal(Proposal(record)) => {
+                EntryPayload::Normal(Proposal::Batch(record)) => {
                     let commands = decode_commands(record).map_err(|error| {
                         io::Error::new(
                             io::ErrorKind::InvalidData,
@@ -154,6 +154,12 @@ impl RaftStateMachine<PartitionRaft> for MetadataMachine {
                     if responder.is_some() {
                         self.outcomes.borrow_mut().insert(index, outcome);
                     }
+                }
+                EntryPayload::Normal(Proposal::Offsets(_)) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("metadata entry {index}: an offsets entry"),
+                    ));
                 }
                 EntryPayload::Membership(membership) => {
                     self.membership = StoredMembershipOf::<PartitionRaft>::new(
@@ -257,7 +263,7 @@ impl MetadataGroup {
                 tracing::error!(%error, "a metadata command that does not encode");
                 Status::Error
             })?;
-            match raft.client_write(Proposal(record)).await {
+            match raft.client_write(Proposal::Batch(record)).await {
                 Ok(written) => outcomes
                     .borrow_mut()
                     .remove(&written.log_id.index)

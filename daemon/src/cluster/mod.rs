@@ -20,10 +20,12 @@ pub mod group;
 pub mod metadata;
 pub mod node;
 #[cfg(test)]
+mod offsets_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::shard::partition::PartitionKey;
-use crate::shard::replica::{Group, RaftQueue, Replication};
+use crate::shard::replica::{Group, RaftOp, RaftQueue, Replication};
 use backend::PumpBackend;
 use group::{GroupRaft, PartitionGroup};
 use iggyd_raft::backend::BackendLogStore;
@@ -314,13 +316,28 @@ impl<T: Transport> Replication for ShardCluster<T> {
         let roster = self.roster.clone();
         let cut_off: group::CutOff =
             Rc::new(move || roster.as_ref().is_some_and(|roster| roster.cut_off()));
+        let forwarding = network.clone();
+        let forward_offsets: group::ForwardOffsets = Rc::new(move |leader, payload| {
+            let network = forwarding.clone();
+            Box::pin(async move {
+                network
+                    .forward_offsets(leader, &payload, group::FORWARD_TIMEOUT)
+                    .await
+            })
+        });
         let group = Rc::new(PartitionGroup::new(
             key,
             settings.node_id,
             first_offset,
             forward,
+            forward_offsets,
             cut_off,
         ));
+        // Applied offsets entries go to the pump's offsets store.
+        let notify_queue = queue.clone();
+        group.applied().set_offsets_notify(Box::new(move || {
+            notify_queue.push(key, RaftOp::OffsetsApplied);
+        }));
         self.groups
             .borrow_mut()
             .insert(key.storage_id, group.clone());

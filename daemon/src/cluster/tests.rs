@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const KEY: PartitionKey = PartitionKey {
+pub(super) const KEY: PartitionKey = PartitionKey {
     stream: 1,
     topic: 1,
     partition: 0,
@@ -29,10 +29,10 @@ const KEY: PartitionKey = PartitionKey {
 /// Calls between the nodes: into the target's cluster layer, unless one
 /// of the two is cut off.
 #[derive(Clone, Default)]
-struct InProcess {
+pub(super) struct InProcess {
     from: u64,
     nodes: Rc<RefCell<BTreeMap<u64, Rc<ShardCluster<InProcess>>>>>,
-    down: Rc<RefCell<BTreeSet<u64>>>,
+    pub(super) down: Rc<RefCell<BTreeSet<u64>>>,
 }
 
 impl Transport for InProcess {
@@ -65,10 +65,10 @@ impl Transport for InProcess {
 
 /// A node: its pump runs in a task that applies ops and the group's Raft
 /// log operations, then commits, like the shard loop.
-struct Node {
-    id: u64,
+pub(super) struct Node {
+    pub(super) id: u64,
     ops: flume::Sender<PartitionOp>,
-    cluster: Rc<ShardCluster<InProcess>>,
+    pub(super) cluster: Rc<ShardCluster<InProcess>>,
 }
 
 fn storage() -> PumpStorage {
@@ -82,7 +82,7 @@ fn storage() -> PumpStorage {
     }
 }
 
-fn start_node(id: u64, transport: &InProcess) -> Node {
+pub(super) fn start_node(id: u64, transport: &InProcess) -> Node {
     start_node_with(id, transport, None)
 }
 
@@ -147,7 +147,10 @@ fn start_node_with(id: u64, transport: &InProcess, apply: Option<metadata::Apply
     Node { id, ops, cluster }
 }
 
-async fn ask<T>(node: &Node, make: impl FnOnce(Reply<T>) -> PartitionOp) -> Result<T, PumpError> {
+pub(super) async fn ask<T>(
+    node: &Node,
+    make: impl FnOnce(Reply<T>) -> PartitionOp,
+) -> Result<T, PumpError> {
     let (reply, answer) = flume::bounded(1);
     node.ops.send(make(reply)).expect("the node runs");
     answer.recv_async().await.expect("an answer")
@@ -168,7 +171,7 @@ fn batch(messages: usize, tag: u8) -> ValidBatch {
 }
 
 /// Appends `messages` through whichever node leads; the offsets it got.
-async fn append(nodes: &[&Node], messages: usize, tag: u8) -> AppendAck {
+pub(super) async fn append(nodes: &[&Node], messages: usize, tag: u8) -> AppendAck {
     for _ in 0..300 {
         for node in nodes {
             match ask(node, |reply| PartitionOp::Append {
@@ -204,7 +207,7 @@ async fn poll_all(node: &Node) -> PollResult {
     .expect("a poll")
 }
 
-fn runtime() -> monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>> {
+pub(super) fn runtime() -> monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>> {
     monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
         .enable_timer()
         .build()

@@ -39,6 +39,12 @@ pub const METADATA_KEY: PartitionKey = PartitionKey {
     storage_id: METADATA_STORAGE_ID,
 };
 
+/// Hears whether an offsets entry was committed (on the shard's thread).
+pub type OffsetsDone = Box<dyn FnOnce(Result<(), PumpError>)>;
+
+/// Offsets entries a group applied: `(index, writes)` in log order.
+pub type AppliedOffsets = Vec<(u64, Vec<iggyd_raft::offsets::OffsetWrite>)>;
+
 /// A reply to a group's task (on the shard's own thread).
 pub type LocalReply<T> = Reply<T>;
 
@@ -89,6 +95,9 @@ pub enum RaftOp {
         committed: Option<LogPosition>,
         reply: LocalReply<()>,
     },
+    /// The group applied offsets entries: the pump takes them
+    /// ([`Group::take_offsets`]) into the partition's offsets store.
+    OffsetsApplied,
     /// Entries `first..end` (fewer when they pass `bytes_max`, at least
     /// one when there is one).
     Read {
@@ -109,6 +118,7 @@ impl std::fmt::Debug for RaftOp {
             RaftOp::SaveVote { .. } => "SaveVote",
             RaftOp::SaveCommitted { .. } => "SaveCommitted",
             RaftOp::Read { .. } => "Read",
+            RaftOp::OffsetsApplied => "OffsetsApplied",
         };
         f.write_str(name)
     }
@@ -135,6 +145,7 @@ impl RaftOp {
             RaftOp::Read { reply, .. } => {
                 let _ = reply.send(Err(error()));
             }
+            RaftOp::OffsetsApplied => {}
         }
     }
 }
@@ -222,6 +233,24 @@ pub trait Group {
     fn committed_end(&self) -> u64;
     /// The partition was removed here: stop the group.
     fn stop(&self);
+    /// Proposes an offsets entry (`iggyd_raft::offsets`); `done` hears
+    /// once it is committed (forwarded to the leader when another member
+    /// leads), or why not.
+    fn propose_offsets(&self, payload: Vec<u8>, done: OffsetsDone) {
+        drop(payload);
+        done(Err(PumpError::NotLeader { leader: None }));
+    }
+    /// Whether stored offsets may be read here: this member has applied
+    /// an entry of the current term, so every offsets entry an earlier
+    /// leader acknowledged is applied (a new leader's blank entry comes
+    /// after them).
+    fn offsets_ready(&self) -> bool {
+        false
+    }
+    /// The offsets entries applied since the last call, in log order.
+    fn take_offsets(&self) -> AppliedOffsets {
+        Vec::new()
+    }
 }
 
 /// The replication above a shard (implemented by `cluster`).

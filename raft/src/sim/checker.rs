@@ -64,6 +64,10 @@ fn digest(term: u64, body: &StoredBody) -> Digest {
             2u8.hash(&mut hasher);
             bytes.hash(&mut hasher);
         }
+        StoredBody::Offsets(bytes) => {
+            3u8.hash(&mut hasher);
+            bytes.hash(&mut hasher);
+        }
     }
     let batch = match body {
         StoredBody::Data(bytes) => BatchHeader::decode(bytes).ok().map(|header| {
@@ -73,7 +77,7 @@ fn digest(term: u64, body: &StoredBody) -> Digest {
                 header.base_timestamp,
             )
         }),
-        StoredBody::Blank | StoredBody::Membership(_) => None,
+        StoredBody::Blank | StoredBody::Membership(_) | StoredBody::Offsets(_) => None,
     };
     Digest {
         term,

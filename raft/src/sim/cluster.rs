@@ -16,6 +16,7 @@ use super::SimGroup;
 use super::checker::{Checker, check_messages, committed_messages};
 use super::network::{Faults, NetStats, SimNet};
 use super::node::{Node, StoreKind};
+use super::offsets::{self, OffsetStores, OffsetsLedger};
 use super::runtime::{sleep, spawn, timeout};
 use super::workload::{self, Endpoint, Endpoints, Ledger, Outcome};
 use iggyd_storage::io::Access;
@@ -62,6 +63,10 @@ pub struct Coverage {
     pub rejected: u64,
     pub unknown: u64,
     pub messages: u64,
+    /// Offsets entries written into a replica's store, and those skipped
+    /// as already held (a restart applying its log again).
+    pub offsets_entries: u64,
+    pub offsets_skipped: u64,
     pub net: NetStats,
 }
 
@@ -88,6 +93,8 @@ impl std::ops::AddAssign for Coverage {
         self.rejected += other.rejected;
         self.unknown += other.unknown;
         self.messages += other.messages;
+        self.offsets_entries += other.offsets_entries;
+        self.offsets_skipped += other.offsets_skipped;
         self.net.sent += other.net.sent;
         self.net.delivered += other.net.delivered;
         self.net.lost += other.net.lost;
@@ -150,6 +157,8 @@ struct Cluster {
     clock_skews: BTreeMap<u64, i64>,
     sightings: Sightings,
     checker: Checker,
+    /// Every replica's stored consumer offsets (`offsets.rs`).
+    offset_stores: OffsetStores,
     coverage: Coverage,
     step: u64,
 }
@@ -198,6 +207,7 @@ pub async fn run(seed: u64, steps: u64) -> Coverage {
         clock_skews,
         sightings: Rc::new(RefCell::new(Vec::new())),
         checker: Checker::default(),
+        offset_stores: OffsetStores::default(),
         coverage: Coverage {
             nodes: plan.nodes,
             five_node_runs: u64::from(plan.nodes == 5),
@@ -239,6 +249,14 @@ pub async fn run(seed: u64, steps: u64) -> Coverage {
             ))
         })
         .collect();
+    // Its own randomness (drawn from the seed, not the run's stream).
+    let offsets_ledger = Rc::new(RefCell::new(OffsetsLedger::default()));
+    let offsets_client = spawn(offsets::client(
+        SimRng::new(seed ^ 0x6f66_6673_6574_7300),
+        cluster.endpoints.clone(),
+        offsets_ledger.clone(),
+        stop.clone(),
+    ));
 
     for step in 0..plan.steps {
         cluster.step = step;
@@ -259,6 +277,11 @@ pub async fn run(seed: u64, steps: u64) -> Coverage {
             Err(_) => cluster.fail("a client did not finish its last attempt in 10 s"),
         }
     }
+    match timeout(Duration::from_secs(10), offsets_client).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => cluster.fail("the offsets client task was dropped"),
+        Err(_) => cluster.fail("the offsets client did not finish in 10 s"),
+    }
     // The clients are done: the ledger is the run's alone.
     let Ok(ledger) = Rc::try_unwrap(ledger) else {
         cluster.fail("a client still holds the ledger");
@@ -267,6 +290,15 @@ pub async fn run(seed: u64, steps: u64) -> Coverage {
     cluster.converge().await;
     cluster.check().await;
     cluster.final_check(&ledger).await;
+    let ids: Vec<u64> = (1..=cluster.plan.nodes).collect();
+    if let Err(violation) = cluster
+        .offset_stores
+        .check_final(&ids, &offsets_ledger.borrow())
+    {
+        cluster.fail(&violation);
+    }
+    cluster.coverage.offsets_entries = cluster.offset_stores.entries_applied;
+    cluster.coverage.offsets_skipped = cluster.offset_stores.entries_skipped;
 
     cluster.coverage.acknowledged = ledger.acknowledged() as u64;
     cluster.coverage.rejected = ledger.count(|outcome| *outcome == Outcome::Rejected) as u64;
@@ -584,6 +616,9 @@ impl Cluster {
                 continue;
             };
             let applied_end = up.applied.committed_next_offset.get();
+            if let Err(violation) = self.offset_stores.take(node.id, &up.applied) {
+                self.checker.violations.push(violation);
+            }
             if let Err(error) = self.checker.check_log(node.id, &log, applied_end).await {
                 self.fail(&format!("node {}: reading the log: {error}", node.id));
             }

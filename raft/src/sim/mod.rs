@@ -12,7 +12,9 @@
 //! everything healed and converged, every acknowledged proposal is on
 //! every replica at the index it was answered with the same bytes, and
 //! every acknowledged message is read back exactly once, in order, from
-//! every replica's messages.
+//! every replica's messages. A client also writes stored consumer offsets
+//! (offsets entries): no replica's stored offset ever goes back, and each
+//! holds at least the last acknowledged one at the end.
 //!
 //! Time is virtual: the nodes run the adapter's own log stores, state
 //! machine and network under [`SimRaft`], a type configuration on the
@@ -30,6 +32,7 @@
 //! - `node.rs`: a node's disk, its incarnations (start, crash) and the
 //!   pump-like log backend.
 //! - `workload.rs`: the clients and the ledger of what they were told.
+//! - `offsets.rs`: the offsets client and every replica's offsets store.
 //! - `checker.rs`: the invariants, after every step and at the end.
 //! - `cluster.rs`: one seed's run: the nemesis, the steps, the coverage.
 //! - `scenarios.rs`: what seeds found, replayed step by step.
@@ -43,6 +46,7 @@ mod checker;
 mod cluster;
 mod network;
 mod node;
+mod offsets;
 pub mod runtime;
 mod scenarios;
 mod tests;

@@ -292,6 +292,10 @@ impl LogBackend for SimBackend {
                     log.append(entry.index, entry.term, EntryBody::Membership(&bytes))
                         .await
                 }
+                StoredBody::Offsets(bytes) => {
+                    log.append(entry.index, entry.term, EntryBody::Offsets(&bytes))
+                        .await
+                }
                 StoredBody::Data(mut bytes) => {
                     // As the pump: a proposal takes its offsets here.
                     let next = log.partition().next_offset();

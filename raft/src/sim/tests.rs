@@ -65,6 +65,8 @@ fn cluster_simulation() {
     assert!(total.acknowledged > 10 * seeds, "{total:?}");
     assert!(total.rejected > 0, "{total:?}");
     assert!(total.unknown > 0, "{total:?}");
+    assert!(total.offsets_entries > seeds, "{total:?}");
+    assert!(total.offsets_skipped > 0, "{total:?}");
     assert!(total.net.lost > 0, "{total:?}");
     assert!(total.net.duplicated > 0, "{total:?}");
     assert!(total.net.unreachable > 0, "{total:?}");

@@ -3,9 +3,10 @@
 //! named by the index of their first record (`raft/<first_index>.entries`,
 //! 20 digits). A data entry's record names the offset of its batch in the
 //! partition's segment log, a membership entry's the position of its
-//! configuration in `raft/configs`; a blank entry names nothing. So the
+//! configuration in `raft/configs`, an offsets entry's the position of its
+//! payload in `raft/offsets`; a blank entry names nothing. So the
 //! message log stays the messages alone (consumers see dense offsets, no
-//! blank or membership entries), and index ↔ offset translation is a read
+//! blank, membership or offsets entries), and index ↔ offset translation is a read
 //! of one record at a computed position.
 //!
 //! # Record layout (little-endian)
@@ -14,8 +15,8 @@
 //! |---|---|
 //! | 0..8 | Raft index |
 //! | 8..16 | term |
-//! | 16..24 | value: the batch's base offset (data), the configuration's position (membership), 0 (blank) |
-//! | 24 | kind: 1 data, 2 blank, 3 membership |
+//! | 16..24 | value: the batch's base offset (data), the configuration's position (membership), the payload's position (offsets), 0 (blank) |
+//! | 24 | kind: 1 data, 2 blank, 3 membership, 4 offsets (stored consumer offsets) |
 //! | 25..28 | the batch's message count (u24; data), zero otherwise |
 //! | 28..32 | XXH32 (seed 0) of bytes 0..28 |
 //!
@@ -43,6 +44,8 @@ pub enum EntryKind {
     Data,
     Blank,
     Membership,
+    /// Stored consumer offsets (a cluster's; no messages).
+    Offsets,
 }
 
 impl EntryKind {
@@ -51,6 +54,7 @@ impl EntryKind {
             EntryKind::Data => 1,
             EntryKind::Blank => 2,
             EntryKind::Membership => 3,
+            EntryKind::Offsets => 4,
         }
     }
 
@@ -59,6 +63,7 @@ impl EntryKind {
             1 => Some(EntryKind::Data),
             2 => Some(EntryKind::Blank),
             3 => Some(EntryKind::Membership),
+            4 => Some(EntryKind::Offsets),
             _ => None,
         }
     }
@@ -71,7 +76,7 @@ pub struct EntryRecord {
     pub term: u64,
     pub kind: EntryKind,
     /// The batch's base offset (data), the configuration's position
-    /// (membership), 0 (blank).
+    /// (membership), the payload's position (offsets), 0 (blank).
     pub value: u64,
     /// Messages in the batch (data; at most [`MESSAGES_MAX`]), else 0.
     pub count: u32,

@@ -1,8 +1,9 @@
 //! A partition's segment log as a Raft log, independent of the consensus
 //! library: every Raft entry has an index and a term; a data entry is one
 //! stored batch of the partition's segment log, a blank entry (a new
-//! leader's first) and a membership entry (a change of the replica set)
-//! have no messages. The messages stay the segment log's alone, with dense
+//! leader's first), a membership entry (a change of the replica set) and
+//! an offsets entry (stored consumer offsets, `offsets.rs`) have no
+//! messages. The messages stay the segment log's alone, with dense
 //! offsets; the entry table (`entries.rs`) translates a Raft index to its
 //! batch, the configurations (`configs.rs`) hold membership payloads, and
 //! the state file (`state.rs`) the vote, the committed entry and the purge
@@ -29,6 +30,7 @@
 
 pub mod configs;
 pub mod entries;
+pub mod offsets;
 pub mod state;
 #[cfg(test)]
 mod tests;
@@ -39,6 +41,7 @@ use crate::{BufferPool, StorageError};
 use configs::Configs;
 use entries::{EntryKind, EntryRecord, EntryTable, MESSAGES_MAX};
 use iggyd_wire::batch::ValidBatch;
+use offsets::OffsetPayloads;
 pub use state::{LogPosition, RaftState};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -54,6 +57,8 @@ pub enum EntryBody<'a> {
     Blank,
     /// The consensus library's encoded membership configuration.
     Membership(&'a [u8]),
+    /// Stored consumer offsets, as the consensus adapter encodes them.
+    Offsets(&'a [u8]),
 }
 
 /// What an entry carries, read back.
@@ -63,6 +68,7 @@ pub enum StoredBody {
     Data(Vec<u8>),
     Blank,
     Membership(Vec<u8>),
+    Offsets(Vec<u8>),
 }
 
 /// One entry read back.
@@ -92,6 +98,7 @@ pub struct RaftFiles<I: StorageIo> {
     raft_dir: PathBuf,
     entries: EntryTable<I>,
     configs: Configs<I>,
+    offsets: OffsetPayloads<I>,
     state: RaftState,
     /// The committed entry changed since the state file was written.
     committed_unsaved: bool,
@@ -118,6 +125,7 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         let raft_dir = partition_dir.join(RAFT_DIR);
         let (mut entries, dropped) = EntryTable::open(io.clone(), &raft_dir).await?;
         let mut configs = Configs::open(io.clone(), &raft_dir).await?;
+        let mut offsets = OffsetPayloads::open(io.clone(), &raft_dir).await?;
         let mut state = RaftState::load(&io, &raft_dir).await?;
         let mut recovery = RaftRecovery {
             entries_dropped: dropped,
@@ -144,16 +152,21 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
                 }
                 EntryKind::Data => keep = below,
                 EntryKind::Membership if configs.at(record.value).is_none() => keep = below,
-                EntryKind::Membership | EntryKind::Blank => {}
+                EntryKind::Offsets if !offsets.holds(record.value) => keep = below,
+                EntryKind::Membership | EntryKind::Blank | EntryKind::Offsets => {}
             }
             at = below;
         }
+        let offsets_cut = Self::first_offsets_after(&entries, keep).await?;
         let before = entries.last().map(|last| last.index);
         if keep != before {
             recovery.entries_dropped += before.unwrap_or(0) - keep.unwrap_or(0);
             entries.truncate_after(keep).await?;
         }
         configs.truncate_after(keep).await?;
+        if let Some(position) = offsets_cut {
+            offsets.truncate_at(position).await?;
+        }
         // Messages no entry names go too (those through the purge point
         // are named by the state file).
         let floor = log.first_offset().max(state.purged_next_offset);
@@ -182,11 +195,36 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
                 raft_dir,
                 entries,
                 configs,
+                offsets,
                 state,
                 committed_unsaved: false,
             },
             recovery,
         ))
+    }
+
+    /// The payload position of the first offsets entry after `keep` (all
+    /// for `None`), if any.
+    async fn first_offsets_after(
+        entries: &EntryTable<I>,
+        keep: Option<u64>,
+    ) -> Result<Option<u64>, StorageError> {
+        let Some(last) = entries.last() else {
+            return Ok(None);
+        };
+        let mut at = match keep {
+            Some(keep) => keep + 1,
+            None => entries.first_index().unwrap_or(0),
+        };
+        while at <= last.index {
+            if let Some(record) = entries.get(at).await?
+                && record.kind == EntryKind::Offsets
+            {
+                return Ok(Some(record.value));
+            }
+            at += 1;
+        }
+        Ok(None)
     }
 
     /// Where the data named by the table ends: one past the last data
@@ -308,6 +346,16 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
                     count: 0,
                 }
             }
+            EntryBody::Offsets(payload) => {
+                let position = self.offsets.append(index, term, payload).await?;
+                EntryRecord {
+                    index,
+                    term,
+                    kind: EntryKind::Offsets,
+                    value: position,
+                    count: 0,
+                }
+            }
         };
         self.entries.append(record).await
     }
@@ -347,6 +395,9 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         };
         let body = match record.kind {
             EntryKind::Blank => StoredBody::Blank,
+            EntryKind::Offsets => {
+                StoredBody::Offsets(self.offsets.read(record.value, index).await?)
+            }
             EntryKind::Membership => match self.configs.at(record.value) {
                 Some(config) => StoredBody::Membership(config.payload.clone()),
                 None => {
@@ -452,6 +503,7 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
             Some(keep) => keep + 1,
             None => self.entries.first_index().unwrap_or(0),
         };
+        let offsets_cut = Self::first_offsets_after(&self.entries, keep).await?;
         // The first dropped data entry's offset: where the messages end.
         let mut cut_offset = None;
         if let Some(last) = self.entries.last() {
@@ -468,6 +520,9 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         }
         self.entries.truncate_after(keep).await?;
         self.configs.truncate_after(keep).await?;
+        if let Some(position) = offsets_cut {
+            self.offsets.truncate_at(position).await?;
+        }
         if let Some(offset) = cut_offset {
             log.truncate_from(offset).await?;
         }

@@ -1,6 +1,7 @@
 //! Tests of the Raft log on the simulated disk: entries of every kind read
-//! back, dense message offsets with blank and membership entries between
-//! batches, truncation of an uncommitted tail (records, configurations and
+//! back, dense message offsets with blank, membership and offsets entries
+//! between batches (offsets entries surviving a restart and cut by
+//! truncation), truncation of an uncommitted tail (records, configurations and
 //! messages, and the last timestamp with them), the vote and purge point
 //! surviving a crash (the committed entry never past what the crash
 //! left), replica appends refusing a batch that does not continue the log,
@@ -94,6 +95,72 @@ fn entries_of_every_kind_read_back_and_offsets_stay_dense() {
         assert_eq!(log.messages_end_through(6).await.unwrap(), 9);
         assert_eq!(log.messages_end_through(2).await.unwrap(), 0);
         assert!(log.get(7).await.unwrap().is_none());
+    });
+}
+
+// Proves offsets entries take no message offsets (the batches around them
+// stay dense), read back after a restart, and go with a truncated tail:
+// the entry after the cut gets a new payload that reads back, not the
+// dropped one.
+#[test]
+fn offsets_entries_take_no_offsets_survive_a_restart_and_truncate() {
+    let io = SimIo::new(11);
+    let (mut log, _) = open(&io);
+    block_on(async {
+        log.append(1, 1, EntryBody::Data(&stamped(0, 3, 10)))
+            .await
+            .unwrap();
+        log.append(2, 1, EntryBody::Offsets(b"first"))
+            .await
+            .unwrap();
+        log.append(3, 1, EntryBody::Data(&stamped(3, 2, 11)))
+            .await
+            .unwrap();
+        log.append(4, 1, EntryBody::Offsets(b"second"))
+            .await
+            .unwrap();
+        log.append(5, 1, EntryBody::Offsets(b"third"))
+            .await
+            .unwrap();
+        log.sync().await.unwrap();
+        assert_eq!(log.partition().next_offset(), 5);
+        assert_eq!(log.messages_end_through(2).await.unwrap(), 3);
+        assert_eq!(log.messages_end_through(5).await.unwrap(), 5);
+    });
+    io.crash();
+    let (mut log, recovery) = open(&io);
+    assert_eq!(recovery, RaftRecovery::default());
+    block_on(async {
+        assert_eq!(log.last(), Some((5, 1)));
+        assert_eq!(
+            log.get(2).await.unwrap().unwrap().body,
+            StoredBody::Offsets(b"first".to_vec())
+        );
+        assert_eq!(
+            log.get(5).await.unwrap().unwrap().body,
+            StoredBody::Offsets(b"third".to_vec())
+        );
+        log.set_committed(Some((3, 1)));
+        log.truncate_after(Some(3)).await.unwrap();
+        assert!(log.get(4).await.unwrap().is_none());
+        log.append(4, 2, EntryBody::Offsets(b"again"))
+            .await
+            .unwrap();
+        log.append(5, 2, EntryBody::Data(&stamped(5, 1, 12)))
+            .await
+            .unwrap();
+        log.sync().await.unwrap();
+    });
+    drop(log);
+    let (log, recovery) = open(&io);
+    assert_eq!(recovery, RaftRecovery::default());
+    block_on(async {
+        assert_eq!(
+            log.get(4).await.unwrap().unwrap().body,
+            StoredBody::Offsets(b"again".to_vec())
+        );
+        assert_eq!(log.partition().next_offset(), 6);
+        assert_eq!(log.messages_end_through(4).await.unwrap(), 5);
     });
 }
 
@@ -346,6 +413,7 @@ enum Expected {
     },
     Blank,
     Membership(Vec<u8>),
+    Offsets(Vec<u8>),
 }
 
 // Proves, over seeds, that after any crash (process exit or power loss,
@@ -375,9 +443,10 @@ fn crash_simulation_keeps_entries_and_messages_in_agreement() {
             match rng.below(10) {
                 0..6 => {
                     let index = last + 1;
-                    let expected = match rng.below(4) {
+                    let expected = match rng.below(5) {
                         0 => Expected::Blank,
                         1 => Expected::Membership(format!("config {index}").into_bytes()),
+                        2 => Expected::Offsets(format!("offsets {index}").into_bytes()),
                         _ => Expected::Data {
                             base: next_offset,
                             count: rng.range(1, 6) as u32,
@@ -390,6 +459,9 @@ fn crash_simulation_keeps_entries_and_messages_in_agreement() {
                             Expected::Membership(payload) => {
                                 log.append(index, term, EntryBody::Membership(payload))
                                     .await
+                            }
+                            Expected::Offsets(payload) => {
+                                log.append(index, term, EntryBody::Offsets(payload)).await
                             }
                             Expected::Data {
                                 base,
@@ -454,6 +526,9 @@ fn crash_simulation_keeps_entries_and_messages_in_agreement() {
                     (Expected::Blank, StoredBody::Blank) => {}
                     (Expected::Membership(payload), StoredBody::Membership(found)) => {
                         assert_eq!(payload, found, "seed {seed}: configuration {index}");
+                    }
+                    (Expected::Offsets(payload), StoredBody::Offsets(found)) => {
+                        assert_eq!(payload, found, "seed {seed}: offsets {index}");
                     }
                     (
                         Expected::Data {

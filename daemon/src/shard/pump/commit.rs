@@ -46,6 +46,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
     /// The commit phase (see the module doc): write, sync, release
     /// acknowledgements, start background syncs.
     pub async fn commit(&mut self) {
+        self.propose_pending_offsets();
         let idle = self.log_sync.is_empty()
             && self.offsets_sync.is_empty()
             && self.background_due.is_empty()

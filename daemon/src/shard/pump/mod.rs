@@ -42,6 +42,7 @@ mod retention;
 
 use super::op::{POLL_HEADROOM, answer as send, reply_stopping};
 use super::partition::{Durability, Partition, PartitionKey, PartitionSettings};
+use iggyd_raft::offsets::OffsetWrite;
 use iggyd_storage::consumer_offsets::{ConsumerKey, ConsumerOffsets};
 use iggyd_storage::trash::{DiscardError, Trash, TrashStart, TrashStats};
 use iggyd_storage::{
@@ -199,6 +200,12 @@ pub struct Pump<I: StorageIo + Clone + 'static> {
     replication: Option<Rc<dyn crate::shard::replica::Replication>>,
     /// Where this shard's groups send their Raft log operations.
     raft_queue: crate::shard::replica::RaftQueue,
+    /// A replicated partition's poll auto-committed this offset: proposed
+    /// before the poll is answered.
+    auto_commit: Option<(ConsumerKey, u64)>,
+    /// Replicated partitions' offset writes of this round, proposed as one
+    /// offsets entry per partition at the commit phase (`offsets.rs`).
+    offset_proposals: BTreeMap<PartitionKey, offsets::PendingOffsets>,
 }
 
 fn latency_histogram() -> hdrhistogram::Histogram<u64> {
@@ -248,6 +255,8 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             queue_wait: latency_histogram(),
             fsync: latency_histogram(),
             replication: None,
+            auto_commit: None,
+            offset_proposals: BTreeMap::new(),
             raft_queue: crate::shard::replica::RaftQueue::default(),
         }
     }
@@ -424,6 +433,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 consumer,
                 reply,
             } => {
+                if let Err(error) = self.offsets_readable(key).await {
+                    self.note_fatal(key, &error);
+                    send(reply, Err(error));
+                    return;
+                }
                 let result = self.partition(key).map(|partition| {
                     partition
                         .offsets
@@ -441,6 +455,17 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 offset,
                 reply,
             } => {
+                if self.is_replicated(key) {
+                    match self.check_offset(key, consumer, offset) {
+                        Ok(()) => self.propose_offset_write(
+                            key,
+                            OffsetWrite::Store { consumer, offset },
+                            Box::new(move |result| send(reply, result)),
+                        ),
+                        Err(error) => send(reply, Err(error)),
+                    }
+                    return;
+                }
                 let result = self.store_offset(key, consumer, offset).await;
                 self.answer_offset_change(key, result, reply);
             }
@@ -449,6 +474,27 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 consumer,
                 reply,
             } => {
+                if self.is_replicated(key) {
+                    let known = self.offsets_readable(key).await.and_then(|()| {
+                        let partition = self.partition(key)?;
+                        match partition.offsets.get(consumer) {
+                            Some(_) => Ok(()),
+                            None => Err(PumpError::OffsetNotFound),
+                        }
+                    });
+                    match known {
+                        Ok(()) => self.propose_offset_write(
+                            key,
+                            OffsetWrite::Delete { consumer },
+                            Box::new(move |result| send(reply, result)),
+                        ),
+                        Err(error) => {
+                            self.note_fatal(key, &error);
+                            send(reply, Err(error));
+                        }
+                    }
+                    return;
+                }
                 let result = self.delete_offset(key, consumer).await;
                 self.answer_offset_change(key, result, reply);
             }

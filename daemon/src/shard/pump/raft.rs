@@ -188,6 +188,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 replica.files.set_committed(committed);
                 send(reply, Ok(()));
             }
+            RaftOp::OffsetsApplied => {
+                if let Err(error) = self.apply_offsets(key).await {
+                    self.note_fatal(key, &error);
+                }
+            }
             RaftOp::Read {
                 first,
                 end,
@@ -263,6 +268,17 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                             entry.index,
                             entry.term,
                             EntryBody::Membership(&payload),
+                        )
+                        .await?;
+                }
+                StoredBody::Offsets(payload) => {
+                    replica
+                        .files
+                        .append(
+                            &mut partition.log,
+                            entry.index,
+                            entry.term,
+                            EntryBody::Offsets(&payload),
                         )
                         .await?;
                 }

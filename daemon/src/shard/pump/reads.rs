@@ -38,8 +38,20 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         park: bool,
     ) {
         self.set_park_reads(key, park);
+        self.auto_commit = None;
         let outcome = self.poll(key, request).await;
         self.set_park_reads(key, false);
+        if let (Ok((result, _)), Some((consumer, offset))) = (&outcome, self.auto_commit.take()) {
+            // A replicated partition: the poll is answered once its
+            // offset is committed (or with why not).
+            let result = result.clone();
+            self.propose_offset_write(
+                key,
+                OffsetWrite::Store { consumer, offset },
+                Box::new(move |stored| send(reply, stored.map(|()| result))),
+            );
+            return;
+        }
         match outcome {
             Err(PumpError::Storage(StorageError::ReadInFlight)) => {
                 self.counters.polls_parked += 1;
@@ -124,6 +136,10 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         {
             self.admit_offset(key, consumer)?;
         }
+        let replicated = self.is_replicated(key);
+        if replicated && matches!(request.strategy, PollingStrategy::Next) {
+            self.offsets_readable(key).await?;
+        }
         let partition = self.partition(key)?;
         let highest_visible = partition.highest_visible();
         let current_offset = highest_visible.unwrap_or(0);
@@ -184,8 +200,12 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         if request.auto_commit
             && let (Some(consumer), Some(last)) = (request.consumer, read.last_offset)
         {
-            partition.offsets.store(consumer, last).await?;
-            stored = Some(partition.settings.offset_durability);
+            if replicated {
+                self.auto_commit = Some((consumer, last));
+            } else {
+                partition.offsets.store(consumer, last).await?;
+                stored = Some(partition.settings.offset_durability);
+            }
         }
         self.counters.messages_out += u64::from(result.message_count);
         self.counters.bytes_out += records as u64;
