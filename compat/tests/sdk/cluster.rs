@@ -12,9 +12,9 @@ use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
-const NODES: u64 = 3;
-const STREAM: &str = "orders";
-const TOPIC: &str = "events";
+pub(crate) const NODES: u64 = 3;
+pub(crate) const STREAM: &str = "orders";
+pub(crate) const TOPIC: &str = "events";
 const PARTITIONS: u32 = 2;
 const BATCHES: u64 = 120;
 const PER_BATCH: u64 = 10;
@@ -37,13 +37,13 @@ fn free_addresses(count: usize) -> Vec<SocketAddr> {
         .collect()
 }
 
-struct Cluster {
+pub(crate) struct Cluster {
     nodes: Vec<(u64, SocketAddr, TestDaemon)>,
     _certs: tempfile::TempDir,
 }
 
 impl Cluster {
-    fn start() -> Cluster {
+    pub(crate) fn start() -> Cluster {
         Cluster::start_timed(Some(("500ms", "100ms")))
     }
 
@@ -111,7 +111,7 @@ impl Cluster {
         }
     }
 
-    fn node(&mut self, id: u64) -> &mut TestDaemon {
+    pub(crate) fn node(&mut self, id: u64) -> &mut TestDaemon {
         &mut self
             .nodes
             .iter_mut()
@@ -120,12 +120,23 @@ impl Cluster {
             .2
     }
 
-    fn address(&self, id: u64) -> SocketAddr {
+    pub(crate) fn address(&self, id: u64) -> SocketAddr {
         self.nodes
             .iter()
             .find(|(node, _, _)| *node == id)
             .expect("a node")
             .1
+    }
+
+    /// Node `id`'s admin socket.
+    pub(crate) fn admin_socket(&self, id: u64) -> std::path::PathBuf {
+        self.nodes
+            .iter()
+            .find(|(node, _, _)| *node == id)
+            .expect("a node")
+            .2
+            .data_dir()
+            .join("iggyd.sock")
     }
 
     fn id_of(&self, address: &str) -> Option<u64> {
@@ -151,7 +162,7 @@ async fn leader(cluster: &Cluster, client: &IggyClient) -> Option<u64> {
 }
 
 /// A client of the cluster that dialed `id` (it moves to the leader).
-async fn client_of(cluster: &Cluster, id: u64) -> IggyClient {
+pub(crate) async fn client_of(cluster: &Cluster, id: u64) -> IggyClient {
     let client = IggyClient::from_connection_string(&format!(
         "iggy://{ROOT_USERNAME}:{ROOT_PASSWORD}@{}",
         cluster.address(id)
@@ -162,7 +173,7 @@ async fn client_of(cluster: &Cluster, id: u64) -> IggyClient {
 }
 
 /// Waits for a leader, one of `up`, that every node of `up` names.
-async fn agreed_leader(cluster: &Cluster, up: &[u64]) -> u64 {
+pub(crate) async fn agreed_leader(cluster: &Cluster, up: &[u64]) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut seen = BTreeSet::new();
@@ -376,7 +387,7 @@ async fn a_three_node_cluster_keeps_every_acknowledged_message_through_losing_it
 }
 
 /// A client on the leader, and the stream with a one-partition topic.
-async fn leader_client_with_topic(cluster: &Cluster) -> IggyClient {
+pub(crate) async fn leader_client_with_topic(cluster: &Cluster) -> IggyClient {
     let first = agreed_leader(cluster, &[1, 2, 3]).await;
     let client = client_of(cluster, first).await;
     client.create_stream(STREAM).await.expect("stream");
