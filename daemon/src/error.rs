@@ -9,9 +9,6 @@ use std::process::ExitCode;
 pub const EXIT_CONFIG: u8 = 78;
 /// Any other failure of a run.
 pub const EXIT_FAILURE: u8 = 1;
-/// `EX_UNAVAILABLE` from sysexits.h: an admin subcommand could not reach
-/// the daemon (`iggyd cluster …`).
-pub const EXIT_UNAVAILABLE: u8 = 69;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BootError {

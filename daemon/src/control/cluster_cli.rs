@@ -13,11 +13,18 @@
 
 use crate::control::api::cluster::{self, GroupName};
 use crate::control::api::{self, LineRead, Payload, read_line_capped};
-use crate::error::{EXIT_CONFIG, EXIT_FAILURE, EXIT_UNAVAILABLE};
 use std::io::{BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
+
+/// Not done (a group without a leader, a transfer not seen in time).
+pub const EXIT_FAILURE: u8 = 1;
+/// `EX_UNAVAILABLE` from sysexits.h: the admin socket did not answer.
+pub const EXIT_UNAVAILABLE: u8 = 69;
+/// `EX_CONFIG` from sysexits.h, as `error::EXIT_CONFIG` (this floor is
+/// below `error`): no cluster configured, or the request refused.
+pub const EXIT_CONFIG: u8 = 78;
 
 /// Longest answer line read (a status of many thousand groups).
 const ANSWER_BYTES_MAX: usize = 64 * 1024 * 1024;
