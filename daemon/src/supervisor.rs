@@ -475,8 +475,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
 }
 
 /// What every shard's connections share: admission with the caps of
-/// `[limits]` (logged), the login pool, the TLS cell and the append
-/// budgets.
+/// `[limits]` (logged), the login pool, the TLS cell, the append budgets.
 fn start_net(
     launch: &mut Launch,
     shards: usize,
