@@ -115,6 +115,10 @@ pub fn decode(line: &[u8]) -> Result<Payload, String> {
                 .unwrap_or_default()
                 .to_string(),
         }),
+        Some("cluster_status") => serde_json::from_value(value)
+            .map_err(|error| format!("bad cluster status from the daemon: {error}")),
+        Some("transfer_leader") => serde_json::from_value(value)
+            .map_err(|error| format!("bad transfer answer from the daemon: {error}")),
         other => Err(format!(
             "unexpected response type {other:?} from the daemon"
         )),

@@ -22,6 +22,7 @@
 //! {"v":1,"op":"set_log_level","level":"debug"}-> {"v":1,"ok":true,"type":"done","message":"..."}
 //! {"v":1,"op":"rotate_logs"} / {"v":1,"op":"flush"} -> done
 //! {"v":1,"op":"fault","fault":"freeze_shard","shard":N} (debug builds and `fault-injection`)
+//! {"v":1,"op":"cluster_status"} / {"v":1,"op":"transfer_leader","to":N} -> see `cluster`
 //! anything else                               -> {"v":1,"ok":false,"error":"..."}
 //! ```
 //!
@@ -31,6 +32,7 @@
 //! never panics on what a peer sends.
 
 pub mod client;
+pub mod cluster;
 pub mod history;
 pub mod line;
 
@@ -463,6 +465,14 @@ pub enum Payload {
     },
     Done {
         message: String,
+    },
+    /// `cluster_status` (`cluster`).
+    ClusterStatus {
+        status: Box<cluster::ClusterStatus>,
+    },
+    /// `transfer_leader` (`cluster`).
+    TransferLeader {
+        transfer: cluster::Transfer,
     },
 }
 

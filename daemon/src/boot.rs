@@ -2,8 +2,9 @@
 //! preflight (memory budget, data directory, I/O driver) -> listeners (the
 //! Iggy port, the metrics port and its credentials, the admin socket; each
 //! taken back from systemd's file descriptor store when it still fits,
-//! `fdstore`) -> supervisor. Also the `plan`, `config` and `doctor`
-//! subcommands. This is where typed errors become one readable line on
+//! `fdstore`) -> supervisor. Also the `plan`, `config`, `doctor` and
+//! `cluster` subcommands (`cluster` talks to a running node's admin socket,
+//! `control::cluster_cli`). This is where typed errors become one readable line on
 //! stderr, a `STATUS=` text and an exit code; nothing below this module
 //! prints or exits.
 
@@ -70,6 +71,53 @@ enum Command {
         #[arg(long, value_name = "DURATION", value_parser = parse_probe_time)]
         probe_time: Option<std::time::Duration>,
     },
+    /// Operate a cluster node through its admin socket (exit 0 done, 1 not
+    /// done: a group without a leader, or a transfer not seen in time;
+    /// 69 the daemon did not answer; 78 no cluster configured, or the
+    /// request refused).
+    Cluster {
+        /// The node's admin socket (default: `admin.socket` of the
+        /// configuration, which must then run a cluster).
+        #[arg(long, global = true, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        #[command(subcommand)]
+        command: ClusterSubcommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterSubcommand {
+    /// This node, every configured node (reachable from here, role) and
+    /// every Raft group (metadata and each partition): leader, term, this
+    /// node's role, commit and applied index, voters and learners, and on
+    /// the leader each follower's matched index and lag. Exit 0 when every
+    /// group has a leader, 1 otherwise.
+    Status {
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hand the leadership of one group, or of every group this node
+    /// leads, to node N (a voter), and wait up to 10 s until this node sees
+    /// it lead. Run it on the node that leads, e.g. before maintenance.
+    /// Exit 0 when every group moved, 1 when one was not seen to move.
+    TransferLeader {
+        /// The node to lead next.
+        #[arg(long, value_name = "N")]
+        to: u64,
+        /// `metadata` or `<stream>/<topic>/<partition>` (numeric ids, as
+        /// `iggyd cluster status` shows them); default: every group this
+        /// node leads.
+        #[arg(long, value_name = "GROUP", value_parser = parse_group)]
+        group: Option<crate::control::api::cluster::GroupName>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_group(text: &str) -> Result<crate::control::api::cluster::GroupName, String> {
+    crate::control::api::cluster::GroupName::parse(text)
 }
 
 fn parse_probe_time(text: &str) -> Result<std::time::Duration, String> {
@@ -124,6 +172,7 @@ pub fn main() -> ExitCode {
         }
         // Handled above, before the configuration is loaded.
         Some(Command::Doctor { .. }) => ExitCode::SUCCESS,
+        Some(Command::Cluster { socket, command }) => run_cluster(&config, socket, command),
         Some(Command::Plan { json }) => match plan(&config, cli.cgroup_dir.as_deref()) {
             Ok(plan) => {
                 if json {
@@ -177,6 +226,27 @@ fn run_doctor(sources: &Sources, options: &doctor::Options, json: bool) -> ExitC
         print!("{}", report.render_text());
     }
     ExitCode::from(report.exit_code())
+}
+
+/// `iggyd cluster …`: the answer on stdout, a failure on stderr.
+fn run_cluster(config: &Config, socket: Option<PathBuf>, command: ClusterSubcommand) -> ExitCode {
+    use crate::control::cluster_cli::{self, ClusterCommand};
+    let (command, json) = match command {
+        ClusterSubcommand::Status { json } => (ClusterCommand::Status, json),
+        ClusterSubcommand::TransferLeader { to, group, json } => {
+            (ClusterCommand::TransferLeader { to, group }, json)
+        }
+    };
+    let outcome = match socket {
+        Some(socket) => cluster_cli::run(&socket, &command, json),
+        None if !config.cluster.enabled => cluster_cli::no_cluster(&config.admin.socket),
+        None => cluster_cli::run(&config.admin.socket, &command, json),
+    };
+    print!("{}", outcome.stdout);
+    if let Some(error) = &outcome.error {
+        eprintln!("iggyd: {error}");
+    }
+    ExitCode::from(outcome.code)
 }
 
 fn fail(error: &BootError) -> ExitCode {

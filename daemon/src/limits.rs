@@ -223,6 +223,22 @@ pub const ADMIN_CLOSE_LINGER: Duration = Duration::from_millis(200);
 /// How long an admin action (flush, fault) waits for a shard.
 pub const ADMIN_ACTION_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `iggyd cluster status`: how long every shard has to report its groups
+/// (a shard that does not is listed as silent, its groups missing).
+pub const ADMIN_CLUSTER_STATUS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `iggyd cluster status`: how long a TCP connect to another node's
+/// replication address may take before it counts as unreachable.
+pub const ADMIN_CLUSTER_REACH_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// `iggyd cluster transfer-leader`: how long the admin socket waits to see
+/// the new leader of every group it asked to move (an election takes one
+/// to two election timeouts; the admin client waits a little longer).
+pub const ADMIN_CLUSTER_TRANSFER_WAIT: Duration = Duration::from_secs(10);
+
+/// How often a transfer's wait looks at the groups again.
+pub const ADMIN_CLUSTER_TRANSFER_POLL: Duration = Duration::from_millis(20);
+
 // `iggy snapshot` (`control/snapshot_file.rs`): each bounded so a snapshot
 // stays far below the 64 MiB reply limit and builds in about a second.
 

@@ -357,6 +357,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
         security: Some(net.admission.clone()),
         reply_budgets: net.reply_budgets.to_vec(),
         snapshot_files: Some(snapshot_files.clone()),
+        cluster: net.cluster.clone(),
     }));
     let control = match launch.admin.take() {
         Some(socket) => ControlServer::start_on(socket, source.clone()),
@@ -474,8 +475,7 @@ pub fn run(mut launch: Launch) -> Result<(), BootError> {
 }
 
 /// What every shard's connections share: admission with the caps of
-/// `[limits]` (logged), the login pool, the TLS cell and the append
-/// budgets.
+/// `[limits]` (logged), the login pool, the TLS cell, the append budgets.
 fn start_net(
     launch: &mut Launch,
     shards: usize,

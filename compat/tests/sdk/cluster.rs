@@ -67,7 +67,7 @@ impl Layout {
 }
 
 impl Cluster {
-    fn start() -> Cluster {
+    pub(crate) fn start() -> Cluster {
         Cluster::start_timed(Some(("500ms", "100ms")))
     }
 
@@ -156,6 +156,17 @@ impl Cluster {
             .find(|(node, _, _)| *node == id)
             .expect("a node")
             .1
+    }
+
+    /// Node `id`'s admin socket.
+    pub(crate) fn admin_socket(&self, id: u64) -> std::path::PathBuf {
+        self.nodes
+            .iter()
+            .find(|(node, _, _)| *node == id)
+            .expect("a node")
+            .2
+            .data_dir()
+            .join("iggyd.sock")
     }
 
     fn id_of(&self, address: &str) -> Option<u64> {
@@ -421,7 +432,7 @@ pub(crate) async fn each_node_leading(cluster: &mut Cluster) -> Vec<(u64, TopicC
 }
 
 /// A client on the leader, and the stream with a one-partition topic.
-async fn leader_client_with_topic(cluster: &Cluster) -> IggyClient {
+pub(crate) async fn leader_client_with_topic(cluster: &Cluster) -> IggyClient {
     let first = agreed_leader(cluster, &[1, 2, 3]).await;
     let client = client_of(cluster, first).await;
     client.create_stream(STREAM).await.expect("stream");

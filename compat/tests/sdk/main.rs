@@ -8,6 +8,7 @@
 mod common;
 
 mod cluster;
+mod cluster_admin;
 mod deletion;
 mod deletion_race;
 mod errors;

@@ -15,6 +15,7 @@
 //! wait for a pump from inside it (groups wait for pumps, never the
 //! reverse).
 
+pub mod admin;
 pub mod backend;
 pub mod group;
 pub mod metadata;
@@ -383,5 +384,13 @@ impl<T: Transport> Replication for ShardCluster<T> {
     ) -> Option<metadata::LocalFuture<metadata::MetadataOutcome>> {
         let group = self.metadata()?;
         Some(group.propose(command))
+    }
+
+    fn group_status(&self, shard: u32) -> Vec<iggyd_admin_api::cluster::GroupStatus> {
+        self.status(shard)
+    }
+
+    fn transfer_leader(&self, channel: u64, to: u64, reply: flume::Sender<Result<(), String>>) {
+        ShardCluster::transfer_leader(self, channel, to, reply);
     }
 }

@@ -46,6 +46,8 @@ pub struct RosterNode {
     pub name: String,
     /// The Iggy address clients dial.
     pub address: SocketAddr,
+    /// The node-to-node address (`iggyd cluster status` shows it).
+    pub replication_address: SocketAddr,
 }
 
 /// The cluster as this node's client connections describe it: every node,
@@ -256,6 +258,7 @@ impl NodeSetup {
                     id: node.id,
                     name: node.name.clone(),
                     address: node.address,
+                    replication_address: node.replication_address,
                 })
                 .collect(),
             config.heartbeat_interval * LEADER_SILENT_HEARTBEATS,

@@ -29,6 +29,8 @@ pub const OPS: &[&str] = &[
     "fault",
     "disconnect_client",
     "snapshot_file",
+    "cluster_status",
+    "transfer_leader",
 ];
 
 /// An admin action the daemon performs on request.
@@ -64,6 +66,20 @@ pub enum Request {
     },
     History,
     Action(Action),
+    /// `cluster_status` and `transfer_leader` (`iggyd cluster …`).
+    Cluster(ClusterOp),
+}
+
+/// What `iggyd cluster …` asks of a cluster node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterOp {
+    Status,
+    /// Hand the leadership of `group` (every group this node leads when
+    /// `None`) to node `to`.
+    TransferLeader {
+        to: u64,
+        group: Option<cluster::GroupName>,
+    },
 }
 
 /// Why a request line was refused. The `Display` text is what the client
@@ -187,8 +203,45 @@ pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
         "rotate_logs" => Ok(Request::Action(Action::RotateLogs)),
         "flush" => Ok(Request::Action(Action::Flush)),
         "fault" => parse_fault(object),
+        "cluster_status" => Ok(Request::Cluster(ClusterOp::Status)),
+        "transfer_leader" => parse_transfer_leader(object),
         other => Err(RequestError::UnknownOp(other.to_string())),
     }
+}
+
+/// `transfer_leader`: `to` (a node id) and `group` (optional: `metadata`
+/// or `<stream>/<topic>/<partition>`).
+fn parse_transfer_leader(
+    object: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Request, RequestError> {
+    let to = match object.get("to").and_then(serde_json::Value::as_u64) {
+        Some(to) if to > 0 => to,
+        _ => {
+            return Err(RequestError::BadField {
+                op: "transfer_leader",
+                field: "to",
+                problem: "must be a node id (a whole number from 1)".into(),
+            });
+        }
+    };
+    let group = match object.get("group") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(group)) => Some(cluster::GroupName::parse(group).map_err(
+            |problem| RequestError::BadField {
+                op: "transfer_leader",
+                field: "group",
+                problem,
+            },
+        )?),
+        Some(other) => {
+            return Err(RequestError::BadField {
+                op: "transfer_leader",
+                field: "group",
+                problem: format!("must be a string, not {other}"),
+            });
+        }
+    };
+    Ok(Request::Cluster(ClusterOp::TransferLeader { to, group }))
 }
 
 /// `snapshot_file`: `path` (absolute, at most

@@ -58,6 +58,9 @@ pub struct DaemonSourceParts {
     /// The snapshot worker's queue, for `snapshot_file`; `None` in tests
     /// without a worker.
     pub snapshot_files: Option<crate::net::snapshot_request::SnapshotFiles>,
+    /// A cluster node's roster (`iggyd cluster …`); `None` on a single
+    /// node.
+    pub cluster: Option<std::sync::Arc<crate::cluster::node::ClusterRoster>>,
 }
 
 #[derive(Debug)]
@@ -391,6 +394,10 @@ impl ControlSource for DaemonSource {
         Some(self.history.since(cursor))
     }
 
+    fn cluster(&self, op: api::ClusterOp) -> Result<api::Payload, String> {
+        self.cluster_op(op)
+    }
+
     fn action(&self, action: Action) -> Result<String, String> {
         match action {
             Action::SetLogLevel(level) => {
@@ -568,6 +575,7 @@ impl DaemonSource {
     }
 }
 
+mod cluster;
 mod topics;
 pub use topics::{GroupFigure, PartitionFigure, TopicFigures};
 
@@ -604,6 +612,7 @@ mod tests {
             security: None,
             reply_budgets: Vec::new(),
             snapshot_files: None,
+            cluster: None,
         });
         (source, heartbeats, dir)
     }
@@ -783,6 +792,13 @@ mod tests {
     }
 
     /// Proves actions answer honestly about what this build can do.
+    #[test]
+    fn a_single_node_refuses_cluster_ops_clearly() {
+        let (source, _heartbeats, _dir) = source(1);
+        let error = source.cluster(api::ClusterOp::Status).unwrap_err();
+        assert!(error.contains("[cluster] enabled = false"), "{error}");
+    }
+
     #[test]
     fn actions_say_what_is_available() {
         let (source, _heartbeats, _dir) = source(1);

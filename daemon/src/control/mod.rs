@@ -21,6 +21,7 @@
 //! ```
 
 pub mod api;
+pub mod cluster_cli;
 pub mod daemon_source;
 pub mod history;
 pub mod metrics;
@@ -58,4 +59,9 @@ pub trait ControlSource: Send + Sync {
     /// Perform an admin action; `Ok` carries the message for the `done`
     /// line, `Err` the message for the error line.
     fn action(&self, action: Action) -> Result<String, String>;
+    /// `iggyd cluster …`: the payload of the answer, or the message of the
+    /// error line. Like an action it may message shards, with a deadline.
+    fn cluster(&self, _op: api::ClusterOp) -> Result<api::Payload, String> {
+        Err("this daemon runs no cluster ([cluster] enabled = false)".into())
+    }
 }

@@ -661,6 +661,10 @@ fn serve(stream: &UnixStream, shared: &Shared) {
                 Ok(message) => Response::payload(Payload::Done { message }),
                 Err(message) => Response::error(message),
             },
+            Ok(Request::Cluster(op)) => match shared.source.cluster(op) {
+                Ok(payload) => Response::payload(payload),
+                Err(message) => Response::error(message),
+            },
         };
         if write_response(stream, &response).is_err() {
             return;

@@ -41,6 +41,7 @@ pub fn source(
         security,
         reply_budgets: Vec::new(),
         snapshot_files: None,
+        cluster: None,
     })
 }
 

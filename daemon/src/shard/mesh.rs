@@ -87,6 +87,18 @@ pub enum ShardMessage {
         client_id: u32,
         reply: flume::Sender<bool>,
     },
+    /// The admin socket asks for this shard's consensus groups
+    /// (`iggyd cluster status`); a shard without replication answers none.
+    ClusterStatus {
+        reply: flume::Sender<Vec<iggyd_admin_api::cluster::GroupStatus>>,
+    },
+    /// The admin socket asks group `channel` of this shard to hand its
+    /// leadership to node `to` (`iggyd cluster transfer-leader`).
+    TransferLeader {
+        channel: u64,
+        to: u64,
+        reply: flume::Sender<Result<(), String>>,
+    },
     /// Test-only fault: wedge this shard's loop forever (the watchdog must
     /// notice). Compiled into debug builds and the `fault-injection` feature.
     #[cfg(any(debug_assertions, feature = "fault-injection"))]

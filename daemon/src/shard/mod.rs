@@ -490,6 +490,21 @@ impl ShardLoop {
                 });
             }
             ShardMessage::Stop => return true,
+            ShardMessage::ClusterStatus { reply } => {
+                let shard = u32::try_from(id).unwrap_or(u32::MAX);
+                let groups = self
+                    .replication
+                    .as_ref()
+                    .map(|replication| replication.group_status(shard))
+                    .unwrap_or_default();
+                let _ = reply.send(groups);
+            }
+            ShardMessage::TransferLeader { channel, to, reply } => match &self.replication {
+                Some(replication) => replication.transfer_leader(channel, to, reply),
+                None => {
+                    let _ = reply.send(Err("this node runs no cluster".to_string()));
+                }
+            },
             ShardMessage::CloseClient { client_id, reply } => {
                 let closed = self
                     .front

@@ -273,6 +273,13 @@ pub trait Replication {
         &self,
         command: iggyd_metadata::MetadataCommand,
     ) -> Option<MetadataProposal>;
+    /// The admin socket's view of this shard's groups (read at once from
+    /// what each group publishes; never waits).
+    fn group_status(&self, shard: u32) -> Vec<iggyd_admin_api::cluster::GroupStatus>;
+    /// Asks group `channel` (a storage id, or `METADATA_STORAGE_ID`) to
+    /// hand its leadership to node `to`; `reply` hears whether the request
+    /// was taken. Must not wait for the pump.
+    fn transfer_leader(&self, channel: u64, to: u64, reply: flume::Sender<Result<(), String>>);
 }
 
 /// Builds a shard's replication on its thread (the supervisor makes it,

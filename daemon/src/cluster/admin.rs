@@ -1,0 +1,150 @@
+//! What the admin socket asks of a shard's groups (`iggyd cluster …`):
+//! each group's state from openraft's metrics (read from the metrics
+//! channel at once, never waiting on a group), and a leader transfer
+//! (openraft's `trigger().transfer_leader`, which only a leader acts on).
+//!
+//! Must not: wait for a pump or a peer while the shard's loop waits (a
+//! transfer's trigger runs in a task of its own and answers on a channel).
+
+use super::ShardCluster;
+use super::metadata::METADATA_CHANNEL;
+use iggyd_admin_api::cluster::{FollowerStatus, GroupStatus, METADATA_GROUP, Role};
+use iggyd_raft::PartitionRaft;
+use iggyd_raft::network::Transport;
+use openraft::async_runtime::WatchReceiver;
+use openraft::storage::RaftStateMachine;
+
+/// The name a partition's group goes by (`<stream>/<topic>/<partition>`).
+pub fn partition_group_name(stream: u32, topic: u32, partition: u32) -> String {
+    format!("{stream}/{topic}/{partition}")
+}
+
+fn role(state: openraft::ServerState) -> Role {
+    match state {
+        openraft::ServerState::Leader => Role::Leader,
+        openraft::ServerState::Follower => Role::Follower,
+        openraft::ServerState::Candidate => Role::Candidate,
+        openraft::ServerState::Learner => Role::Learner,
+        openraft::ServerState::Shutdown => Role::Shutdown,
+    }
+}
+
+/// `raft`'s state as the admin socket shows it.
+pub fn group_status<SM: RaftStateMachine<PartitionRaft>>(
+    raft: &openraft::Raft<PartitionRaft, SM>,
+    group: String,
+    storage_id: Option<u64>,
+    shard: u32,
+) -> GroupStatus {
+    let receiver = raft.metrics();
+    let metrics = receiver.borrow_watched();
+    // A restarted node remembers voting for itself: it leads only once it
+    // has won an election again (as `follow_leader` reads it too).
+    let leader = match metrics.current_leader {
+        Some(leader) if leader == metrics.id && !metrics.state.is_leader() => None,
+        leader => leader,
+    };
+    let membership = metrics.membership_config.membership();
+    let voters: Vec<u64> = membership.voter_ids().collect();
+    let learners: Vec<u64> = membership.learner_ids().collect();
+    let last_log = metrics.last_log_index;
+    let followers = metrics
+        .replication
+        .as_ref()
+        .map(|replication| {
+            replication
+                .iter()
+                .filter(|(node, _)| **node != metrics.id)
+                .map(|(node, matched)| {
+                    let matched = matched.as_ref().map(|log_id| log_id.index());
+                    let lag = match (last_log, matched) {
+                        (Some(last), Some(matched)) => last.saturating_sub(matched),
+                        (Some(last), None) => last.saturating_add(1),
+                        (None, _) => 0,
+                    };
+                    FollowerStatus {
+                        node: *node,
+                        matched,
+                        lag,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    GroupStatus {
+        group,
+        storage_id,
+        shard,
+        leader,
+        term: metrics.current_term,
+        role: role(metrics.state),
+        last_log,
+        committed: metrics
+            .local_committed
+            .as_ref()
+            .map(|log_id| log_id.index()),
+        applied: metrics.last_applied.as_ref().map(|log_id| log_id.index()),
+        voters,
+        learners,
+        followers,
+    }
+}
+
+impl<T: Transport> ShardCluster<T> {
+    /// Every started group of this shard (shard 0's metadata group first).
+    pub fn status(&self, shard: u32) -> Vec<GroupStatus> {
+        let mut groups = Vec::new();
+        if let Some(raft) = self.metadata().and_then(|group| group.raft()) {
+            groups.push(group_status(&raft, METADATA_GROUP.to_string(), None, shard));
+        }
+        let mut partitions: Vec<GroupStatus> = self
+            .groups
+            .borrow()
+            .values()
+            .filter_map(|group| {
+                let raft = group.raft()?;
+                let key = group.key();
+                Some(group_status(
+                    &raft,
+                    partition_group_name(key.stream, key.topic, key.partition),
+                    Some(key.storage_id),
+                    shard,
+                ))
+            })
+            .collect();
+        partitions.sort_by(|a, b| a.group.cmp(&b.group));
+        groups.extend(partitions);
+        groups
+    }
+
+    /// Asks group `channel` (a storage id, or the metadata channel) to hand
+    /// its leadership to `to`; `reply` hears whether openraft took the
+    /// request (it acts only while this node leads).
+    pub fn transfer_leader(&self, channel: u64, to: u64, reply: flume::Sender<Result<(), String>>) {
+        let trigger = if channel == METADATA_CHANNEL {
+            self.metadata()
+                .and_then(|group| group.raft())
+                .map(Trigger::Metadata)
+        } else {
+            self.raft(channel).map(Trigger::Partition)
+        };
+        let Some(trigger) = trigger else {
+            let _ = reply.send(Err(format!(
+                "group {channel} has not started on this shard"
+            )));
+            return;
+        };
+        monoio::spawn(async move {
+            let outcome = match trigger {
+                Trigger::Metadata(raft) => raft.trigger().transfer_leader(to).await,
+                Trigger::Partition(raft) => raft.trigger().transfer_leader(to).await,
+            };
+            let _ = reply.send(outcome.map_err(|error| error.to_string()));
+        });
+    }
+}
+
+enum Trigger {
+    Metadata(std::rc::Rc<super::metadata::MetadataRaft>),
+    Partition(std::rc::Rc<super::group::GroupRaft>),
+}
