@@ -299,39 +299,13 @@ async fn propose_offsets_at_leader(
     forward: &ForwardOffsets,
     payload: Vec<u8>,
 ) -> Result<u64, ProposeError> {
-    let deadline = std::time::Instant::now() + LEADER_WAIT;
-    loop {
-        let leader = raft.metrics().borrow_watched().current_leader;
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let result = match leader {
-            Some(leader) if leader == node_id => {
-                replay::propose_offsets(raft, payload.clone()).await
-            }
-            Some(leader) => forward(leader, payload.clone()).await,
-            None => {
-                if left.is_zero() {
-                    return Err(ProposeError::NotDelivered(
-                        "the partition's group has no leader".to_string(),
-                    ));
-                }
-                let _ = raft
-                    .wait(Some(left))
-                    .metrics(|metrics| metrics.current_leader.is_some(), "a leader")
-                    .await;
-                continue;
-            }
-        };
-        match result {
-            Err(ProposeError::NotLeader(_) | ProposeError::NotDelivered(_))
-                if !deadline
-                    .saturating_duration_since(std::time::Instant::now())
-                    .is_zero() =>
-            {
-                monoio::time::sleep(RETRY_PAUSE).await;
-            }
-            other => return other,
-        }
-    }
+    at_leader(
+        raft,
+        node_id,
+        async || while_leased(raft, replay::propose_offsets(raft, payload.clone())).await,
+        async |leader| forward(leader, payload.clone()).await,
+    )
+    .await
 }
 
 /// Proposes `batch` here when this member leads, at the leader when
@@ -345,6 +319,28 @@ async fn propose_at_leader(
     batch: Vec<u8>,
     resolve_after: Option<u64>,
 ) -> Result<Appended, ProposeError> {
+    at_leader(
+        raft,
+        node_id,
+        async || {
+            let proposing = replay::propose(raft, &applied.replays, batch.clone(), resolve_after);
+            while_leased(raft, proposing).await
+        },
+        async |leader| forward(leader, batch.clone(), resolve_after).await,
+    )
+    .await
+}
+
+/// Runs `here` when this member leads (and a quorum still answers it),
+/// `there` with the leader's id when another member does, and waits while
+/// none does or this one is cut off; a try that appended nothing is made
+/// again against the leader as it is then, all within `LEADER_WAIT`.
+async fn at_leader<T>(
+    raft: &GroupRaft,
+    node_id: u64,
+    mut here: impl AsyncFnMut() -> Result<T, ProposeError>,
+    mut there: impl AsyncFnMut(u64) -> Result<T, ProposeError>,
+) -> Result<T, ProposeError> {
     let deadline = std::time::Instant::now() + LEADER_WAIT;
     loop {
         let leader = raft.metrics().borrow_watched().current_leader;
@@ -363,10 +359,8 @@ async fn propose_at_leader(
                 monoio::time::sleep(RETRY_PAUSE).await;
                 continue;
             }
-            Some(leader) if leader == node_id => {
-                propose_while_leased(raft, applied, batch.clone(), resolve_after).await
-            }
-            Some(leader) => forward(leader, batch.clone(), resolve_after).await,
+            Some(leader) if leader == node_id => here().await,
+            Some(leader) => there(leader).await,
             None => {
                 if left.is_zero() {
                     return Err(ProposeError::NotDelivered(
@@ -398,24 +392,17 @@ async fn propose_at_leader(
     }
 }
 
-/// Proposes here, as the leader, until the proposal commits or this
-/// member's lease runs out: a leader cut off from its quorum keeps
-/// believing it leads and openraft would wait for ever; its client is told
-/// the outcome is unknown instead (57: the entry may still commit through
-/// a later leader, so the batch is in doubt here).
-async fn propose_while_leased(
+/// Waits for `proposing`, a proposal made here as the leader, until it
+/// ends or this member's lease runs out: a leader cut off from its quorum
+/// keeps believing it leads and openraft would wait for ever; its client
+/// is told the outcome is unknown instead (57: the entry may still commit
+/// through a later leader, so a batch is in doubt here).
+async fn while_leased<T>(
     raft: &GroupRaft,
-    applied: &Applied,
-    batch: Vec<u8>,
-    resolve_after: Option<u64>,
-) -> Result<Appended, ProposeError> {
+    proposing: impl std::future::Future<Output = Result<T, ProposeError>>,
+) -> Result<T, ProposeError> {
     let every = std::time::Duration::from_millis((raft.config().election_timeout_max / 4).max(10));
-    let proposing = std::pin::pin!(replay::propose(
-        raft,
-        &applied.replays,
-        batch,
-        resolve_after
-    ));
+    let proposing = std::pin::pin!(proposing);
     let lease_lost = std::pin::pin!(async {
         loop {
             monoio::time::sleep(every).await;
@@ -427,7 +414,7 @@ async fn propose_while_leased(
     match futures_util::future::select(proposing, lease_lost).await {
         futures_util::future::Either::Left((result, _)) => result,
         futures_util::future::Either::Right(((), _)) => Err(ProposeError::Unknown(
-            "this member lost its quorum while the batch was out".to_string(),
+            "this member lost its quorum while the proposal was out".to_string(),
         )),
     }
 }
