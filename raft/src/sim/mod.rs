@@ -28,6 +28,7 @@
 //! processes).
 //!
 //! - `runtime.rs`: the executor, virtual time, openraft's runtime trait.
+//! - `watch.rs`: openraft's watch channel, waking in a fixed order.
 //! - `network.rs`: the transport between nodes, with faults.
 //! - `node.rs`: a node's disk, its incarnations (start, crash) and the
 //!   pump-like log backend.
@@ -50,6 +51,7 @@ mod offsets;
 pub mod runtime;
 mod scenarios;
 mod tests;
+mod watch;
 mod workload;
 
 use crate::state_machine::StateMachine;

@@ -18,7 +18,9 @@
 //! one process to the next. openraft 0.10's `DeterministicRng` wrapper
 //! fixes only the randomness.) Channels and the mutex are the production
 //! runtime's (`openraft-rt-monoio` wraps `tokio::sync` and `local-sync`,
-//! which need no runtime), named through its `AsyncRuntime` impl.
+//! which need no runtime), named through its `AsyncRuntime` impl, except
+//! the watch channel (`watch.rs`: tokio's wakes its receivers in an order
+//! drawn from a per-process random generator).
 //!
 //! Must not: read a wall clock or OS randomness, poll a task that was not
 //! woken, or keep a task of a cancelled group (a crashed node's task
@@ -597,7 +599,7 @@ impl AsyncRuntime for SimRuntime {
     }
 
     type Mpsc = <MonoioRuntime as AsyncRuntime>::Mpsc;
-    type Watch = <MonoioRuntime as AsyncRuntime>::Watch;
+    type Watch = super::watch::SimWatch;
     type Oneshot = <MonoioRuntime as AsyncRuntime>::Oneshot;
     type Mutex<T: OptionalSend + 'static> = <MonoioRuntime as AsyncRuntime>::Mutex<T>;
 
