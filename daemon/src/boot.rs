@@ -195,6 +195,7 @@ pub fn main() -> ExitCode {
                 Err(error) => return fail(&BootError::Logging(error)),
             };
             install_panic_hook();
+            tune_allocator();
             let outcome = run(
                 config,
                 &sources,
@@ -209,6 +210,37 @@ pub fn main() -> ExitCode {
             };
             drop(log);
             code
+        }
+    }
+}
+
+/// Keeps freed frame and reply buffers in the allocator for the next
+/// request rather than handing their pages back to the kernel after each
+/// one (`limits::ALLOCATOR_TRIM_THRESHOLD`). Left alone when the operator
+/// tunes glibc's allocator through `GLIBC_TUNABLES`.
+fn tune_allocator() {
+    if std::env::var_os("GLIBC_TUNABLES").is_some() {
+        tracing::info!("GLIBC_TUNABLES is set: the allocator keeps the operator's tuning");
+        return;
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let settings = [
+            (
+                libc::M_TRIM_THRESHOLD,
+                crate::limits::ALLOCATOR_TRIM_THRESHOLD,
+            ),
+            (
+                libc::M_MMAP_THRESHOLD,
+                crate::limits::ALLOCATOR_MMAP_THRESHOLD,
+            ),
+        ];
+        for (parameter, value) in settings {
+            let value = libc::c_int::try_from(value).unwrap_or(libc::c_int::MAX);
+            // SAFETY: mallopt only sets glibc's allocator parameters.
+            if unsafe { libc::mallopt(parameter, value) } != 1 {
+                tracing::warn!(parameter, value, "glibc refused an allocator setting");
+            }
         }
     }
 }

@@ -372,6 +372,18 @@ pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
 /// ops a second per shard.
 pub const PARTITION_REPORTS_REUSE: Duration = Duration::from_millis(50);
 
+/// glibc's allocator keeps this much freed memory at the top of each arena
+/// instead of returning it to the kernel (`M_TRIM_THRESHOLD`). Its default
+/// (dynamic, about twice the largest freed block) gave back the pages of
+/// every 1 MiB send frame as soon as it was written, so the next frame's
+/// receive faulted fresh zeroed pages in again: 10 % of a producer run's
+/// CPU. 64 MiB holds a few dozen frames per shard.
+pub const ALLOCATOR_TRIM_THRESHOLD: usize = 64 * 1024 * 1024;
+/// Blocks up to this size come from the arenas, not a fresh `mmap` each
+/// (`M_MMAP_THRESHOLD`; glibc's ceiling on 64-bit), so frames and poll
+/// replies reuse memory.
+pub const ALLOCATOR_MMAP_THRESHOLD: usize = 32 * 1024 * 1024;
+
 /// `limits.max_append_bytes_in_flight`: bytes of appends queued for or held
 /// by one owner shard's pump at once; senders on every shard wait (in
 /// arrival order) beyond it. An inbox bounded by count alone could hold

@@ -21,6 +21,7 @@ mod control_actions;
 mod control_cost;
 mod lifecycle;
 mod logging;
+mod memory;
 mod messages;
 mod plan;
 mod read_path;
