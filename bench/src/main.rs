@@ -284,7 +284,8 @@ fn scaling_scenarios(base: &LoadConfig) -> Vec<Scenario> {
 /// pure loopback copy; a single 1 s run under a busy neighbour went as low
 /// as 0.11 for produce. The floors sit under the noisy lows, so only a real
 /// regression (an fsync per append, a lost batching, a copy per byte
-/// served) trips them.
+/// served) trips them. `guard-concurrent` (8 producers and 8 consumers on
+/// 8 partitions at once) guards the many-clients case.
 const GUARD_REPEAT: usize = 3;
 
 fn guard_scenarios(base: &LoadConfig) -> Vec<(Scenario, &'static str, f64)> {
@@ -327,6 +328,24 @@ fn guard_scenarios(base: &LoadConfig) -> Vec<(Scenario, &'static str, f64)> {
             // The raw download is a pure loopback copy of bytes already in
             // memory; the daemon reads them from the disk first.
             0.025,
+        ),
+        (
+            (
+                "guard-concurrent".into(),
+                LoadConfig {
+                    producers: 8,
+                    consumers: 8,
+                    partitions: 8,
+                    durability: Durability::Replicated,
+                    name: format!("{}-g8", base.name),
+                    ..short.clone()
+                },
+            ),
+            " produce vs TCP→file",
+            // Eight producers and eight consumers at once on two cores:
+            // 0.21-0.32x in three runs (2026-12-06, the low one beside a
+            // build); a shard that stalls under concurrency falls far under.
+            0.10,
         ),
         (
             (
