@@ -366,6 +366,9 @@ pub const CONNECTIONS_FEW: u64 = 64;
 /// Refused connections are logged at most once per this interval per shard
 /// (with the count refused meanwhile), so a flood cannot flood the log.
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(5);
+/// The consensus library's lines pass once per call site per this interval
+/// on each thread (`logging::throttle`), with the count held back.
+pub const LIBRARY_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// How long GetStream(s)/GetTopic(s) reuse the partition reports gathered
 /// from every shard (unless a partition change went out from the asking
 /// shard since): a client looping them costs each pump at most 20 report

@@ -303,6 +303,7 @@ pub(crate) fn assert_holds_every_acknowledged(
 // acknowledged message as the leader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_three_node_cluster_keeps_every_acknowledged_message_through_losing_its_leader() {
+    let started = Instant::now();
     let mut cluster = Cluster::start();
     let first = agreed_leader(&cluster, &[1, 2, 3]).await;
     let dial = if first == 1 { 2 } else { 1 };
@@ -389,8 +390,33 @@ async fn a_three_node_cluster_keeps_every_acknowledged_message_through_losing_it
         &format!("node {second} after the failover"),
     );
 
+    assert_library_lines_throttled(&mut cluster, started);
+
     for (leader, all) in each_node_leading(&mut cluster).await {
         assert_holds_every_acknowledged(&all, &acknowledged, &format!("node {leader} leading"));
+    }
+}
+
+/// The consensus library's lines are throttled (`logging::throttle`): with
+/// a node down for a while, each survivor logged the unanswered heartbeats
+/// of every group about once per ten seconds, not five times a second per
+/// group. A restarted process starts its own count, so the bound allows
+/// two processes per node.
+fn assert_library_lines_throttled(cluster: &mut Cluster, started: Instant) {
+    let elapsed = started.elapsed().as_secs();
+    let bound = 2 * (elapsed / 10 + 1);
+    for id in 1..=NODES {
+        let lines = cluster
+            .node(id)
+            .log()
+            .lines()
+            .filter(|line| line.contains("failed to send a heartbeat"))
+            .count() as u64;
+        eprintln!("cluster: node {id} logged {lines} unanswered-heartbeat lines in {elapsed} s");
+        assert!(
+            lines <= bound,
+            "node {id}: {lines} unanswered-heartbeat lines in {elapsed} s (at most {bound})"
+        );
     }
 }
 

@@ -37,6 +37,28 @@ pub struct LogLayer {
 thread_local! {
     /// The thread's name, read once per thread rather than per event.
     static THREAD_NAME: RefCell<Option<Option<String>>> = const { RefCell::new(None) };
+    /// The library lines this thread let through lately (`throttle`).
+    static THROTTLE: RefCell<super::throttle::Throttle> = RefCell::new(Default::default());
+}
+
+/// Whether a library line passes this thread's throttle, with the count of
+/// lines like it held back since the last; always `Some(0)` for the
+/// daemon's own lines.
+fn admitted(metadata: &tracing::Metadata<'_>) -> Option<u64> {
+    if !super::throttle::throttled(metadata.target()) {
+        return Some(0);
+    }
+    // The call site's static metadata: one per place that logs.
+    let site = std::ptr::from_ref(metadata) as usize;
+    THROTTLE
+        .try_with(|throttle| {
+            throttle.borrow_mut().admit(
+                site,
+                std::time::Instant::now(),
+                crate::limits::LIBRARY_LOG_INTERVAL,
+            )
+        })
+        .unwrap_or(Some(0))
 }
 
 fn thread_name() -> Option<String> {
@@ -83,6 +105,9 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, context: Context<'_, S>) {
+        let Some(held_back) = admitted(event.metadata()) else {
+            return;
+        };
         let mut text = String::with_capacity(128);
         let mut fields = String::new();
         event.record(&mut FieldWriter {
@@ -90,6 +115,9 @@ where
             fields: &mut fields,
         });
         text.push_str(&fields);
+        if held_back > 0 {
+            text.push_str(&format!(" held_back={held_back}"));
+        }
         if let Some(scope) = context.event_scope(event) {
             for span in scope.from_root() {
                 if let Some(span_fields) = span.extensions().get::<SpanFields>() {

@@ -31,14 +31,16 @@
 //! `writer.rs` for the low-disk pause.
 //!
 //! Layout: `journal` (JOURNAL_STREAM, priorities), `format` (records and
-//! their three renderings), `layer` (the `tracing` layer), `files` (the log
-//! directory), `writer` (the two threads and the console).
+//! their three renderings), `layer` (the `tracing` layer), `throttle` (the
+//! consensus library's lines, one per call site per interval), `files` (the
+//! log directory), `writer` (the two threads and the console).
 
 mod files;
 pub(crate) mod format;
 mod journal;
 mod layer;
 pub use layer::{RecentEvent, recent_events};
+mod throttle;
 mod writer;
 
 pub use files::ACTIVE_NAME;
