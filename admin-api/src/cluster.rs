@@ -16,6 +16,10 @@ use crate::PROTOCOL_VERSION;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
+/// The error the cluster's ops answer on a daemon that runs no cluster
+/// (the console tells a single node from a failure by it).
+pub const NO_CLUSTER: &str = "this daemon runs no cluster ([cluster] enabled = false)";
+
 /// The metadata group's name in `group` fields and `--group`.
 pub const METADATA_GROUP: &str = "metadata";
 

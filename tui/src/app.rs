@@ -10,6 +10,7 @@
 
 pub mod rows;
 
+use crate::api::cluster::{ClusterStatus, NO_CLUSTER};
 use crate::api::{Hello, HistoryWindow, Snapshot};
 use crate::event::Event;
 use crate::series::Window;
@@ -41,16 +42,18 @@ pub enum View {
     Groups,
     Clients,
     Events,
+    Cluster,
 }
 
 impl View {
-    pub const ALL: [View; 6] = [
+    pub const ALL: [View; 7] = [
         View::Overview,
         View::Shards,
         View::Streams,
         View::Groups,
         View::Clients,
         View::Events,
+        View::Cluster,
     ];
 
     pub fn title(self) -> &'static str {
@@ -61,6 +64,7 @@ impl View {
             View::Groups => "Groups",
             View::Clients => "Clients",
             View::Events => "Events",
+            View::Cluster => "Cluster",
         }
     }
 
@@ -75,6 +79,19 @@ impl View {
     fn previous(self) -> View {
         View::ALL[(self.index() + View::ALL.len() - 1) % View::ALL.len()]
     }
+}
+
+/// What the Cluster view shows: the daemon's `cluster_status`, asked at
+/// the refresh interval only while the view is shown.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClusterPane {
+    /// Nothing asked or answered yet.
+    Waiting,
+    Member(Box<ClusterStatus>),
+    /// The daemon runs no cluster (`[cluster] enabled = false`).
+    NotMember,
+    /// The request failed; the message says why.
+    Failed(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -181,6 +198,14 @@ pub struct App {
     pub status: Option<(bool, String)>,
     /// The last snapshot path typed, offered again by the next `S`.
     pub snapshot_path: String,
+    /// The Cluster view: the last answer and the selected group row.
+    pub cluster: ClusterPane,
+    pub cluster_selected: usize,
+    /// A snapshot (the refresh interval's beat) arrived, or the view was
+    /// opened, since the last `cluster_status` was asked.
+    cluster_due: bool,
+    /// A `cluster_status` was asked and not answered yet.
+    cluster_in_flight: bool,
 }
 
 impl App {
@@ -215,7 +240,24 @@ impl App {
             outbox: None,
             status: None,
             snapshot_path: String::new(),
+            cluster: ClusterPane::Waiting,
+            cluster_selected: 0,
+            cluster_due: false,
+            cluster_in_flight: false,
         }
+    }
+
+    /// Whether the event loop should ask for `cluster_status` now: only
+    /// while the Cluster view is shown and not paused, at most once per
+    /// snapshot (so at the refresh interval), one request at a time.
+    pub fn take_cluster_request(&mut self) -> bool {
+        if self.view != View::Cluster || self.paused || self.cluster_in_flight || !self.cluster_due
+        {
+            return false;
+        }
+        self.cluster_due = false;
+        self.cluster_in_flight = true;
+        true
     }
 
     /// Whether the screen must be redrawn after `event`.
@@ -223,6 +265,7 @@ impl App {
         match event {
             Event::Tick => matches!(self.connection, Connection::Disconnected { .. }),
             Event::Snapshot(_) | Event::History(_) => !self.paused,
+            Event::Cluster(_) => self.view == View::Cluster && !self.paused,
             _ => true,
         }
     }
@@ -238,7 +281,23 @@ impl App {
 
     pub fn update(&mut self, event: Event) {
         match event {
-            Event::Key(key) => self.on_key(key),
+            Event::Key(key) => {
+                let before = self.view;
+                self.on_key(key);
+                if self.view == View::Cluster && before != View::Cluster {
+                    self.cluster_due = true;
+                }
+            }
+            Event::Cluster(answer) => {
+                self.cluster_in_flight = false;
+                if !self.paused {
+                    self.cluster = match answer {
+                        Ok(status) => ClusterPane::Member(status),
+                        Err(message) if message.contains(NO_CLUSTER) => ClusterPane::NotMember,
+                        Err(message) => ClusterPane::Failed(message),
+                    };
+                }
+            }
             Event::Resize { .. } | Event::Tick => {}
             Event::Connected(hello) => self.connection = Connection::Connected(hello),
             Event::Disconnected { reason, retry_in } => {
@@ -259,6 +318,7 @@ impl App {
                     self.held = Some(snapshot);
                 } else {
                     self.snapshot = Some(snapshot);
+                    self.cluster_due = true;
                 }
             }
             Event::ActionDone(result) => {
@@ -351,7 +411,7 @@ impl App {
             KeyCode::BackTab | KeyCode::Left | KeyCode::Char('h') => {
                 self.view = self.view.previous();
             }
-            KeyCode::Char(digit @ '1'..='6') => {
+            KeyCode::Char(digit @ '1'..='7') => {
                 let index = usize::from(digit as u8 - b'1');
                 self.view = View::ALL[index];
             }
@@ -459,6 +519,7 @@ impl App {
             View::Groups => self.group_selected = 0,
             View::Clients => self.client_selected = 0,
             View::Events => self.event_scroll = 0,
+            View::Cluster => self.cluster_selected = 0,
             View::Overview | View::Shards => self.shard_selected = 0,
         }
     }
@@ -484,6 +545,7 @@ impl App {
             }
             View::Groups => self.group_selected = move_by(self.group_selected, rows, delta),
             View::Clients => self.client_selected = move_by(self.client_selected, rows, delta),
+            View::Cluster => self.cluster_selected = move_by(self.cluster_selected, rows, delta),
             View::Events => {
                 // Up scrolls towards older events: away from the bottom.
                 self.event_scroll = move_by(self.event_scroll, rows, delta.saturating_neg());
@@ -499,6 +561,7 @@ impl App {
         let group_partitions = last(self.group_partition_rows().len());
         let clients = last(self.client_rows().len());
         let events = last(self.event_rows().len());
+        let cluster = last(self.cluster_group_rows().len());
         self.shard_selected = self.shard_selected.min(shards);
         if let Some(level) = self.path.last_mut() {
             level.1 = level.1.min(streams);
@@ -507,6 +570,7 @@ impl App {
         self.group_partition_selected = self.group_partition_selected.min(group_partitions);
         self.client_selected = self.client_selected.min(clients);
         self.event_scroll = self.event_scroll.min(events);
+        self.cluster_selected = self.cluster_selected.min(cluster);
     }
 
     fn row_count(&self) -> usize {
@@ -517,6 +581,7 @@ impl App {
             View::Groups => self.group_rows().len(),
             View::Clients => self.client_rows().len(),
             View::Events => self.event_rows().len(),
+            View::Cluster => self.cluster_group_rows().len(),
         }
     }
 

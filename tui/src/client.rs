@@ -4,8 +4,9 @@
 //! response line into `Event`s for the UI thread. When the connection fails
 //! or breaks it reports `Disconnected` and tries again with exponential
 //! backoff (200 ms doubling to at most 3 s). It also serves `--once` (one
-//! snapshot line, optionally the history line, for scripts) and sends the
-//! operator's confirmed actions, each on a connection of its own.
+//! snapshot line, optionally the history line, for scripts), sends the
+//! operator's confirmed actions, and asks for the Cluster view's
+//! `cluster_status`, each on a connection of its own.
 //!
 //! It never touches the terminal and never panics on what the socket
 //! sends: lines are length-capped and decoded into typed errors.
@@ -187,6 +188,22 @@ pub fn send_action(socket: &Path, line: &str, timeout: Duration) -> Result<Strin
     match request(&stream, &mut reader, &mut buffer, line)? {
         Payload::Done { message } => Ok(message),
         other => Err(format!("unexpected answer: {other:?}")),
+    }
+}
+
+/// Ask for `cluster_status` on a connection of its own (the Cluster
+/// view's refresh). A single node answers with `api::cluster::NO_CLUSTER`.
+pub fn fetch_cluster_status(
+    socket: &Path,
+    timeout: Duration,
+) -> Result<Box<api::cluster::ClusterStatus>, String> {
+    let stream = connect(socket, timeout)?;
+    let mut reader = BufReader::new(&stream);
+    let mut line = Vec::new();
+    let request_line = api::cluster::cluster_status_request();
+    match request(&stream, &mut reader, &mut line, &request_line)? {
+        Payload::ClusterStatus { status } => Ok(status),
+        other => Err(format!("unexpected answer to cluster_status: {other:?}")),
     }
 }
 

@@ -3,6 +3,7 @@
 //! thread, the client thread) only send these; `App::update` is the only
 //! consumer.
 
+use crate::api::cluster::ClusterStatus;
 use crate::api::{Hello, HistoryWindow, Snapshot};
 use std::time::Duration;
 
@@ -22,6 +23,9 @@ pub enum Event {
     /// History points the console has not seen yet (the whole window after
     /// a (re)connect), sent just before the snapshot they came with.
     History(Box<HistoryWindow>),
+    /// The daemon's answer to `cluster_status` (asked while the Cluster
+    /// view is shown), or why there is none.
+    Cluster(Result<Box<ClusterStatus>, String>),
     /// The daemon's answer to an action the operator confirmed.
     ActionDone(Result<String, String>),
     /// The connection failed or broke; the next attempt is in `retry_in`.

@@ -204,6 +204,23 @@ fn send_action(socket: PathBuf, action: Action, events: mpsc::Sender<Event>) {
     }
 }
 
+/// Ask for `cluster_status` off the UI thread (the daemon probes the
+/// other nodes, which can take a moment); the answer comes back as
+/// `Event::Cluster`.
+fn fetch_cluster(socket: PathBuf, events: mpsc::Sender<Event>) {
+    let sender = events.clone();
+    let spawned = std::thread::Builder::new()
+        .name("iggy-top-cluster".into())
+        .spawn(move || {
+            let answer = client::fetch_cluster_status(&socket, ONCE_TIMEOUT);
+            let _ = sender.send(Event::Cluster(answer));
+        });
+    if let Err(error) = spawned {
+        let reason = format!("cannot start a thread for the cluster view: {error}");
+        let _ = events.send(Event::Cluster(Err(reason)));
+    }
+}
+
 fn event_loop(
     terminal: &mut Term,
     receiver: &mpsc::Receiver<Event>,
@@ -229,6 +246,9 @@ fn event_loop(
         }
         if let Some(action) = app.take_action() {
             send_action(app.socket.clone(), action, events.clone());
+        }
+        if app.take_cluster_request() {
+            fetch_cluster(app.socket.clone(), events.clone());
         }
         if redraw {
             terminal.draw(|frame| ui::render(frame, app))?;

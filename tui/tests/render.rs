@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 const GOLDEN: &str = include_str!("../../daemon/tests/golden/control_v1_snapshot.json");
+const CLUSTER: &str = include_str!("fixtures/cluster_status.json");
 const SIZES: [(u16, u16); 3] = [(80, 24), (120, 40), (200, 60)];
 
 fn golden() -> Box<Snapshot> {
@@ -162,6 +163,10 @@ fn app() -> App {
     let snapshot = golden();
     app.update(Event::History(Box::new(fixture_history(&snapshot))));
     app.update(Event::Snapshot(snapshot));
+    match decode(CLUSTER.as_bytes()) {
+        Ok(Payload::ClusterStatus { status }) => app.update(Event::Cluster(Ok(status))),
+        other => panic!("cluster status fixture: {other:?}"),
+    }
     app
 }
 
@@ -224,6 +229,7 @@ const SCREENS: &[(&str, &str)] = &[
     ("group", "4\n"),
     ("clients", "5"),
     ("events", "6"),
+    ("cluster", "7"),
     ("help", "?"),
     ("snapshot_prompt", "S/var/log/iggyd/snapshot-2026-01-01.zip"),
     (
@@ -419,4 +425,26 @@ fn tiny_terminals_do_not_panic() {
             assert_eq!((buffer.area.width, buffer.area.height), (width, height));
         }
     }
+}
+
+/// Proves the Cluster view on a single node says the daemon is not a
+/// cluster member (the daemon's refusal, recognized), with no tables, and
+/// that a failed request says why.
+#[test]
+fn cluster_view_on_a_single_node() {
+    let mut app = app();
+    key(&mut app, KeyCode::Char('7'));
+    app.update(Event::Cluster(Err(format!(
+        "the daemon answered: {}",
+        iggy_top::api::cluster::NO_CLUSTER
+    ))));
+    let buffer = draw(&app, 120, 40);
+    assert_has(&buffer, "not a cluster member");
+    assert!(find(&buffer, "reachable").is_none(), "{}", text(&buffer));
+    app.update(Event::Cluster(Err("cannot connect to /x: refused".into())));
+    let buffer = draw(&app, 120, 40);
+    assert_has(
+        &buffer,
+        "cluster status failed: cannot connect to /x: refused",
+    );
 }

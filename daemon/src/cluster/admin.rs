@@ -8,6 +8,7 @@
 
 use super::ShardCluster;
 use super::metadata::METADATA_CHANNEL;
+use crate::shard::replica::ReplicationCounters;
 use iggyd_admin_api::cluster::{FollowerStatus, GroupStatus, METADATA_GROUP, Role};
 use iggyd_raft::PartitionRaft;
 use iggyd_raft::network::Transport;
@@ -115,6 +116,31 @@ impl<T: Transport> ShardCluster<T> {
         partitions.sort_by(|a, b| a.group.cmp(&b.group));
         groups.extend(partitions);
         groups
+    }
+
+    /// This shard's election and forwarding counters: every started
+    /// group's term read from openraft's metrics (the metadata group's on
+    /// the metadata channel). Walks the groups: once a second, not per
+    /// round.
+    pub fn counters(&self) -> ReplicationCounters {
+        let mut terms = std::collections::BTreeMap::new();
+        if let Some(raft) = self.metadata().and_then(|group| group.raft()) {
+            terms.insert(
+                METADATA_CHANNEL,
+                raft.metrics().borrow_watched().current_term,
+            );
+        }
+        for (channel, group) in self.groups.borrow().iter() {
+            if let Some(raft) = group.raft() {
+                terms.insert(*channel, raft.metrics().borrow_watched().current_term);
+            }
+        }
+        let forwarded = &self.counters.forwarded;
+        ReplicationCounters {
+            elections: self.counters.elections(terms),
+            forwarded_messages: forwarded.messages.get(),
+            forwarded_offsets: forwarded.offsets.get(),
+        }
     }
 
     /// Asks group `channel` (a storage id, or the metadata channel) to hand

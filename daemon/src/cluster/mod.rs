@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod backend;
+pub mod counters;
 pub mod group;
 pub mod metadata;
 pub mod node;
@@ -26,7 +27,7 @@ mod offsets_tests;
 mod tests;
 
 use crate::shard::partition::PartitionKey;
-use crate::shard::replica::{Group, RaftOp, RaftQueue, Replication};
+use crate::shard::replica::{Group, RaftOp, RaftQueue, Replication, ReplicationCounters};
 use backend::PumpBackend;
 use group::{GroupRaft, PartitionGroup};
 use iggyd_raft::backend::BackendLogStore;
@@ -90,6 +91,8 @@ pub struct ShardCluster<T: Transport> {
     roster: Option<Arc<node::ClusterRoster>>,
     /// What lives as long as this shard's groups (its peer server).
     kept: RefCell<Vec<Box<dyn std::any::Any>>>,
+    /// Elections and forwarded requests, for the shard's report.
+    counters: counters::Counters,
 }
 
 impl<T: Transport> ShardCluster<T> {
@@ -108,6 +111,7 @@ impl<T: Transport> ShardCluster<T> {
             metadata: RefCell::new(None),
             roster: None,
             kept: RefCell::new(Vec::new()),
+            counters: counters::Counters::default(),
         }
     }
 
@@ -306,8 +310,12 @@ impl<T: Transport> Replication for ShardCluster<T> {
         let settings = self.settings.clone();
         let network = Network::new(self.transport.clone(), key.storage_id);
         let forwarding = network.clone();
+        let forwarded = self.counters.forwarded.clone();
         let forward: group::Forward = Rc::new(move |leader, proposal, resolve_after| {
             let network = forwarding.clone();
+            forwarded
+                .messages
+                .set(forwarded.messages.get().saturating_add(1));
             Box::pin(async move {
                 network
                     .forward(leader, proposal, resolve_after, group::FORWARD_TIMEOUT)
@@ -318,8 +326,12 @@ impl<T: Transport> Replication for ShardCluster<T> {
         let cut_off: group::CutOff =
             Rc::new(move || roster.as_ref().is_some_and(|roster| roster.cut_off()));
         let forwarding = network.clone();
+        let forwarded = self.counters.forwarded.clone();
         let forward_offsets: group::ForwardOffsets = Rc::new(move |leader, payload| {
             let network = forwarding.clone();
+            forwarded
+                .offsets
+                .set(forwarded.offsets.get().saturating_add(1));
             Box::pin(async move {
                 network
                     .forward_offsets(leader, &payload, group::FORWARD_TIMEOUT)
@@ -392,5 +404,9 @@ impl<T: Transport> Replication for ShardCluster<T> {
 
     fn transfer_leader(&self, channel: u64, to: u64, reply: flume::Sender<Result<(), String>>) {
         ShardCluster::transfer_leader(self, channel, to, reply);
+    }
+
+    fn counters(&self) -> ReplicationCounters {
+        ShardCluster::counters(self)
     }
 }

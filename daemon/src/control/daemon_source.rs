@@ -548,7 +548,10 @@ impl DaemonSource {
     /// What one Prometheus scrape reports: the admin snapshot of this moment
     /// (without the recent events) plus what it does not carry (histograms,
     /// durable offsets, lag per partition, open files), all from published
-    /// state.
+    /// state; on a cluster node also every Raft group's state, gathered
+    /// from the shards as `cluster_status` gathers it (each shard answers
+    /// at once from openraft's metrics; at most
+    /// `ADMIN_CLUSTER_STATUS_TIMEOUT` for a shard that does not).
     pub fn metrics_input(&self) -> MetricsInput {
         let (topics, group_lags, durable_next_offsets) = self.topics_and_lags();
         let snapshot = Snapshot {
@@ -560,9 +563,13 @@ impl DaemonSource {
             clients: Vec::new(),
         };
         let shards = (0..self.parts.shards.len())
-            .map(|shard| ShardSeries {
-                counters: self.parts.heartbeats.counters(shard),
-                histograms: self.parts.heartbeats.report(shard).histograms,
+            .map(|shard| {
+                let report = self.parts.heartbeats.report(shard);
+                ShardSeries {
+                    counters: self.parts.heartbeats.counters(shard),
+                    histograms: report.histograms,
+                    cluster: report.cluster,
+                }
             })
             .collect();
         MetricsInput {
@@ -571,6 +578,7 @@ impl DaemonSource {
             durable_next_offsets,
             group_lags,
             open_fds: sysinfo::open_fds().ok(),
+            cluster: self.cluster_series(),
         }
     }
 }

@@ -11,11 +11,13 @@
 //!
 //! Adding a series is one entry in the matching table below
 //! (`process_gauges`, `shard_counters`, `shard_gauges`, `shard_histograms`,
-//! `partition_gauges`, `process_counters`); `packaging/grafana/iggyd.json` may use
-//! any series the tests see exported.
+//! `partition_gauges`, `process_counters`, and a cluster node's in
+//! `metrics/cluster.rs`); `packaging/grafana/iggyd.json` may use any series
+//! the tests see exported.
 
 use crate::control::api::{self, Snapshot};
-use crate::shard::heartbeat::{LatencyBuckets, LatencyHistograms, ShardCounters};
+use crate::shard::heartbeat::{ClusterCounters, LatencyBuckets, LatencyHistograms, ShardCounters};
+pub use cluster::ClusterSeries;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -41,14 +43,19 @@ pub struct MetricsInput {
     pub group_lags: Vec<GroupLag>,
     /// Open file descriptors of the process (`None` when `/proc` says nothing).
     pub open_fds: Option<u64>,
+    /// A cluster node's groups (`None` on a single node, which exports no
+    /// `iggyd_cluster_*` series).
+    pub cluster: Option<ClusterSeries>,
 }
 
 /// What a shard publishes beyond the admin snapshot's numbers: its raw
-/// counters (fsyncs) and its cumulative latency histograms.
+/// counters (fsyncs), its cumulative latency histograms and, on a cluster
+/// node, its replication counters.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ShardSeries {
     pub counters: ShardCounters,
     pub histograms: LatencyHistograms,
+    pub cluster: ClusterCounters,
 }
 
 /// One consumer group's lag on one partition: stored messages after the
@@ -583,9 +590,15 @@ impl Collector for Scrape {
             let samples = [(Vec::new(), value(&snapshot.process.security) as f64)];
             counter_family(&mut encoder, name, help, None, &samples)?;
         }
-        Ok(())
+
+        let shard_series: Vec<(Labels, ShardSeries)> = shards
+            .iter()
+            .map(|(labels, _, series)| (labels.clone(), *series))
+            .collect();
+        cluster::encode(&mut encoder, input, &shard_series)
     }
 }
 
+mod cluster;
 #[cfg(test)]
 mod tests;

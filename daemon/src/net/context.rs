@@ -115,6 +115,10 @@ pub struct NetContext {
     /// shards' (handed over with their buffer).
     pub sends_local: Cell<u64>,
     pub sends_forwarded: Cell<u64>,
+    /// A cluster node's requests answered 58 (not accepted) and 57 (not
+    /// committed), counted by `count_transient`.
+    not_accepted: Cell<u64>,
+    not_committed: Cell<u64>,
     /// The last partition reports gathered from every shard for GetStream(s)
     /// and GetTopic(s), reused briefly (`net::handler::streams`).
     pub reports_cache: RefCell<Option<ReportsCache>>,
@@ -152,6 +156,22 @@ pub struct PartitionReports {
 pub type TopicTotals = BTreeMap<(u32, u32, u64), (u64, u64)>;
 
 impl NetContext {
+    /// Counts an answer of 58 or 57 on a cluster node (where they mean
+    /// "look for the leader" and "not committed, resend"); other statuses,
+    /// and a single node's, are not counted.
+    pub fn count_transient(&self, status: iggyd_wire::protocol::codes::Status) {
+        use iggyd_wire::protocol::codes::Status;
+        if self.net.cluster.is_none() {
+            return;
+        }
+        let counter = match status {
+            Status::TransientNotAccepted => &self.not_accepted,
+            Status::TransientNotCommitted => &self.not_committed,
+            _ => return,
+        };
+        counter.set(counter.get().saturating_add(1));
+    }
+
     /// The front of the shard `shard_context` describes; `stop_accepting`
     /// fires its accept loop's stop.
     pub fn new(
@@ -183,6 +203,8 @@ impl NetContext {
             accepting: Cell::new(true),
             sends_local: Cell::new(0),
             sends_forwarded: Cell::new(0),
+            not_accepted: Cell::new(0),
+            not_committed: Cell::new(0),
             reports_cache: RefCell::new(None),
             request_latency: RefCell::new(
                 hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 2)
@@ -420,6 +442,8 @@ impl Front for NetContext {
             connections: self.connections() as u64,
             sends_local: self.sends_local.get(),
             sends_forwarded: self.sends_forwarded.get(),
+            not_accepted: self.not_accepted.get(),
+            not_committed: self.not_committed.get(),
         }
     }
 }

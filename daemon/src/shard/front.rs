@@ -63,6 +63,11 @@ pub struct FrontCounters {
     pub sends_local: u64,
     /// Sends accepted here and handed to another shard.
     pub sends_forwarded: u64,
+    /// Requests answered 58 because of the cluster (another node leads,
+    /// or this one is cut off from its quorum).
+    pub not_accepted: u64,
+    /// Requests answered 57 (an election is on, or a send is in doubt).
+    pub not_committed: u64,
 }
 
 /// What runs above a shard on its thread.

@@ -139,6 +139,20 @@ pub struct ShardReport {
     pub published_at: Option<Instant>,
     /// Every client connection of this shard (the console's Clients view).
     pub clients: Vec<crate::shard::front::ClientReport>,
+    /// A cluster node's replication counters (zero on a single node).
+    pub cluster: ClusterCounters,
+}
+
+/// A cluster node's counters of one shard, cumulative since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClusterCounters {
+    pub replication: crate::shard::replica::ReplicationCounters,
+    /// Requests this shard's connections answered 58 (not accepted: no
+    /// leader here, the client should look for it).
+    pub not_accepted: u64,
+    /// Requests answered 57 (not committed: an election is on, or the
+    /// outcome is in doubt; the client resends).
+    pub not_committed: u64,
 }
 
 /// A copy of one shard's published gauges.

@@ -562,8 +562,27 @@ impl ShardLoop {
                 .as_ref()
                 .map(|front| front.client_reports())
                 .unwrap_or_default(),
+            cluster: self.cluster_counters(),
         };
         self.heartbeats.publish_report(self.context.shard, report);
+    }
+
+    /// A cluster node's counters for the report (zero on a single node,
+    /// which has no replication).
+    fn cluster_counters(&self) -> heartbeat::ClusterCounters {
+        let Some(replication) = &self.replication else {
+            return heartbeat::ClusterCounters::default();
+        };
+        let front = self
+            .front
+            .as_ref()
+            .map(|front| front.counters())
+            .unwrap_or_default();
+        heartbeat::ClusterCounters {
+            replication: replication.counters(),
+            not_accepted: front.not_accepted,
+            not_committed: front.not_committed,
+        }
     }
 
     /// Publish this shard's gauges for the supervisor and the console.

@@ -280,6 +280,22 @@ pub trait Replication {
     /// hand its leadership to node `to`; `reply` hears whether the request
     /// was taken. Must not wait for the pump.
     fn transfer_leader(&self, channel: u64, to: u64, reply: flume::Sender<Result<(), String>>);
+    /// This shard's election and forwarding counters (cumulative). Reads
+    /// every group's published metrics: the shard calls it for its
+    /// once-a-second report, not per round.
+    fn counters(&self) -> ReplicationCounters;
+}
+
+/// A shard's replication counters, cumulative since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplicationCounters {
+    /// Elections its groups went through: the sum of their Raft terms
+    /// (`cluster/counters.rs` says why a term is an election).
+    pub elections: u64,
+    /// Client batches a follower forwarded to its partition's leader.
+    pub forwarded_messages: u64,
+    /// Stored consumer offsets a follower forwarded to the leader.
+    pub forwarded_offsets: u64,
 }
 
 /// Builds a shard's replication on its thread (the supervisor makes it,

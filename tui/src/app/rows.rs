@@ -5,6 +5,7 @@
 //! always agree. Reads `App` only.
 
 use super::App;
+use crate::api::cluster::GroupStatus;
 use crate::api::{
     ClientStats, ConsumerGroupStats, EventLevel, EventRecord, GroupPartitionStats, PartitionStats,
     SegmentStats, ShardStats, TopicStats,
@@ -418,4 +419,31 @@ impl App {
             })
             .collect()
     }
+
+    /// The Cluster view's groups (filtered by name), the laggiest first:
+    /// by their largest follower lag (known only where this node leads),
+    /// then in the daemon's order (metadata first, then by ids).
+    pub fn cluster_group_rows(&self) -> Vec<&GroupStatus> {
+        let super::ClusterPane::Member(status) = &self.cluster else {
+            return Vec::new();
+        };
+        let filter = &self.filters[super::View::Cluster.index()];
+        let mut rows: Vec<&GroupStatus> = status
+            .groups
+            .iter()
+            .filter(|group| matches(filter, &group.group))
+            .collect();
+        rows.sort_by_key(|group| std::cmp::Reverse(lag_max(group)));
+        rows
+    }
+}
+
+/// A group's largest follower lag (0 when this node does not lead it).
+pub fn lag_max(group: &GroupStatus) -> u64 {
+    group
+        .followers
+        .iter()
+        .map(|follower| follower.lag)
+        .max()
+        .unwrap_or(0)
 }

@@ -29,20 +29,21 @@ fn app() -> App {
     app
 }
 
-/// Proves digits, Tab and arrows switch among the six views, `w` cycles
+/// Proves digits, Tab and arrows switch among the seven views, `w` cycles
 /// the graph window both ways, and `?` takes the keys until closed.
 #[test]
 fn views_windows_and_help() {
     let mut app = app();
     assert_eq!(app.view, View::Overview);
-    for (digit, view) in ('1'..='6').zip(View::ALL) {
+    for (digit, view) in ('1'..='7').zip(View::ALL) {
         app.update(key(KeyCode::Char(digit)));
         assert_eq!(app.view, view);
     }
     app.update(key(KeyCode::Tab));
     assert_eq!(app.view, View::Overview);
     app.update(key(KeyCode::BackTab));
-    assert_eq!(app.view, View::Events);
+    assert_eq!(app.view, View::Cluster);
+    app.update(key(KeyCode::Char('6')));
     assert_eq!(app.window, Window::M5);
     app.update(key(KeyCode::Char('w')));
     assert_eq!(app.window, Window::M15);
@@ -352,4 +353,81 @@ fn hot_and_stale_thresholds() {
     assert!(is_hot_cpu(&snapshot.shards[1]));
     assert!(is_hot_queue(&snapshot.shards[1]));
     assert!(!is_hot_queue(&snapshot.shards[0]));
+}
+
+fn cluster_status() -> Box<crate::api::cluster::ClusterStatus> {
+    let text = include_str!("../../tests/fixtures/cluster_status.json");
+    match decode(text.as_bytes()) {
+        Ok(Payload::ClusterStatus { status }) => status,
+        other => panic!("cluster status fixture: {other:?}"),
+    }
+}
+
+/// Proves `cluster_status` is asked only while the Cluster view is shown
+/// and not paused, once when the view opens and then once per snapshot
+/// (the refresh interval), never twice at a time.
+#[test]
+fn cluster_status_is_asked_only_while_its_view_is_shown() {
+    let mut app = app();
+    assert!(!app.take_cluster_request(), "not on the overview");
+    app.update(Event::Snapshot(golden()));
+    assert!(!app.take_cluster_request(), "not on the overview");
+    app.update(key(KeyCode::Char('7')));
+    assert!(app.take_cluster_request(), "asked when the view opens");
+    assert!(!app.take_cluster_request(), "one request at a time");
+    app.update(Event::Snapshot(golden()));
+    assert!(!app.take_cluster_request(), "still in flight");
+    app.update(Event::Cluster(Ok(cluster_status())));
+    assert!(
+        app.take_cluster_request(),
+        "a snapshot arrived since: due again"
+    );
+    app.update(Event::Cluster(Ok(cluster_status())));
+    assert!(!app.take_cluster_request(), "not before the next snapshot");
+    app.update(Event::Snapshot(golden()));
+    assert!(app.take_cluster_request());
+    app.update(Event::Cluster(Ok(cluster_status())));
+    app.update(key(KeyCode::Char('p')));
+    app.update(Event::Snapshot(golden()));
+    assert!(!app.take_cluster_request(), "not while paused");
+    app.update(key(KeyCode::Char('p')));
+    app.update(key(KeyCode::Char('1')));
+    app.update(Event::Snapshot(golden()));
+    assert!(!app.take_cluster_request(), "not once the view is left");
+}
+
+/// Proves the daemon's refusal on a single node becomes "not a member",
+/// any other failure is shown as one, and a member's groups are listed
+/// laggiest first (the largest follower lag; unknown lag counts as none),
+/// then in the daemon's order, filtered by name.
+#[test]
+fn cluster_answers_and_group_order() {
+    let mut app = app();
+    app.update(key(KeyCode::Char('7')));
+    app.update(Event::Cluster(Err(format!(
+        "the daemon answered: {}",
+        crate::api::cluster::NO_CLUSTER
+    ))));
+    assert_eq!(app.cluster, ClusterPane::NotMember);
+    assert!(app.cluster_group_rows().is_empty());
+    app.update(Event::Cluster(Err("cannot connect".into())));
+    assert_eq!(app.cluster, ClusterPane::Failed("cannot connect".into()));
+    app.update(Event::Cluster(Ok(cluster_status())));
+    let names: Vec<&str> = app
+        .cluster_group_rows()
+        .iter()
+        .map(|group| group.group.as_str())
+        .collect();
+    assert_eq!(names, ["1/1/1", "metadata", "1/1/0", "1/1/2"]);
+    app.update(key(KeyCode::Char('G')));
+    assert_eq!(app.cluster_selected, 3);
+    chars(&mut app, "/1/1/");
+    app.update(key(KeyCode::Enter));
+    let names: Vec<&str> = app
+        .cluster_group_rows()
+        .iter()
+        .map(|group| group.group.as_str())
+        .collect();
+    assert_eq!(names, ["1/1/1", "1/1/0", "1/1/2"]);
+    assert_eq!(app.cluster_selected, 0, "a new filter starts at the top");
 }

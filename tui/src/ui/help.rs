@@ -12,8 +12,8 @@ use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 pub const KEYS: &[(&str, &str)] = &[
     ("q, Ctrl-C", "quit"),
     (
-        "1-6, Tab, ←→, h l",
-        "views: overview shards streams groups clients events",
+        "1-7, Tab, ←→, h l",
+        "views: overview shards streams groups clients events cluster",
     ),
     ("↑↓, j k", "move the selection / scroll events"),
     ("PgUp PgDn g G", "page, first, last"),

@@ -3,13 +3,14 @@
 //! screen is testable with ratatui's `TestBackend`. Layout, top to bottom:
 //! the header (`overview::render_header`), view tabs with the graph window
 //! and the connection status, the current view (`overview`, `shards`,
-//! `streams`, `groups`, `clients`, `events`), a line for keys, prompts,
+//! `streams`, `groups`, `clients`, `events`, `cluster`), a line for keys, prompts,
 //! confirmations and action results, and the help overlay (`help`) on top.
 //! With `NO_COLOR` a last pass removes every colour, so attributes (bold,
 //! reverse) carry the meaning. Narrow or short terminals drop columns and
 //! panels rather than wrapping.
 
 pub mod clients;
+pub mod cluster;
 pub mod events;
 pub mod graph;
 pub mod groups;
@@ -129,6 +130,7 @@ fn render_body(frame: &mut Frame, area: Rect, app: &App) {
         View::Groups => groups::render(frame, area, app),
         View::Clients => clients::render(frame, area, app),
         View::Events => events::render(frame, area, app, snapshot),
+        View::Cluster => cluster::render(frame, area, app),
     }
 }
 

@@ -7,7 +7,8 @@
 //! `ADMIN_CLUSTER_TRANSFER_WAIT`).
 //!
 //! Like the flush action it messages shards with a deadline; the periodic
-//! snapshot never does.
+//! snapshot never does. A cluster node's Prometheus scrape gathers the
+//! groups the same way (`cluster_series`).
 
 use super::DaemonSource;
 use crate::cluster::node::ClusterRoster;
@@ -15,13 +16,15 @@ use crate::control::api::cluster::{
     ClusterStatus, GroupName, GroupStatus, METADATA_GROUP, Move, NodeStatus, Role, Transfer,
 };
 use crate::control::api::{ClusterOp, Payload};
+use crate::control::metrics::ClusterSeries;
 use crate::limits;
 use crate::shard::mesh::ShardMessage;
 use crate::shard::replica::METADATA_STORAGE_ID;
 use std::time::{Duration, Instant};
 
-/// What the refusals say when this daemon runs no cluster.
-pub const NO_CLUSTER: &str = "this daemon runs no cluster ([cluster] enabled = false)";
+/// What the refusals say when this daemon runs no cluster (the console
+/// recognizes it).
+pub use crate::control::api::cluster::NO_CLUSTER;
 
 impl DaemonSource {
     pub(super) fn cluster_op(&self, op: ClusterOp) -> Result<Payload, String> {
@@ -34,6 +37,18 @@ impl DaemonSource {
                 .transfer_leader(&roster, to, group)
                 .map(|transfer| Payload::TransferLeader { transfer }),
         }
+    }
+
+    /// A cluster node's groups for a Prometheus scrape (`None` on a
+    /// single node): the same gathering as `cluster_status`, without
+    /// probing the nodes.
+    pub(super) fn cluster_series(&self) -> Option<ClusterSeries> {
+        self.parts().cluster.as_ref()?;
+        let (groups, shards_silent) = self.groups();
+        Some(ClusterSeries {
+            groups,
+            shards_silent,
+        })
     }
 
     /// Every shard's groups (the metadata group first, then by stream,

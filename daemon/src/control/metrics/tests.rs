@@ -8,10 +8,13 @@ use super::*;
 use crate::control::daemon_source::DaemonSource;
 use crate::control::test_fixture;
 use crate::preflight::Driver;
+use crate::shard::heartbeat::ClusterCounters;
 use crate::shard::heartbeat::{Heartbeats, Latency, ShardReport};
 use crate::shard::op::PartitionReport;
 use crate::shard::partition::PartitionKey;
+use crate::shard::replica::ReplicationCounters;
 use crate::topology::PlannedShard;
+use iggyd_admin_api::cluster::{FollowerStatus, GroupStatus, Role};
 use iggyd_storage::PartitionStats;
 use iggyd_storage::consumer_offsets::{ConsumerKey, ConsumerKind};
 use std::collections::BTreeSet;
@@ -307,4 +310,136 @@ fn grafana_dashboard_queries_exported_series() {
             );
         }
     }
+}
+
+fn group(name: &str, role: Role, leader: Option<u64>, term: u64) -> GroupStatus {
+    GroupStatus {
+        group: name.to_string(),
+        storage_id: None,
+        shard: 0,
+        leader,
+        term,
+        role,
+        last_log: Some(12),
+        committed: Some(10),
+        applied: Some(9),
+        voters: vec![1, 2, 3],
+        learners: Vec::new(),
+        followers: Vec::new(),
+    }
+}
+
+/// Proves a cluster node's page: each group's term, indexes and whether
+/// this node leads it; follower lag only where this node leads; no index
+/// sample for a group with nothing committed yet; the shard's election,
+/// forwarding and 58/57 counters with their labels; every family once.
+/// And that a single node's page has no `iggyd_cluster_` series at all.
+#[test]
+fn cluster_series_only_on_a_cluster_node() {
+    let (source, _dir) = populated();
+    let single = encode(&source.metrics_input());
+    assert!(!single.contains("iggyd_cluster_"), "{single}");
+
+    let mut input = source.metrics_input();
+    let mut metadata = group("metadata", Role::Leader, Some(1), 4);
+    metadata.followers = vec![
+        FollowerStatus {
+            node: 2,
+            matched: Some(12),
+            lag: 0,
+        },
+        FollowerStatus {
+            node: 3,
+            matched: Some(8),
+            lag: 4,
+        },
+    ];
+    let follower = group("1/1/0", Role::Follower, Some(2), 3);
+    let mut electing = group("1/1/1", Role::Candidate, None, 6);
+    electing.committed = None;
+    electing.applied = None;
+    input.cluster = Some(ClusterSeries {
+        groups: vec![metadata, follower, electing],
+        shards_silent: vec![1],
+    });
+    input.shards[0].cluster = ClusterCounters {
+        replication: ReplicationCounters {
+            elections: 13,
+            forwarded_messages: 5,
+            forwarded_offsets: 2,
+        },
+        not_accepted: 3,
+        not_committed: 1,
+    };
+    let page = encode(&input);
+    let of = |name: &str, label: &str| value(&page, name, label);
+    assert_eq!(of("iggyd_cluster_group_term", "group=\"metadata\""), 4.0);
+    assert_eq!(of("iggyd_cluster_group_term", "group=\"1/1/0\""), 3.0);
+    assert_eq!(of("iggyd_cluster_group_term", "group=\"1/1/1\""), 6.0);
+    assert_eq!(of("iggyd_cluster_group_leader", "group=\"metadata\""), 1.0);
+    assert_eq!(of("iggyd_cluster_group_leader", "group=\"1/1/0\""), 0.0);
+    assert_eq!(of("iggyd_cluster_group_leader", "group=\"1/1/1\""), 0.0);
+    assert_eq!(
+        of("iggyd_cluster_group_commit_index", "group=\"1/1/0\""),
+        10.0
+    );
+    assert_eq!(
+        of("iggyd_cluster_group_applied_index", "group=\"1/1/0\""),
+        9.0
+    );
+    assert_eq!(
+        of("iggyd_cluster_group_last_log_index", "group=\"1/1/0\""),
+        12.0
+    );
+    assert!(
+        !page.contains("iggyd_cluster_group_commit_index{group=\"1/1/1\"}"),
+        "{page}"
+    );
+    assert_eq!(
+        of(
+            "iggyd_cluster_follower_lag",
+            "group=\"metadata\",follower=\"3\""
+        ),
+        4.0
+    );
+    assert_eq!(
+        of(
+            "iggyd_cluster_follower_lag",
+            "group=\"metadata\",follower=\"2\""
+        ),
+        0.0
+    );
+    assert_eq!(
+        samples(&page)
+            .iter()
+            .filter(|(name, ..)| name == "iggyd_cluster_follower_lag")
+            .count(),
+        2,
+        "lag only where this node leads:\n{page}"
+    );
+    assert_eq!(of("iggyd_cluster_shards_silent", ""), 1.0);
+    let shard = "shard=\"0\",cpu=\"3\",core=\"1\",numa_node=\"0\"";
+    assert_eq!(of("iggyd_cluster_elections_total", shard), 13.0);
+    assert_eq!(
+        of("iggyd_cluster_forwarded_total", "kind=\"messages\""),
+        5.0
+    );
+    assert_eq!(of("iggyd_cluster_forwarded_total", "kind=\"offsets\""), 2.0);
+    assert_eq!(
+        of("iggyd_cluster_refusals_total", "status=\"not_accepted\""),
+        3.0
+    );
+    assert_eq!(
+        of("iggyd_cluster_refusals_total", "status=\"not_committed\""),
+        1.0
+    );
+    assert!(page.contains("# TYPE iggyd_cluster_elections_total counter\n"));
+    assert!(page.contains("# TYPE iggyd_cluster_group_term gauge\n"));
+    let families: Vec<&str> = page
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .map(|line| line.split(' ').next().unwrap())
+        .collect();
+    let unique: BTreeSet<&str> = families.iter().copied().collect();
+    assert_eq!(unique.len(), families.len(), "a family appears twice");
 }

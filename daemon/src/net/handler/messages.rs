@@ -277,7 +277,7 @@ pub fn plan_send(
             batch,
         })
     })();
-    plan.map_err(|error| replier.error(&error))
+    plan.map_err(|error| replier.refuse(context, &error))
 }
 
 /// Validates the batch where it lies in `frame` (every checksum, once: the
@@ -334,7 +334,7 @@ pub async fn send_planned(
         Ok(replier.ok(&out))
     }
     .await;
-    result.unwrap_or_else(|error| replier.error(&error))
+    result.unwrap_or_else(|error| replier.refuse(context, &error))
 }
 
 /// A permission check on a topic, as `Principal` spells it.

@@ -114,6 +114,13 @@ impl Replier<'_> {
     pub(crate) fn error(&self, error: &HandlerError) -> Outcome {
         self.status(error.status())
     }
+
+    /// `error`'s answer, counting a cluster's 58 and 57 on the shard's
+    /// connections (`NetContext::count_transient`).
+    pub(crate) fn refuse(&self, context: &NetContext, error: &HandlerError) -> Outcome {
+        context.count_transient(error.status());
+        self.error(error)
+    }
 }
 
 /// Why a request failed, reduced to what the client is told.
@@ -329,6 +336,7 @@ fn elsewhere(
         session: session.number(),
         commit: session.next_commit(),
     };
+    context.count_transient(status);
     Some(replier.status(status))
 }
 
@@ -392,7 +400,7 @@ pub async fn handle(
     let result = dispatch(&mut request, &principal, command).await;
     match result {
         Ok(outcome) => outcome,
-        Err(error) => request.replier.error(&error),
+        Err(error) => request.replier.refuse(context, &error),
     }
 }
 
