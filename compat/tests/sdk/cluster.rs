@@ -51,6 +51,8 @@ pub(crate) struct Layout {
     pub replication: Vec<SocketAddr>,
     /// Node `id`'s namespace at `id - 1`.
     pub namespaces: Option<Vec<String>>,
+    /// Node `id`'s Prometheus endpoint at `id - 1` (`None`: off).
+    pub metrics: Option<Vec<SocketAddr>>,
 }
 
 impl Layout {
@@ -62,6 +64,20 @@ impl Layout {
             clients: clients.to_vec(),
             replication: replication.to_vec(),
             namespaces: None,
+            metrics: None,
+        }
+    }
+
+    /// Free loopback ports, with a Prometheus endpoint on each node.
+    pub(crate) fn loopback_with_metrics() -> Layout {
+        let addresses = free_addresses(3 * NODES as usize);
+        let (clients, rest) = addresses.split_at(NODES as usize);
+        let (replication, metrics) = rest.split_at(NODES as usize);
+        Layout {
+            clients: clients.to_vec(),
+            replication: replication.to_vec(),
+            namespaces: None,
+            metrics: Some(metrics.to_vec()),
         }
     }
 }
@@ -108,6 +124,9 @@ impl Cluster {
                 }
                 if let Some(namespaces) = &layout.namespaces {
                     builder = builder.netns(&namespaces[index]);
+                }
+                if let Some(metrics) = &layout.metrics {
+                    builder = builder.env("IGGYD_METRICS__ADDRESS", &metrics[index].to_string());
                 }
                 let daemon = builder
                     .listen(&address.to_string())

@@ -168,6 +168,7 @@ impl Lab {
         Layout {
             clients: at(CLIENT_PORT),
             replication: at(REPLICATION_PORT),
+            metrics: None,
             namespaces: Some((1..=NODES).map(|id| Lab::namespace(self.tag, id)).collect()),
         }
     }
