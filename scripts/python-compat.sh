@@ -29,5 +29,7 @@ fi
 # The suite drives the debug binary; `cargo nextest run --workspace` has
 # usually built it already, and then this is a no-op.
 cargo build --quiet --locked -p iggyd
+# The cluster tests make their certificates with the peer crate's example.
+cargo build --quiet --locked -p iggyd-peer --example cluster-certs
 
 exec "$VENV/bin/python" -m pytest -p no:cacheprovider compat/python/ "$@"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from iggyd_daemon import start_daemon, stop_daemon
+from iggyd_daemon import start_cluster, start_daemon, stop_daemon
 
 
 @pytest.fixture
@@ -41,3 +41,18 @@ def daemon_with():
             if running.process.poll() is None:
                 stop_daemon(running)
             shutil.rmtree(running.directory, ignore_errors=True)
+
+
+@pytest.fixture
+def cluster():
+    """A fresh three-node cluster (iggyd_daemon.start_cluster); every node
+    stopped cleanly after the test."""
+    directory = Path(tempfile.mkdtemp(prefix="iggyd-py-cluster-"))
+    nodes = start_cluster(directory)
+    try:
+        yield nodes
+    finally:
+        for running in nodes:
+            if running.process.poll() is None:
+                stop_daemon(running)
+        shutil.rmtree(directory, ignore_errors=True)

@@ -86,9 +86,9 @@ def _hermetic_env(notify_path: Path, extra: dict) -> dict:
     return env
 
 
-def start_daemon(directory: Path, env: dict | None = None) -> Daemon:
-    """Spawn iggyd (with `env` added, e.g. `IGGYD_*` keys) and wait for
-    READY=1; return where it listens."""
+def start_daemon(directory: Path, env: dict | None = None, listen: str = "127.0.0.1:0") -> Daemon:
+    """Spawn iggyd (with `env` added, e.g. `IGGYD_*` keys) listening on
+    `listen` and wait for READY=1; return where it listens."""
     notify_path = directory / "notify.sock"
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(notify_path))
@@ -96,7 +96,7 @@ def start_daemon(directory: Path, env: dict | None = None) -> Daemon:
     command = [
         str(_binary()),
         "--listen",
-        "127.0.0.1:0",
+        listen,
         "--data-dir",
         str(directory / "data"),
     ]
@@ -160,3 +160,75 @@ def stop_daemon(daemon: Daemon, allowed: tuple = ()) -> None:
     ]
     assert code == 0, f"iggyd exited with {code}\n{log}"
     assert not bad, "unexpected error lines:\n" + "\n".join(bad)
+
+
+CLUSTER_NODES = 3
+
+
+def _free_ports(count: int) -> list:
+    """Free loopback ports, all held until each is known (no repeats)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for held in sockets:
+            held.bind(("127.0.0.1", 0))
+        return [held.getsockname()[1] for held in sockets]
+    finally:
+        for held in sockets:
+            held.close()
+
+
+def start_cluster(directory: Path) -> list:
+    """Three nodes on loopback, each with its own data directory under
+    `directory`, mutual TLS from certificates made for the run by the
+    peer crate's `cluster-certs` example (`$IGGYD_CLUSTER_CERTS`, built by
+    scripts/python-compat.sh), 500 ms elections. Returns the nodes once
+    every one sent READY=1 (joined)."""
+    certs_binary = Path(
+        os.environ.get(
+            "IGGYD_CLUSTER_CERTS", REPO / "target" / "debug" / "examples" / "cluster-certs"
+        )
+    )
+    if not certs_binary.is_file():
+        raise RuntimeError(
+            f"{certs_binary} is missing: cargo build -p iggyd-peer --example cluster-certs"
+        )
+    certs = directory / "certs"
+    ids = list(range(1, CLUSTER_NODES + 1))
+    subprocess.run(
+        [str(certs_binary), "pycompat", str(certs), *map(str, ids)],
+        check=True,
+        capture_output=True,
+    )
+    ports = _free_ports(2 * CLUSTER_NODES)
+    clients = {node: f"127.0.0.1:{ports[node - 1]}" for node in ids}
+    peers = {node: f"127.0.0.1:{ports[CLUSTER_NODES + node - 1]}" for node in ids}
+    roster = "[" + ",".join(
+        f'{{id={node},address="{clients[node]}",replication_address="{peers[node]}"}}'
+        for node in ids
+    ) + "]"
+    nodes = []
+    try:
+        for node in ids:
+            node_dir = directory / f"node-{node}"
+            node_dir.mkdir()
+            env = {
+                "IGGYD_SHARDING__CPU_ALLOCATION": "1",
+                "IGGYD_CLUSTER__ENABLED": "true",
+                "IGGYD_CLUSTER__NAME": "pycompat",
+                "IGGYD_CLUSTER__NODE_ID": str(node),
+                "IGGYD_CLUSTER__NODES": roster,
+                "IGGYD_CLUSTER__ELECTION_TIMEOUT": "500ms",
+                "IGGYD_CLUSTER__HEARTBEAT_INTERVAL": "100ms",
+                "IGGYD_CLUSTER__TLS__CA_FILE": str(certs / "ca.pem"),
+                "IGGYD_CLUSTER__TLS__CERT_FILE": str(certs / f"node-{node}.pem"),
+                "IGGYD_CLUSTER__TLS__KEY_FILE": str(certs / f"node-{node}.key"),
+            }
+            # READY=1 does not wait for the peers: nodes start one by one.
+            nodes.append(start_daemon(node_dir, env, clients[node]))
+        return nodes
+    except Exception:
+        for running in nodes:
+            running.process.kill()
+            running.process.wait()
+        raise
+
