@@ -25,15 +25,15 @@ use std::sync::Arc;
 
 use crate::load::{Aggregate, Stop, Work, drive};
 
-const HEADER_SIZE: usize = 256;
-const SIZE_AT: usize = 48;
+use iggyd_wire::protocol::header::{COMMAND_AT, SIZE_AT};
+use iggyd_wire::protocol::limits::HEADER_SIZE;
 
 /// A frame of `len` bytes (≥ 256) whose header `size` field says `len`.
 pub fn frame_of_len(len: usize) -> Vec<u8> {
     assert!(len >= HEADER_SIZE);
     let mut frame = vec![0u8; len];
     frame[SIZE_AT..SIZE_AT + 4].copy_from_slice(&(len as u32).to_le_bytes());
-    frame[60] = 8;
+    frame[COMMAND_AT] = 8;
     frame
 }
 

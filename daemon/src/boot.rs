@@ -426,39 +426,41 @@ fn run(
     };
 
     supervisor::block_signals()?;
-    supervisor::run(Launch {
-        plan,
-        driver,
-        require_io_uring: config.sharding.require_io_uring,
-        address: bound.address,
-        listeners: bound.listeners,
-        admin: Some(bound.admin),
-        hand_over: bound.hand_over,
-        data_dir: config.data_dir.clone(),
-        started,
-        store,
-        default_durability: config.storage.default_durability,
-        reload: Reload {
-            sources: sources.clone(),
-            config: config.clone(),
-            log,
-            tls: None,
+    supervisor::run(
+        Launch {
+            plan,
+            driver,
+            require_io_uring: config.sharding.require_io_uring,
+            address: bound.address,
+            listeners: bound.listeners,
+            admin: Some(bound.admin),
+            hand_over: bound.hand_over,
+            data_dir: config.data_dir.clone(),
+            started,
+            default_durability: config.storage.default_durability,
+            reload: Reload {
+                sources: sources.clone(),
+                config: config.clone(),
+                log,
+                tls: None,
+            },
+            tls,
+            descriptors: nofile.map(|limit| limit.soft),
+            admin_socket: config.admin.socket.clone(),
+            log_dir: config.logging.dir.clone(),
+            retention_check_interval: config.retention.check_interval,
+            flush_interval: config.storage.flush_interval,
+            rebalance_timeout: config.consumer_groups.rebalance_timeout,
+            consumer_offsets_max: usize::try_from(config.limits.max_consumer_offsets_per_partition)
+                .unwrap_or(usize::MAX),
+            access,
+            per_shard_memory_bytes: memory.per_shard_bytes,
+            metrics,
+            trash,
+            cluster,
         },
-        tls,
-        descriptors: nofile.map(|limit| limit.soft),
-        admin_socket: config.admin.socket.clone(),
-        log_dir: config.logging.dir.clone(),
-        retention_check_interval: config.retention.check_interval,
-        flush_interval: config.storage.flush_interval,
-        rebalance_timeout: config.consumer_groups.rebalance_timeout,
-        consumer_offsets_max: usize::try_from(config.limits.max_consumer_offsets_per_partition)
-            .unwrap_or(usize::MAX),
-        access,
-        per_shard_memory_bytes: memory.per_shard_bytes,
-        metrics,
-        trash,
-        cluster,
-    })
+        store,
+    )
 }
 
 /// A cluster node's trash at start: whatever an earlier run left there is

@@ -15,7 +15,7 @@ use super::command::{Ident, MetadataCommand};
 use super::error::MetadataError;
 use super::model::{MemberKey, Metadata, UserStatus};
 use super::options::{self, Durability};
-use iggyd_wire::protocol::command::Command;
+use iggyd_wire::protocol::command::{Command, NotSend};
 
 /// What the caller knows about the request and the server.
 #[derive(Debug, Clone, Copy)]
@@ -58,7 +58,7 @@ pub enum PrepareError {
 /// See the module doc. `metadata` is shard 0's current state (used only to
 /// verify the current password of ChangePassword).
 pub fn prepare(
-    command: &Command<'_>,
+    command: &NotSend<'_>,
     metadata: &Metadata,
     context: &PrepareContext,
 ) -> Result<Prepared, PrepareError> {
@@ -256,7 +256,7 @@ mod tests {
         }
     }
 
-    fn run(metadata: &mut Metadata, request: &Command<'_>) -> Result<Prepared, PrepareError> {
+    fn run(metadata: &mut Metadata, request: &NotSend<'_>) -> Result<Prepared, PrepareError> {
         let prepared = prepare(request, metadata, &context())?;
         if let Prepared::Command(command) | Prepared::CommandWithToken { command, .. } = &prepared {
             metadata.apply(command.clone())?;

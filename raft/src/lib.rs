@@ -30,6 +30,15 @@
 //! Must not: know about connections, shards or the wire protocol beyond the
 //! batch record, or decide durability (the caller's commit phase does; this
 //! step syncs before reporting an append flushed).
+//!
+//! Like the crates below it, it denies `unwrap`, `expect` and unchecked
+//! indexing crate-wide outside tests: bytes from a peer or the disk are
+//! never a reason to panic.
+
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 
 pub mod backend;
 pub mod codec;

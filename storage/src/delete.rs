@@ -68,13 +68,6 @@ impl<I: StorageIo> PartitionLog<I> {
             let segment = self.segments.remove(0);
             assert!(!self.segments.is_empty());
             self.forget_window_of(segment.start_offset);
-            if self
-                .read_cursor
-                .get()
-                .is_some_and(|cursor| cursor.segment_start == segment.start_offset)
-            {
-                self.read_cursor.set(None);
-            }
             deleted.segments += 1;
             deleted.messages += segment.message_count();
             deleted.bytes += segment.size_bytes;
@@ -134,12 +127,9 @@ impl<I: StorageIo> PartitionLog<I> {
         // The old data is unreachable from here on: nothing appended before
         // may be acknowledged, and the state must follow before anything
         // else can fail.
-        self.tail.pending.clear();
-        self.tail.pending_bytes = 0;
+        self.tail.drop_pending();
         self.epoch.purges += 1;
-        self.replace_window(None);
-        self.drop_prefetch(None);
-        self.read_cursor.set(None);
+        self.forget_reads();
         if let Some(parent) = self.dir.parent()
             && let Err(error) = trash.make_durable(parent).await
         {

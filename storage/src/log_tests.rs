@@ -219,7 +219,7 @@ fn over_budget_buffers_take_only_what_is_needed() {
                     .await
                     .unwrap();
             }
-            let tail_capacity = log.tail.buf().capacity();
+            let tail_capacity = log.tail.capacity();
             log.close().await.unwrap();
             drop(log);
             let pool = BufferPool::with_budget(1 << 20, budget);
@@ -229,7 +229,7 @@ fn over_budget_buffers_take_only_what_is_needed() {
                 .unwrap();
             let read = log.read_by_offset(0, 4, u64::MAX).await.unwrap();
             assert_eq!(read.message_count, 4);
-            let window_len = log.read_window.borrow().as_ref().unwrap().buf.len();
+            let window_len = log.read_path.window().as_ref().unwrap().buf.len();
             let written = log.stats().bytes as usize;
             if reads_ahead {
                 assert_eq!(window_len, written, "the whole (small) segment at once");
@@ -293,19 +293,19 @@ fn sequential_reads_prefetch_the_next_window() {
                 assert_eq!(got, (next..next + got.len() as u64).collect::<Vec<_>>());
                 if next == 0 {
                     assert!(
-                        log.prefetch.borrow().is_some(),
+                        log.read_ahead.has_prefetch(),
                         "{access:?}: the first poll of a window did not start reading the next"
                     );
                 }
                 next += got.len() as u64;
-                if log.prefetch.borrow().is_some() {
+                if log.read_ahead.has_prefetch() {
                     prefetched += 1;
                 }
             }
             assert!(prefetched > 0, "{access:?}: no window was read ahead");
             log.release_idle_window();
             log.release_idle_window();
-            assert!(log.prefetch.borrow().is_none());
+            assert!(!log.read_ahead.has_prefetch());
             assert_eq!(pool.stats().outstanding_bytes, at_open, "{access:?}");
         });
     }
@@ -384,7 +384,7 @@ fn reads_in_flight_outlive_their_drop_and_close_waits_for_them() {
         assert!(log.poll_read(&mut context).is_pending());
         log.drop_prefetch(None);
         assert_eq!(
-            log.orphan_reads.borrow().len(),
+            log.read_ahead.orphan_count(),
             1,
             "a read in flight was freed"
         );
@@ -392,10 +392,10 @@ fn reads_in_flight_outlive_their_drop_and_close_waits_for_them() {
         io.hold_reads(false);
         // The pump's idle check frees a dropped read once it is done.
         log.release_idle_window();
-        assert!(log.orphan_reads.borrow().is_empty());
+        assert!(log.read_ahead.orphan_count() == 0);
         log.set_park_reads(false);
         log.close().await.unwrap();
-        assert!(log.orphan_reads.borrow().is_empty());
+        assert!(log.read_ahead.orphan_count() == 0);
         let read = log.read_by_offset(0, 100, 1 << 20).await.unwrap();
         assert_eq!(offsets(&read), (0..100).collect::<Vec<_>>());
     });

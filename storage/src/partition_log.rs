@@ -1,9 +1,12 @@
 //! `PartitionLog`: the segments of one partition, its next offset, its
-//! durability watermarks, the write-behind tail, rotation, retention deletes
-//! and purge. Reads live in `read.rs`.
+//! durability watermarks and syncs, and the three paths that hold state of
+//! their own: the write path's `WriteTail` (`write.rs`), the read path's
+//! `ReadPath` (`read.rs`) and its `ReadAhead` (`read_ahead.rs`), each of
+//! whose fields only its own file touches.
 //!
-//! This file owns the in-memory state of one partition's log and every
-//! mutation of its files after recovery. It must be driven by one owner (the
+//! This file owns the state the paths share (segments, active files,
+//! watermarks, configuration, I/O, buffer pool) and every mutation of its
+//! files after recovery. It must be driven by one owner (the
 //! shard's pump) one call at a time; it does not decide when to write or
 //! fsync (callers do, see the durability contract in `storage/mod.rs`), does
 //! not know about consumers or the wire beyond the batch layout, and never
@@ -20,13 +23,13 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use super::StorageError;
-use super::buf::{AlignedBuf, BufferPool};
-use super::index::IndexEntry;
+use super::buf::BufferPool;
 use super::io::{Access, OpenMode, StorageIo};
-use super::read::{ReadCursor, ReadWindow};
+use super::read::ReadPath;
+use super::read_ahead::ReadAhead;
 use super::recovery::{RecoveryReport, recover};
 use super::segment::Segment;
-use super::write::Tail;
+use super::write::WriteTail;
 use crate::limits::{INDEX_SAMPLE_EVERY, READ_WINDOW_BYTES};
 
 /// Time source for server timestamps, in µs since the Unix epoch.
@@ -222,7 +225,8 @@ pub struct PartitionLog<I: StorageIo> {
     pub(super) active_read: Rc<I::File>,
     pub(super) active_index: Rc<I::File>,
     pub(super) state: RefCell<PartitionState>,
-    pub(super) tail: Tail,
+    /// The write-behind tail and its pending batches (`write.rs`).
+    pub(super) tail: WriteTail,
     /// Offset the next appended message gets (pending batches included).
     pub(super) next_offset: u64,
     pub(super) durable_next_offset: u64,
@@ -237,23 +241,12 @@ pub struct PartitionLog<I: StorageIo> {
     /// A background sync runs (at most one at a time).
     pub(super) background_sync: bool,
     pub(super) recovery: RecoveryReport,
-    /// What polls are served from (see `read.rs`); at most one per
-    /// partition, released when idle.
-    pub(super) read_window: RefCell<Option<ReadWindow>>,
-    /// A read used the window since the last idle check.
-    pub(super) window_used: std::cell::Cell<bool>,
-    /// Where the last read ended (see `read.rs`).
-    pub(super) read_cursor: std::cell::Cell<Option<ReadCursor>>,
-    /// The read of the window after the current one, started when that
-    /// one was read from the disk (`read.rs`).
-    pub(super) prefetch: RefCell<Option<super::read_ahead::Prefetch>>,
-    /// While set, a read that would wait for the disk starts the read and
-    /// fails with [`StorageError::ReadInFlight`] instead (the pump parks
-    /// the poll; see [`PartitionLog::set_park_reads`]).
-    pub(super) park_reads: std::cell::Cell<bool>,
-    /// Read aheads dropped while in flight: kept until they complete, so
-    /// their buffers outlive the kernel's writes into them (see `close`).
-    pub(super) orphan_reads: RefCell<Vec<super::read_ahead::PendingRead>>,
+    /// What polls are served from and where the last read ended
+    /// (`read.rs`).
+    pub(super) read_path: ReadPath,
+    /// The read of the window after the current one, parked reads and
+    /// reads dropped in flight (`read_ahead.rs`).
+    pub(super) read_ahead: ReadAhead,
 }
 
 impl<I: StorageIo> std::fmt::Debug for PartitionLog<I> {
@@ -333,12 +326,7 @@ impl<I: StorageIo> PartitionLog<I> {
             active_read,
             active_index,
             state: RefCell::new(state),
-            tail: Tail {
-                buf: None,
-                start: 0,
-                pending: Vec::new(),
-                pending_bytes: 0,
-            },
+            tail: WriteTail::new(),
             next_offset,
             durable_next_offset: next_offset,
             written_bytes: 0,
@@ -352,12 +340,8 @@ impl<I: StorageIo> PartitionLog<I> {
             },
             background_sync: false,
             recovery: report,
-            read_window: RefCell::new(None),
-            window_used: std::cell::Cell::new(false),
-            read_cursor: std::cell::Cell::new(None),
-            prefetch: RefCell::new(None),
-            park_reads: std::cell::Cell::new(false),
-            orphan_reads: RefCell::new(Vec::new()),
+            read_path: ReadPath::new(),
+            read_ahead: ReadAhead::new(),
         };
         log.load_tail(size_bytes).await?;
         Ok(log)
@@ -448,7 +432,7 @@ impl<I: StorageIo> PartitionLog<I> {
     }
 
     pub fn has_pending(&self) -> bool {
-        !self.tail.pending.is_empty()
+        self.tail.has_pending()
     }
 
     /// A background sync is running.
@@ -473,8 +457,7 @@ impl<I: StorageIo> PartitionLog<I> {
             first_offset: self.first_offset(),
             next_offset: self.written_next_offset(),
             memory_bytes: size_of::<Self>()
-                + self.tail.buf.as_ref().map_or(0, AlignedBuf::capacity)
-                + self.tail.pending.capacity() * size_of::<IndexEntry>()
+                + self.tail.memory_bytes()
                 + self.segments.capacity() * size_of::<Segment>()
                 + self
                     .segments

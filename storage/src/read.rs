@@ -9,14 +9,15 @@
 //! slicing the first and last record to the range asked for. It never
 //! writes a file and never sees batches that are not written yet.
 
+use std::cell::{Cell, Ref, RefCell};
 use std::rc::Rc;
 
 use super::StorageError;
-use super::buf::{AlignedBuf, SharedSlice, align_down, align_up};
+use super::buf::{AlignedBuf, BufferPool, SharedSlice, align_down, align_up};
 use super::index::IndexEntry;
 use super::io::{OpenMode, StorageIo};
 use super::partition_log::PartitionLog;
-use super::read_ahead::ReadAhead;
+use super::read_ahead::ReadSpan;
 use super::segment::Segment;
 use crate::limits::INDEX_READ_ENTRIES_MAX;
 use iggyd_wire::batch::{self, BatchHeader};
@@ -138,6 +139,56 @@ pub(crate) struct ReadCursor {
     pub(crate) next_offset: u64,
 }
 
+/// The read path's own state: the window polls are served from, whether a
+/// read used it since the last idle check, and where the last read ended.
+/// Its fields are this file's alone; the write path hands it the buffer it
+/// just wrote, deletions and truncations make it forget what they removed.
+pub(super) struct ReadPath {
+    /// At most one per partition, released when idle.
+    window: RefCell<Option<ReadWindow>>,
+    /// A read used the window since the last idle check.
+    used: Cell<bool>,
+    cursor: Cell<Option<ReadCursor>>,
+}
+
+impl ReadPath {
+    pub(super) fn new() -> ReadPath {
+        ReadPath {
+            window: RefCell::new(None),
+            used: Cell::new(false),
+            cursor: Cell::new(None),
+        }
+    }
+
+    /// The current window (for the read ahead, which copies its end).
+    pub(super) fn window(&self) -> Ref<'_, Option<ReadWindow>> {
+        self.window.borrow()
+    }
+
+    /// Installs `window` (or none), returning the old buffer to `pool`
+    /// (or, while replies still send parts of it, leaving it to them).
+    fn replace(&self, window: Option<ReadWindow>, pool: &BufferPool) {
+        if let Some(old) = self.window.replace(window) {
+            match Arc::try_unwrap(old.buf) {
+                Ok(buf) => pool.give(buf),
+                Err(shared) => pool.forget(shared.capacity()),
+            }
+        }
+    }
+
+    /// Forgets where the last read ended when that was in the segment
+    /// starting at `segment_start` (or in any segment, with `None`).
+    pub(super) fn forget_cursor(&self, segment_start: Option<u64>) {
+        let stale = self
+            .cursor
+            .get()
+            .is_some_and(|cursor| segment_start.is_none_or(|start| start == cursor.segment_start));
+        if stale {
+            self.cursor.set(None);
+        }
+    }
+}
+
 impl ReadWindow {
     /// Where `span` (file positions) lies in the buffer, if this window
     /// holds it.
@@ -199,8 +250,8 @@ impl<I: StorageIo> PartitionLog<I> {
         from_disk: bool,
     ) -> Result<(), StorageError> {
         let segment = self.segment_at(segment_number)?;
-        self.window_used.set(true);
-        let held = self.read_window.borrow().as_ref().is_some_and(|window| {
+        self.read_path.used.set(true);
+        let held = self.read_path.window().as_ref().is_some_and(|window| {
             window.range(segment.start_offset, span.clone()).is_some()
                 && !(from_disk && window.verified)
         });
@@ -218,7 +269,7 @@ impl<I: StorageIo> PartitionLog<I> {
                 ),
             });
         }
-        if self.park_reads.get() && self.read_pending_for(segment.start_offset, &span) {
+        if self.read_ahead.parks() && self.read_ahead.pending_for(segment.start_offset, &span) {
             return Err(StorageError::ReadInFlight);
         }
         if self.take_prefetch(segment.start_offset, span.clone()).await {
@@ -247,11 +298,11 @@ impl<I: StorageIo> PartitionLog<I> {
                     .map_err(|source| StorageError::io("open log", &log_path, source))?,
             )
         };
-        if self.park_reads.get() {
+        if self.read_ahead.parks() {
             // The read goes on while the pump serves others; the poll comes
             // back when it is done. A read done at once is installed now.
             let buf = self.pool.take(capacity);
-            let read = ReadAhead {
+            let read = ReadSpan {
                 segment_start: segment.start_offset,
                 file: file.clone(),
                 file_start,
@@ -259,8 +310,8 @@ impl<I: StorageIo> PartitionLog<I> {
                 file_end,
                 written_end,
             };
-            self.start_read(read, buf);
-            if self.read_pending_for(segment.start_offset, &span) {
+            self.read_ahead.start(&self.io, read, buf, &self.pool);
+            if self.read_ahead.pending_for(segment.start_offset, &span) {
                 return Err(StorageError::ReadInFlight);
             }
             if self.take_prefetch(segment.start_offset, span.clone()).await {
@@ -305,19 +356,14 @@ impl<I: StorageIo> PartitionLog<I> {
     /// Installs `window` (or none), returning the old buffer to the pool
     /// (or, while replies still send parts of it, leaving it to them).
     pub(super) fn replace_window(&self, window: Option<ReadWindow>) {
-        if let Some(old) = self.read_window.replace(window) {
-            match Arc::try_unwrap(old.buf) {
-                Ok(buf) => self.pool.give(buf),
-                Err(shared) => self.pool.forget(shared.capacity()),
-            }
-        }
+        self.read_path.replace(window, &self.pool);
     }
 
     /// Drops the read window when no read used it since the last call (the
     /// pump calls this about once a second): an idle partition keeps no
     /// read buffer.
     pub fn release_idle_window(&self) {
-        if !self.window_used.replace(false) {
+        if !self.read_path.used.replace(false) {
             self.replace_window(None);
             self.drop_prefetch(None);
         }
@@ -328,21 +374,31 @@ impl<I: StorageIo> PartitionLog<I> {
     /// Whether reads happened since the window was last released: a
     /// tailing consumer, for whom a write keeps what it wrote in memory.
     pub(super) fn has_reader(&self) -> bool {
-        self.window_used.get()
+        self.read_path.used.get()
     }
 
-    /// Drops the read window if it holds data of the segment starting at
-    /// `segment_start` (deleted by retention).
+    /// Drops the read window, the read ahead and the cursor if they name
+    /// data of the segment starting at `segment_start` (deleted by
+    /// retention).
     pub(super) fn forget_window_of(&self, segment_start: u64) {
         let stale = self
-            .read_window
-            .borrow()
+            .read_path
+            .window()
             .as_ref()
             .is_some_and(|window| window.segment_start == segment_start);
         if stale {
             self.replace_window(None);
         }
         self.drop_prefetch(Some(segment_start));
+        self.read_path.forget_cursor(Some(segment_start));
+    }
+
+    /// Forgets every read's state (window, read ahead, cursor): the data
+    /// they named is gone (a purge) or rewritten (a truncation).
+    pub(super) fn forget_reads(&self) {
+        self.replace_window(None);
+        self.drop_prefetch(None);
+        self.read_path.forget_cursor(None);
     }
 
     /// Reads up to `count` messages starting at `offset` (or the first stored
@@ -404,7 +460,7 @@ impl<I: StorageIo> PartitionLog<I> {
             let index = self.segment_index(segment_number).await?;
             // A sequential consumer starts where the previous read ended:
             // the cursor names that entry, so no index window is searched.
-            let cursor = self.read_cursor.take().filter(|cursor| {
+            let cursor = self.read_path.cursor.take().filter(|cursor| {
                 cursor.segment_start == segment.start_offset
                     && cursor.next_offset == wanted
                     && cursor.entry_number < segment.entry_count
@@ -492,7 +548,7 @@ impl<I: StorageIo> PartitionLog<I> {
                 }
                 self.load_window(segment_number, span_start..span_end, full)
                     .await?;
-                let window = self.read_window.borrow();
+                let window = self.read_path.window();
                 #[expect(
                     clippy::expect_used,
                     reason = "load_window has just installed a window holding this span"
@@ -569,7 +625,8 @@ impl<I: StorageIo> PartitionLog<I> {
                 entry_number += planned as u64;
                 // Where the next sequential read starts, if this one ended on
                 // a batch boundary.
-                self.read_cursor
+                self.read_path
+                    .cursor
                     .set((wanted == last.next_offset()).then_some(ReadCursor {
                         segment_start: segment.start_offset,
                         entry_number,

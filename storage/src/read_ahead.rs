@@ -6,9 +6,10 @@
 //! until done, so its buffer never outlives the kernel's writes into it.
 //! `read.rs` owns the window itself and the reads served from it.
 
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use super::buf::{AlignedBuf, IO_ALIGN, align_down, align_up};
+use super::buf::{AlignedBuf, BufferPool, IO_ALIGN, align_down, align_up};
 use super::io::{OpenMode, StorageIo};
 use super::partition_log::PartitionLog;
 use super::read::ReadWindow;
@@ -23,7 +24,7 @@ const PREFETCH_LEAD_DIVISOR: u64 = 4;
 /// reader nears the window's end, so its next poll finds it done (or in
 /// flight) instead of waiting for a whole read: the disk reads ahead while
 /// the shard sends the current window.
-pub(crate) struct Prefetch {
+struct Prefetch {
     segment_start: u64,
     file_start: u64,
     file_end: u64,
@@ -34,8 +35,23 @@ pub(crate) struct Prefetch {
     state: PrefetchState,
 }
 
-pub(super) type PendingRead =
-    std::pin::Pin<Box<dyn Future<Output = (std::io::Result<usize>, AlignedBuf)>>>;
+type PendingRead = std::pin::Pin<Box<dyn Future<Output = (std::io::Result<usize>, AlignedBuf)>>>;
+
+/// A partition's read ahead: the prefetch of its next window, whether
+/// reads park their poll instead of waiting, and the reads dropped while
+/// in flight. Its fields are this file's alone; `read.rs` asks it for a
+/// window it holds.
+pub(super) struct ReadAhead {
+    /// At most one per partition.
+    prefetch: RefCell<Option<Prefetch>>,
+    /// While set, a read that would wait for the disk starts the read and
+    /// fails with [`StorageError::ReadInFlight`](super::StorageError::ReadInFlight)
+    /// instead (the pump parks the poll; see [`PartitionLog::set_park_reads`]).
+    park: Cell<bool>,
+    /// Read aheads dropped while in flight: kept until they complete, so
+    /// their buffers outlive the kernel's writes into them (see `close`).
+    orphans: RefCell<Vec<PendingRead>>,
+}
 
 enum PrefetchState {
     /// Submitted (polled once), not seen complete.
@@ -46,7 +62,7 @@ enum PrefetchState {
 /// Where a read ahead goes: `file_start..file_end` of a segment's log, of
 /// which the disk reads from `disk_start` on (the bytes before it are
 /// copied from the current window).
-pub(super) struct ReadAhead<I: StorageIo> {
+pub(super) struct ReadSpan<I: StorageIo> {
     pub(super) segment_start: u64,
     pub(super) file: Rc<I::File>,
     pub(super) file_start: u64,
@@ -56,6 +72,14 @@ pub(super) struct ReadAhead<I: StorageIo> {
 }
 
 impl Prefetch {
+    /// Whether this read holds `span` of the segment starting at
+    /// `segment_start`: only bytes the segment held when the read started
+    /// are its own.
+    fn covers(&self, segment_start: u64, span: &std::ops::Range<u64>) -> bool {
+        self.segment_start == segment_start
+            && self.file_start <= span.start
+            && span.end <= self.file_end.min(self.written_end)
+    }
     /// Polls the read if it is in flight, keeping its result when done.
     fn poll_state(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         if let PrefetchState::Reading(read) = &mut self.state {
@@ -80,25 +104,28 @@ impl std::fmt::Debug for Prefetch {
     }
 }
 
-impl<I: StorageIo> PartitionLog<I> {
-    /// Installs the prefetched window if it holds `span` of the segment
-    /// starting at `segment_start` (awaiting its read if still in flight);
-    /// any other prefetch is dropped. False when the caller must read.
-    pub(super) async fn take_prefetch(
+impl ReadAhead {
+    pub(super) fn new() -> ReadAhead {
+        ReadAhead {
+            prefetch: RefCell::new(None),
+            park: Cell::new(false),
+            orphans: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The prefetched window if it holds `span` of the segment starting at
+    /// `segment_start` (awaiting its read if still in flight); any other
+    /// prefetch is dropped. `None` when the caller must read.
+    async fn take(
         &self,
         segment_start: u64,
         span: std::ops::Range<u64>,
-    ) -> bool {
-        let Some(prefetch) = self.prefetch.take() else {
-            return false;
-        };
-        // Only bytes the segment held when the read started are its own.
-        let covers = prefetch.segment_start == segment_start
-            && prefetch.file_start <= span.start
-            && span.end <= prefetch.file_end.min(prefetch.written_end);
-        if !covers {
-            self.forget_prefetch(prefetch);
-            return false;
+        pool: &BufferPool,
+    ) -> Option<ReadWindow> {
+        let prefetch = self.prefetch.take()?;
+        if !prefetch.covers(segment_start, &span) {
+            self.forget(prefetch, pool);
+            return None;
         }
         let (result, buf) = match prefetch.state {
             PrefetchState::Reading(read) => read.await,
@@ -108,22 +135,158 @@ impl<I: StorageIo> PartitionLog<I> {
         // those the disk read after them.
         let filled = prefetch.file_start + buf.len() as u64;
         match result {
-            Ok(_) if filled >= span.end => {
-                self.replace_window(None);
-                self.replace_window(Some(ReadWindow {
-                    segment_start,
-                    file_start: prefetch.file_start,
-                    valid_end: filled.min(prefetch.written_end),
-                    buf: Arc::new(buf),
-                    verified: false,
-                }));
-                true
-            }
+            Ok(_) if filled >= span.end => Some(ReadWindow {
+                segment_start,
+                file_start: prefetch.file_start,
+                valid_end: filled.min(prefetch.written_end),
+                buf: Arc::new(buf),
+                verified: false,
+            }),
             // A short or failed read ahead: the caller's own read says why.
             _ => {
-                self.pool.give(buf);
-                false
+                pool.give(buf);
+                None
             }
+        }
+    }
+
+    /// Whether the prefetch, if any, already reads the segment starting at
+    /// `segment_start` from `file_start` on.
+    fn reads_from(&self, segment_start: u64, file_start: u64) -> bool {
+        self.prefetch.borrow().as_ref().is_some_and(|prefetch| {
+            prefetch.segment_start == segment_start
+                && prefetch.file_start <= file_start
+                && file_start < prefetch.file_end
+        })
+    }
+
+    /// Starts `read` into `buf` (which holds the window's bytes before
+    /// `disk_start` already) as the partition's read ahead, replacing any
+    /// other. One poll submits it; completion is collected when a read
+    /// needs the window, when the pump polls it for a parked poll
+    /// ([`PartitionLog::poll_read`]), or the read ahead is dropped.
+    pub(super) fn start<I: StorageIo>(
+        &self,
+        io: &I,
+        read: ReadSpan<I>,
+        buf: AlignedBuf,
+        pool: &BufferPool,
+    ) {
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let _ = self.poll_orphans(&mut context);
+        let io = io.clone();
+        let capacity = buf.capacity();
+        let disk_len = (read.file_end - read.disk_start) as usize;
+        let (file, disk_start) = (read.file, read.disk_start);
+        let mut pending: PendingRead =
+            Box::pin(async move { io.read_at_most(&file, buf, disk_start, disk_len).await });
+        let state = match pending.as_mut().poll(&mut context) {
+            std::task::Poll::Ready((result, buf)) => PrefetchState::Done(result, buf),
+            std::task::Poll::Pending => PrefetchState::Reading(pending),
+        };
+        if let Some(old) = self.prefetch.replace(Some(Prefetch {
+            segment_start: read.segment_start,
+            file_start: read.file_start,
+            file_end: read.file_end,
+            written_end: read.written_end,
+            capacity,
+            state,
+        })) {
+            self.forget(old, pool);
+        }
+    }
+
+    /// Whether the read ahead holds `span` of the segment starting at
+    /// `segment_start` and is still in flight (checked without waiting).
+    pub(super) fn pending_for(&self, segment_start: u64, span: &std::ops::Range<u64>) -> bool {
+        let mut slot = self.prefetch.borrow_mut();
+        let Some(prefetch) = slot.as_mut() else {
+            return false;
+        };
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        prefetch.covers(segment_start, span) && prefetch.poll_state(&mut context).is_pending()
+    }
+
+    /// Reads park their poll (see [`PartitionLog::set_park_reads`]).
+    pub(super) fn parks(&self) -> bool {
+        self.park.get()
+    }
+
+    /// Ready when the read ahead is done (or there is none).
+    fn poll(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        match self.prefetch.borrow_mut().as_mut() {
+            Some(prefetch) => prefetch.poll_state(cx),
+            None => std::task::Poll::Ready(()),
+        }
+    }
+
+    /// Drops a prefetch: its buffer goes back to the pool, or, while the
+    /// read is in flight, stays with the read until it completes.
+    fn forget(&self, prefetch: Prefetch, pool: &BufferPool) {
+        match prefetch.state {
+            PrefetchState::Done(_, buf) => pool.give(buf),
+            PrefetchState::Reading(read) => {
+                // The kernel may still write into its buffer: the read is
+                // kept until it completes (reaped by later reads, awaited
+                // by `close`), never freed while in flight.
+                self.orphans.borrow_mut().push(read);
+                pool.forget(prefetch.capacity);
+            }
+        }
+    }
+
+    /// Polls the read aheads dropped while in flight, freeing those done.
+    /// Ready when none is left.
+    pub(super) fn poll_orphans(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let mut orphans = self.orphans.borrow_mut();
+        orphans.retain_mut(|read| read.as_mut().poll(cx).is_pending());
+        if orphans.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+
+    /// Drops the prefetch, if any (or only one of the segment starting at
+    /// `segment_start`).
+    pub(super) fn drop_prefetch(&self, segment_start: Option<u64>, pool: &BufferPool) {
+        let matches = self.prefetch.borrow().as_ref().is_some_and(|prefetch| {
+            segment_start.is_none_or(|start| start == prefetch.segment_start)
+        });
+        if matches && let Some(prefetch) = self.prefetch.take() {
+            self.forget(prefetch, pool);
+        }
+    }
+
+    /// A read ahead is held (done or in flight).
+    #[cfg(test)]
+    pub(super) fn has_prefetch(&self) -> bool {
+        self.prefetch.borrow().is_some()
+    }
+
+    /// Reads dropped in flight and not yet complete.
+    #[cfg(test)]
+    pub(super) fn orphan_count(&self) -> usize {
+        self.orphans.borrow().len()
+    }
+}
+
+impl<I: StorageIo> PartitionLog<I> {
+    /// Installs the prefetched window if it holds `span` of the segment
+    /// starting at `segment_start` (awaiting its read if still in flight);
+    /// any other prefetch is dropped. False when the caller must read.
+    pub(super) async fn take_prefetch(
+        &self,
+        segment_start: u64,
+        span: std::ops::Range<u64>,
+    ) -> bool {
+        match self.read_ahead.take(segment_start, span, &self.pool).await {
+            Some(window) => {
+                self.replace_window(None);
+                self.replace_window(Some(window));
+                true
+            }
+            None => false,
         }
     }
 
@@ -144,7 +307,7 @@ impl<I: StorageIo> PartitionLog<I> {
             return;
         };
         let written_end = segment.size_bytes;
-        let (next_start, held_end) = match self.read_window.borrow().as_ref() {
+        let (next_start, held_end) = match self.read_path.window().as_ref() {
             Some(window) if !window.verified && window.segment_start == segment.start_offset => {
                 // The window's bytes are the segment's up to `valid_end`;
                 // the disk read continues from the block boundary below it.
@@ -156,11 +319,7 @@ impl<I: StorageIo> PartitionLog<I> {
             }
             _ => return,
         };
-        let already = self.prefetch.borrow().as_ref().is_some_and(|prefetch| {
-            prefetch.segment_start == segment.start_offset
-                && prefetch.file_start <= next_start
-                && next_start < prefetch.file_end
-        });
+        let already = self.read_ahead.reads_from(segment.start_offset, next_start);
         let window_bytes = self.config.read_window_bytes;
         if already || held_end >= written_end || !self.pool.has_room(window_bytes) {
             return;
@@ -183,7 +342,7 @@ impl<I: StorageIo> PartitionLog<I> {
             }
         };
         let mut buf = self.pool.take(capacity);
-        let copied = self.read_window.borrow().as_ref().is_some_and(|window| {
+        let copied = self.read_path.window().as_ref().is_some_and(|window| {
             let held = window.segment_start == segment.start_offset
                 && !window.verified
                 && held_end <= window.valid_end;
@@ -202,7 +361,7 @@ impl<I: StorageIo> PartitionLog<I> {
             self.pool.give(buf);
             return;
         }
-        let read = ReadAhead {
+        let read = ReadSpan {
             segment_start: segment.start_offset,
             file,
             file_start: next_start,
@@ -210,51 +369,7 @@ impl<I: StorageIo> PartitionLog<I> {
             file_end,
             written_end,
         };
-        self.start_read(read, buf);
-    }
-
-    /// Starts `read` into `buf` (which holds the window's bytes before
-    /// `disk_start` already) as the partition's read ahead, replacing any
-    /// other. One poll submits it; completion is collected when a read
-    /// needs the window, when the pump polls it for a parked poll
-    /// ([`Self::poll_read`]), or the read ahead is dropped.
-    pub(super) fn start_read(&self, read: ReadAhead<I>, buf: AlignedBuf) {
-        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-        let _ = self.poll_orphan_reads(&mut context);
-        let io = self.io.clone();
-        let capacity = buf.capacity();
-        let disk_len = (read.file_end - read.disk_start) as usize;
-        let (file, disk_start) = (read.file, read.disk_start);
-        let mut pending: PendingRead =
-            Box::pin(async move { io.read_at_most(&file, buf, disk_start, disk_len).await });
-        let state = match pending.as_mut().poll(&mut context) {
-            std::task::Poll::Ready((result, buf)) => PrefetchState::Done(result, buf),
-            std::task::Poll::Pending => PrefetchState::Reading(pending),
-        };
-        if let Some(old) = self.prefetch.replace(Some(Prefetch {
-            segment_start: read.segment_start,
-            file_start: read.file_start,
-            file_end: read.file_end,
-            written_end: read.written_end,
-            capacity,
-            state,
-        })) {
-            self.forget_prefetch(old);
-        }
-    }
-
-    /// Whether the read ahead holds `span` of the segment starting at
-    /// `segment_start` and is still in flight (checked without waiting).
-    pub(super) fn read_pending_for(&self, segment_start: u64, span: &std::ops::Range<u64>) -> bool {
-        let mut slot = self.prefetch.borrow_mut();
-        let Some(prefetch) = slot.as_mut() else {
-            return false;
-        };
-        let covers = prefetch.segment_start == segment_start
-            && prefetch.file_start <= span.start
-            && span.end <= prefetch.file_end.min(prefetch.written_end);
-        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-        covers && prefetch.poll_state(&mut context).is_pending()
+        self.read_ahead.start(&self.io, read, buf, &self.pool);
     }
 
     /// While `park` is set, a read that would wait for the disk starts the
@@ -263,53 +378,24 @@ impl<I: StorageIo> PartitionLog<I> {
     /// try again. The pump sets it around polls, so a poll waiting for the
     /// disk does not hold up the other partitions of its shard.
     pub fn set_park_reads(&self, park: bool) {
-        self.park_reads.set(park);
+        self.read_ahead.park.set(park);
     }
 
     /// Ready when the read ahead is done (or there is none): a parked poll
     /// can try again. Pending registers `cx` to be woken on completion.
     pub fn poll_read(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-        match self.prefetch.borrow_mut().as_mut() {
-            Some(prefetch) => prefetch.poll_state(cx),
-            None => std::task::Poll::Ready(()),
-        }
-    }
-
-    /// Drops a prefetch: its buffer goes back to the pool, or, while the
-    /// read is in flight, stays with the read until it completes.
-    pub(super) fn forget_prefetch(&self, prefetch: Prefetch) {
-        match prefetch.state {
-            PrefetchState::Done(_, buf) => self.pool.give(buf),
-            PrefetchState::Reading(read) => {
-                // The kernel may still write into its buffer: the read is
-                // kept until it completes (reaped by later reads, awaited
-                // by `close`), never freed while in flight.
-                self.orphan_reads.borrow_mut().push(read);
-                self.pool.forget(prefetch.capacity);
-            }
-        }
+        self.read_ahead.poll(cx)
     }
 
     /// Polls the read aheads dropped while in flight, freeing those done.
     /// Ready when none is left.
     pub(super) fn poll_orphan_reads(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-        let mut orphans = self.orphan_reads.borrow_mut();
-        orphans.retain_mut(|read| read.as_mut().poll(cx).is_pending());
-        if orphans.is_empty() {
-            std::task::Poll::Ready(())
-        } else {
-            std::task::Poll::Pending
-        }
+        self.read_ahead.poll_orphans(cx)
     }
 
     /// Drops the prefetch, if any (or only one of the segment starting at
     /// `segment_start`).
     pub(super) fn drop_prefetch(&self, segment_start: Option<u64>) {
-        let matches = self.prefetch.borrow().as_ref().is_some_and(|prefetch| {
-            segment_start.is_none_or(|start| start == prefetch.segment_start)
-        });
-        if matches && let Some(prefetch) = self.prefetch.take() {
-            self.forget_prefetch(prefetch);
-        }
+        self.read_ahead.drop_prefetch(segment_start, &self.pool);
     }
 }

@@ -93,9 +93,7 @@ impl<I: StorageIo> PartitionLog<I> {
             )));
         }
         self.epoch.rollbacks += 1;
-        self.replace_window(None);
-        self.drop_prefetch(None);
-        self.read_cursor.set(None);
+        self.forget_reads();
         self.reload_from_disk("truncation").await?;
         assert!(
             self.next_offset == offset,

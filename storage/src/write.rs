@@ -28,23 +28,86 @@ use iggyd_wire::batch::ValidBatch;
 /// the file's bytes from `start` to the logical end. Bytes before the
 /// segment's written size are already on disk (in direct mode the partial
 /// last block is kept so the next write can rewrite it whole); batches
-/// after it are `pending`, appended but not yet written.
-pub(super) struct Tail {
+/// after it are `pending`, appended but not yet written. Its fields are
+/// this file's alone: the rest of the log asks it what is pending.
+pub(super) struct WriteTail {
     /// `None` only while a write owns the buffer.
-    pub(super) buf: Option<AlignedBuf>,
+    buf: Option<AlignedBuf>,
     /// File position of `buf[0]` (block aligned in direct mode).
-    pub(super) start: u64,
+    start: u64,
     /// Index entries of the pending batches, in order.
-    pub(super) pending: Vec<IndexEntry>,
-    pub(super) pending_bytes: u64,
+    pending: Vec<IndexEntry>,
+    pending_bytes: u64,
 }
 
-impl Tail {
+impl WriteTail {
+    /// A tail without a buffer yet ([`PartitionLog::load_tail`] gives it one).
+    pub(super) fn new() -> WriteTail {
+        WriteTail {
+            buf: None,
+            start: 0,
+            pending: Vec::new(),
+            pending_bytes: 0,
+        }
+    }
+
+    /// Batches are appended but not yet written.
+    pub(super) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Heap bytes the tail holds (its buffer and pending entries).
+    pub(super) fn memory_bytes(&self) -> usize {
+        self.buf.as_ref().map_or(0, AlignedBuf::capacity)
+            + self.pending.capacity() * size_of::<IndexEntry>()
+    }
+
+    /// Forgets every pending batch (their bytes stay in the buffer until
+    /// the caller cuts it or the log is reloaded); how many there were.
+    pub(super) fn drop_pending(&mut self) -> usize {
+        let dropped = self.pending.len();
+        self.pending.clear();
+        self.pending_bytes = 0;
+        dropped
+    }
+
+    /// Records a batch just copied into the buffer as pending.
+    fn push_pending(&mut self, entry: IndexEntry) {
+        self.pending_bytes += u64::from(entry.length);
+        self.pending.push(entry);
+    }
+
+    /// The pending batches were written: they stop being pending. Returns
+    /// their bytes and messages.
+    fn pending_written(&mut self) -> (u64, u64) {
+        let messages = self
+            .pending
+            .iter()
+            .map(|entry| u64::from(entry.message_count))
+            .sum::<u64>();
+        let bytes = self.pending_bytes;
+        self.drop_pending();
+        (bytes, messages)
+    }
+
+    /// Replaces the buffer, now starting at file position `start`; the old
+    /// one, if any, is returned for the pool.
+    fn replace_buf(&mut self, buf: AlignedBuf, start: u64) -> Option<AlignedBuf> {
+        self.start = start;
+        self.buf.replace(buf)
+    }
+
+    /// Capacity of the buffer (the tests check it shrinks after a write).
+    #[cfg(test)]
+    pub(super) fn capacity(&self) -> usize {
+        self.buf().capacity()
+    }
+
     #[expect(
         clippy::expect_used,
         reason = "only write_pending takes the buffer, and it puts it back before it returns"
     )]
-    pub(super) fn buf(&self) -> &AlignedBuf {
+    fn buf(&self) -> &AlignedBuf {
         self.buf
             .as_ref()
             .expect("the tail buffer is home between writes")
@@ -54,13 +117,13 @@ impl Tail {
         clippy::expect_used,
         reason = "only write_pending takes the buffer, and it puts it back before it returns"
     )]
-    pub(super) fn buf_mut(&mut self) -> &mut AlignedBuf {
+    fn buf_mut(&mut self) -> &mut AlignedBuf {
         self.buf
             .as_mut()
             .expect("the tail buffer is home between writes")
     }
 
-    pub(super) fn end(&self) -> u64 {
+    fn end(&self) -> u64 {
         self.start + self.buf().len() as u64
     }
 }
@@ -89,10 +152,9 @@ impl<I: StorageIo> PartitionLog<I> {
                 .map_err(|source| StorageError::io("read log tail", &path, source))?;
             buf.extend_from_slice(&bytes);
         }
-        if let Some(old) = self.tail.buf.replace(buf) {
+        if let Some(old) = self.tail.replace_buf(buf, start) {
             self.pool.give(old);
         }
-        self.tail.start = start;
         assert!(self.tail.end() == size_bytes);
         Ok(())
     }
@@ -161,14 +223,13 @@ impl<I: StorageIo> PartitionLog<I> {
         let header = batch.stamp_copy(stored, self.config.partition_id, base_offset, timestamp);
         assert!(header.base_offset == base_offset);
         assert!(header.batch_length == batch_len);
-        self.tail.pending.push(IndexEntry {
+        self.tail.push_pending(IndexEntry {
             base_offset,
             message_count,
             position,
             length: batch_len as u32,
             timestamp,
         });
-        self.tail.pending_bytes += batch_len;
         self.next_offset = base_offset + u64::from(message_count);
         self.last_timestamp = timestamp;
         Ok(AppendResult {
@@ -198,7 +259,8 @@ impl<I: StorageIo> PartitionLog<I> {
         };
         let mut bigger = self.pool.take(size);
         bigger.extend_from_slice(self.tail.buf().as_slice());
-        if let Some(old) = self.tail.buf.replace(bigger) {
+        let start = self.tail.start;
+        if let Some(old) = self.tail.replace_buf(bigger, start) {
             self.pool.give(old);
         }
     }
@@ -209,7 +271,7 @@ impl<I: StorageIo> PartitionLog<I> {
     /// are readable and count as written. On ENOSPC the write is rolled back
     /// and every pending batch dropped (`NoSpace`); other failures poison.
     pub async fn write_pending(&mut self) -> Result<(), StorageError> {
-        if self.tail.pending.is_empty() {
+        if !self.tail.has_pending() {
             return Ok(());
         }
         self.check_writable()?;
@@ -261,25 +323,19 @@ impl<I: StorageIo> PartitionLog<I> {
                 .fail_write(source, index_path, written_end, entry_count)
                 .await);
         }
-        let pending = std::mem::take(&mut self.tail.pending);
         #[expect(
             clippy::expect_used,
             reason = "a partition always has an active segment"
         )]
         let active = self.segments.last_mut().expect("active segment");
-        for entry in &pending {
+        for entry in &self.tail.pending {
             active.push_entry(entry);
         }
         assert!(active.size_bytes == self.tail.start + logical_len as u64);
         assert!(active.next_offset == self.next_offset);
-        self.written_bytes += self.tail.pending_bytes;
-        self.written_messages += pending
-            .iter()
-            .map(|entry| u64::from(entry.message_count))
-            .sum::<u64>();
-        self.tail.pending_bytes = 0;
-        self.tail.pending = pending;
-        self.tail.pending.clear();
+        let (bytes, messages) = self.tail.pending_written();
+        self.written_bytes += bytes;
+        self.written_messages += messages;
         self.recycle_tail();
         Ok(())
     }
@@ -298,7 +354,8 @@ impl<I: StorageIo> PartitionLog<I> {
             // keep_from ≤ len: aligning down never passes the end.
             let kept = self.tail.buf().as_slice().get(keep_from as usize..);
             small.extend_from_slice(kept.unwrap_or_default());
-            if let Some(big) = self.tail.buf.replace(small) {
+            let start = self.tail.start;
+            if let Some(big) = self.tail.replace_buf(small, start) {
                 if self.has_reader() {
                     // A consumer is tailing this partition: what was just
                     // written becomes its read window, so it reads the new
@@ -348,9 +405,7 @@ impl<I: StorageIo> PartitionLog<I> {
                 path.display()
             ));
         }
-        let dropped = self.tail.pending.len();
-        self.tail.pending.clear();
-        self.tail.pending_bytes = 0;
+        let dropped = self.tail.drop_pending();
         let keep = (log_len - self.tail.start) as usize;
         self.tail.buf_mut().truncate(keep);
         self.next_offset = self.active().next_offset;
@@ -367,7 +422,7 @@ impl<I: StorageIo> PartitionLog<I> {
 
     fn needs_rotation(&self, batch_len: u64, message_count: u32) -> bool {
         let active = self.active();
-        if active.is_empty() && self.tail.pending.is_empty() {
+        if active.is_empty() && !self.tail.has_pending() {
             return false;
         }
         let size = active.size_bytes + self.tail.pending_bytes;
@@ -379,7 +434,7 @@ impl<I: StorageIo> PartitionLog<I> {
     /// Seals the active segment (cut to its exact size, fsync) and starts a
     /// new one at `next_offset`. Called with nothing pending.
     async fn rotate(&mut self) -> Result<(), StorageError> {
-        assert!(self.tail.pending.is_empty());
+        assert!(!self.tail.has_pending());
         self.seal_active().await?;
         assert!(self.unsynced_bytes() == 0);
         let start_offset = self.next_offset;
@@ -414,7 +469,7 @@ impl<I: StorageIo> PartitionLog<I> {
     /// everything is fsynced (the cut too, a size change). Called with
     /// nothing pending.
     async fn seal_active(&mut self) -> Result<(), StorageError> {
-        assert!(self.tail.pending.is_empty());
+        assert!(!self.tail.has_pending());
         self.sync().await?;
         if self.config.access == Access::Buffered {
             return Ok(());

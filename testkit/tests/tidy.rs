@@ -26,7 +26,13 @@ const NEVER_LINK_THE_DAEMON: &[&str] = &["tui", "admin-api", "testkit"];
 
 /// The library crates below the daemon: like `daemon/src`, nothing in them
 /// may end the process or print.
-const LOWER_CRATES: &[&str] = &["wire/src/", "storage/src/", "peer/src/", "metadata/src/"];
+const LOWER_CRATES: &[&str] = &[
+    "wire/src/",
+    "storage/src/",
+    "peer/src/",
+    "metadata/src/",
+    "raft/src/",
+];
 
 /// Directory names never read: build output and the fuzzers' generated
 /// inputs.

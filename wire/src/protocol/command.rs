@@ -22,6 +22,10 @@ use super::primitives::{
 use super::reader::Reader;
 use crate::batch::{BATCH_HEADER_SIZE, BATCH_LENGTH_AT};
 
+mod split;
+
+pub use split::{NotSend, Split};
+
 /// Username/password shape of a Register body, after the version prefix:
 /// `[username Name][pw_len u8][password][context_len u32][context]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,8 +116,12 @@ pub struct SendMessages<'a> {
 
 /// Every request a 0.11.0 client may send. Field layouts are documented on
 /// the decode arms and in §6; struct payloads document their own.
+///
+/// `S` is what the `SendMessages` variant holds: the decoded send by
+/// default; `Infallible` in [`NotSend`], every request but a send, which
+/// [`Command::split`] leaves once a send has been taken down its own path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command<'a> {
+pub enum Command<'a, S = SendMessages<'a>> {
     /// 1, empty body.
     Ping,
     /// 10, empty body.
@@ -186,7 +194,7 @@ pub enum Command<'a> {
     /// 100.
     PollMessages(PollMessages<'a>),
     /// 101 (op 160).
-    SendMessages(SendMessages<'a>),
+    SendMessages(S),
     /// 102: `[stream Ident][topic Ident][partition_id u32][fsync u8]`.
     FlushUnsavedBuffer {
         stream: Identifier<'a>,

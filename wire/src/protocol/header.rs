@@ -322,7 +322,7 @@ impl EvictionHeader {
     pub fn encode(&self) -> [u8; HEADER_SIZE] {
         let mut header = [0u8; HEADER_SIZE];
         self.cluster.write(&mut header, 32);
-        (HEADER_SIZE as u32).write(&mut header, 48);
+        (HEADER_SIZE as u32).write(&mut header, SIZE_AT);
         HEADER_COMMAND_EVICTION.write(&mut header, COMMAND_AT);
         self.client.write(&mut header, 128);
         self.server_protocol_version.write(&mut header, 144);

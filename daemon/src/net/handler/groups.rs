@@ -7,7 +7,7 @@ use crate::net::context::NetContext;
 use crate::net::session::{Membership, Session};
 use iggyd_metadata::permissions::Principal;
 use iggyd_metadata::{Applied, ConsumerGroup, Ident, MetadataCommand, MetadataView, Topic, groups};
-use iggyd_wire::protocol::command::{Command, GroupRef};
+use iggyd_wire::protocol::command::{Command, GroupRef, NotSend};
 use iggyd_wire::protocol::primitives::Identifier;
 use iggyd_wire::protocol::reply::{
     ConsumerGroupInfo, GroupMember, encode_consumer_group, encode_consumer_group_details,
@@ -308,7 +308,7 @@ pub(crate) async fn sync(
 pub(crate) async fn change(
     request: &mut Request_<'_>,
     principal: &Principal<'_>,
-    command: Command<'_>,
+    command: NotSend<'_>,
 ) -> Handled<Outcome> {
     let view = request.view.clone();
     let (stream, topic) = match &command {

@@ -18,7 +18,7 @@ use iggyd_storage::SharedSlice;
 use iggyd_storage::consumer_offsets::{self, ConsumerKey};
 use iggyd_wire::batch::ValidBatch;
 use iggyd_wire::protocol::codes::Status;
-use iggyd_wire::protocol::command::{Command, OffsetTarget, PollMessages, SendMessages};
+use iggyd_wire::protocol::command::{Command, NotSend, OffsetTarget, PollMessages, SendMessages};
 use iggyd_wire::protocol::header::RequestHeader;
 use iggyd_wire::protocol::primitives::{Consumer, ConsumerKind, Partitioning, partition_for_key};
 use iggyd_wire::protocol::reply::{
@@ -347,7 +347,7 @@ type Allowed<'p> = fn(&Principal<'p>, u32, u32) -> Result<(), MetadataError>;
 pub(crate) async fn partition_command<'p>(
     request: &Request_<'_>,
     principal: &Principal<'p>,
-    command: Command<'_>,
+    command: NotSend<'_>,
 ) -> Handled<Outcome> {
     let (stream, topic, partition_id, allowed): (_, _, _, Allowed<'p>) = match &command {
         Command::FlushUnsavedBuffer {

@@ -36,7 +36,7 @@ use iggyd_metadata::{
 };
 use iggyd_storage::SharedSlice;
 use iggyd_wire::protocol::codes::{EvictionReason, Operation, Status};
-use iggyd_wire::protocol::command::Command;
+use iggyd_wire::protocol::command::{Command, NotSend, Split};
 use iggyd_wire::protocol::header::RequestHeader;
 use iggyd_wire::protocol::primitives::Identifier;
 use iggyd_wire::protocol::reply::{
@@ -261,8 +261,8 @@ pub async fn handle_frame(
     {
         return outcome;
     }
-    match command {
-        Ok(Command::SendMessages(send)) => {
+    match command.map(Command::split) {
+        Ok(Split::Send(send)) => {
             let outcome = match messages::plan_send(context, session, &header, &send, &frame) {
                 Ok(plan) => messages::send_planned(context, session, &header, plan, frame).await,
                 Err(outcome) => outcome,
@@ -270,7 +270,7 @@ pub async fn handle_frame(
             session.settled_at = Some(std::time::Instant::now());
             outcome
         }
-        Ok(command) => {
+        Ok(Split::NotSend(command)) => {
             let reads_reports = matches!(
                 command,
                 Command::GetStream { .. }
@@ -340,12 +340,12 @@ fn elsewhere(
     Some(replier.status(status))
 }
 
-/// Handle one request; the caller writes the outcome.
-pub async fn handle(
+/// Handle one request other than a send; the caller writes the outcome.
+async fn handle(
     context: &Rc<NetContext>,
     session: &mut Session,
     header: &RequestHeader,
-    command: Command<'_>,
+    command: NotSend<'_>,
 ) -> Outcome {
     let commit = session.next_commit();
     let replier = Replier {
@@ -404,10 +404,14 @@ pub async fn handle(
     }
 }
 
+/// Runs a request as its command family's handler. Sends never come here:
+/// they take over the frame's buffer (no copy of the batch), so
+/// `handle_frame` splits them off to `plan_send` / `send_planned`, and a
+/// `NotSend` cannot hold one.
 async fn dispatch(
     request: &mut Request_<'_>,
     principal: &Principal<'_>,
-    command: Command<'_>,
+    command: NotSend<'_>,
 ) -> Handled<Outcome> {
     use Command as C;
     match command {
@@ -435,10 +439,6 @@ async fn dispatch(
             users::change_token(request, command).await
         }
         C::PollMessages(poll) => messages::poll(request, principal, &poll).await,
-        // Sends take over the frame's buffer (no copy of the batch), so
-        // `handle_frame` routes them to `plan_send` / `send_planned`; they
-        // never reach this match.
-        C::SendMessages(_) => Err(HandlerError::Status(Status::InvalidCommand)),
         command @ (C::FlushUnsavedBuffer { .. } | C::DeleteSegments { .. }) => {
             messages::partition_command(request, principal, command).await
         }
@@ -498,7 +498,7 @@ pub(crate) fn member_key(session: &Session) -> MemberKey {
 /// tokens are resolved here, off shard 0), then apply it on shard 0.
 pub(crate) async fn prepare_and_apply(
     request: &mut Request_<'_>,
-    command: &Command<'_>,
+    command: &NotSend<'_>,
 ) -> Handled<(Applied, Arc<MetadataView>, Option<String>)> {
     let user_id = request.session.user_id().unwrap_or(0);
     let prepare_context = PrepareContext {

@@ -19,7 +19,7 @@ use iggyd_metadata::options::as_entries;
 use iggyd_metadata::permissions::Principal;
 use iggyd_metadata::{Applied, Ident, MetadataView, PartitionRef, Stream, Topic};
 use iggyd_wire::protocol::codes::Status;
-use iggyd_wire::protocol::command::Command;
+use iggyd_wire::protocol::command::{Command, NotSend};
 use iggyd_wire::protocol::options::OptionEntry;
 use iggyd_wire::protocol::primitives::Identifier;
 use iggyd_wire::protocol::reply::{
@@ -330,7 +330,7 @@ async fn refresh_settings(
 pub(crate) async fn change(
     request: &mut Request_<'_>,
     principal: &Principal<'_>,
-    command: Command<'_>,
+    command: NotSend<'_>,
 ) -> Handled<Outcome> {
     match &command {
         Command::CreateStream { .. } => principal.create_stream()?,
@@ -408,7 +408,7 @@ pub(crate) async fn change(
 pub(crate) async fn purge(
     request: &Request_<'_>,
     principal: &Principal<'_>,
-    command: Command<'_>,
+    command: NotSend<'_>,
 ) -> Handled<Outcome> {
     let (stream, topics): (&Stream, Vec<&Topic>) = match command {
         Command::PurgeStream { stream } => {

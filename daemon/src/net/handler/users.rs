@@ -12,7 +12,7 @@ use crate::net::session::{Login, Session};
 use iggyd_metadata::permissions::Principal;
 use iggyd_metadata::{Applied, Ident, MetadataError, MetadataView};
 use iggyd_wire::protocol::codes::{EvictionReason, Status};
-use iggyd_wire::protocol::command::{Command, Register};
+use iggyd_wire::protocol::command::{Command, NotSend, Register};
 use iggyd_wire::protocol::header::RequestHeader;
 use iggyd_wire::protocol::limits::PROTOCOL_VERSION;
 use iggyd_wire::protocol::options::OptionEntry;
@@ -249,7 +249,7 @@ pub(crate) fn get_users(request: &mut Request_<'_>, principal: &Principal<'_>) -
 pub(crate) async fn change_user(
     request: &mut Request_<'_>,
     principal: &Principal<'_>,
-    command: Command<'_>,
+    command: NotSend<'_>,
 ) -> Handled<Outcome> {
     match &command {
         Command::ChangePassword { user, .. } => {
@@ -288,7 +288,7 @@ pub(crate) fn get_tokens(request: &mut Request_<'_>) -> Handled<Outcome> {
 /// Tokens are always the caller's own: a login is the only permission.
 pub(crate) async fn change_token(
     request: &mut Request_<'_>,
-    command: Command<'_>,
+    command: NotSend<'_>,
 ) -> Handled<Outcome> {
     let (_, _, token) = prepare_and_apply(request, &command).await?;
     match token {
