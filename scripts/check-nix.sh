@@ -65,6 +65,8 @@ eval_module '{ openFirewall = true; settings = { tcp.address = "0.0.0.0:9090"; s
 eval_module '{ tls = { certificateFile = "/etc/pki/iggyd/fullchain.pem"; keyFile = "/etc/pki/iggyd/privkey.pem"; clientCaFile = "/etc/pki/iggyd/clients.pem"; }; }' >"$scratch/tls.json"
 
 iggyd_bin=${IGGYD_BIN:-${CARGO_TARGET_DIR:-target}/debug/iggyd}
+# The daemon reads every IGGYD_* variable as a configuration key.
+unset IGGYD_BIN
 python3 - "$scratch" systemd/iggyd.service "$iggyd_bin" <<'PY'
 import json, os, re, subprocess, sys
 scratch, unit_path, iggyd = sys.argv[1:]

@@ -34,6 +34,8 @@ fi
 systemd-analyze --version | head -n1
 
 bin=${IGGYD_BIN:-}
+# The daemon reads every IGGYD_* variable as a configuration key.
+unset IGGYD_BIN
 if [ -z "$bin" ]; then
   bin=${CARGO_TARGET_DIR:-target}/debug/iggyd
   if [ ! -x "$bin" ]; then

@@ -79,7 +79,8 @@ def main():
         return cond
 
     def env_for(credentials):
-        env = dict(os.environ)
+        # Every IGGYD_* variable would be read as a configuration key.
+        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("IGGYD_")}
         env.pop("CREDENTIALS_DIRECTORY", None)
         if credentials:
             env["CREDENTIALS_DIRECTORY"] = credentials
@@ -132,9 +133,10 @@ def main():
             exited = [(name, home, p.returncode) for name, _, home, p in started if p.poll() is not None]
             if exited:
                 for name, home, code in exited:
-                    tail = open(os.path.join(home, "stderr.log")).read().strip().splitlines()[-3:]
+                    lines = open(os.path.join(home, "stderr.log")).read().strip().splitlines()
+                    errors = [line for line in lines if " ERROR " in line]
                     check(False, f"{name}'s node exited ({code}) before the cluster formed: "
-                                 + " | ".join(tail))
+                                 + ((errors or lines or ["no output"])[-1]))
                 break
             status = subprocess.run([iggyd, "--config", first[1], "cluster", "status"],
                                     capture_output=True, text=True)
