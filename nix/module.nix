@@ -9,8 +9,63 @@
 # The unit is the one in systemd/iggyd.service (notify, watchdog, hardening to
 # an exposure of about 1.2), with the Nix store paths. `tls.*` passes a
 # certificate and key as systemd credentials (LoadCredential=) and points
-# settings.tcp.tls at them; every other key ([limits] included) goes through
-# `settings`.
+# settings.tcp.tls at them; `cluster.*` does the same for the node-to-node
+# TLS files (settings.cluster.tls); every other key ([limits] and the rest of
+# [cluster] included) goes through `settings`.
+#
+# A 3-node cluster: three hosts, the same `services.iggyd` on each but for
+# settings.cluster.node_id and the TLS files. Every node's certificate is
+# issued by the cluster's CA and names the DNS name node-<id>.<cluster name>
+# (packaging/examples/cluster/README.md says how to make them). Start the
+# three in any order; they elect a leader once two of them run.
+# scripts/check-nix.sh evaluates `iggydNode` below, so keep it in this form.
+#
+#   # flake.nix of the three hosts
+#   {
+#     inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
+#     inputs.iggyd.url = "github:iggyd/iggyd";
+#     outputs = { nixpkgs, iggyd, ... }:
+#       let
+#         # BEGIN iggydNode
+#         iggydNode = id: {
+#           services.iggyd = {
+#             enable = true;
+#             openFirewall = true;  # 8090 (clients) and this node's 8091 (replication)
+#             settings = {
+#               tcp.address = "0.0.0.0:8090";
+#               cluster = {
+#                 enabled = true;
+#                 name = "orders";
+#                 node_id = id;
+#                 nodes = [
+#                   { id = 1; address = "10.0.0.1:8090"; replication_address = "10.0.0.1:8091"; }
+#                   { id = 2; address = "10.0.0.2:8090"; replication_address = "10.0.0.2:8091"; }
+#                   { id = 3; address = "10.0.0.3:8090"; replication_address = "10.0.0.3:8091"; }
+#                 ];
+#               };
+#             };
+#             # Outside the Nix store (strings, not paths), readable by root only.
+#             cluster = {
+#               caFile = "/etc/iggyd/cluster/ca.pem";
+#               certificateFile = "/etc/iggyd/cluster/node-${toString id}.pem";  # SAN node-<id>.orders
+#               keyFile = "/etc/iggyd/cluster/node-${toString id}.key";
+#             };
+#           };
+#           # The root user's password, the same on every node (each node
+#           # creates the root user at start), kept out of the Nix store:
+#           # the file holds IGGY_ROOT_PASSWORD=...
+#           systemd.services.iggyd.serviceConfig.EnvironmentFile = "/etc/iggyd/root.env";
+#         };
+#         # END iggydNode
+#         host = id: nixpkgs.lib.nixosSystem {
+#           system = "x86_64-linux";
+#           modules = [ iggyd.nixosModules.default (iggydNode id) ./hosts/iggyd-${toString id}.nix ];
+#         };
+#       in
+#       {
+#         nixosConfigurations = { iggyd-1 = host 1; iggyd-2 = host 2; iggyd-3 = host 3; };
+#       };
+#   }
 {
   config,
   lib,
@@ -23,12 +78,24 @@ let
   inherit (lib) mkOption types;
   settingsFormat = pkgs.formats.toml { };
   tlsEnabled = cfg.tls.certificateFile != null;
+  # [cluster] as the daemon reads it (its defaults: off, node 1, no nodes).
+  clusterSettings = cfg.settings.cluster or { };
+  clusterEnabled = clusterSettings.enabled or false;
+  nodeId = clusterSettings.node_id or 1;
+  thisNode = lib.findFirst (node: (node.id or null) == nodeId) null (clusterSettings.nodes or [ ]);
+  clusterTlsSet = key: (clusterSettings.tls or { }).${key} or "" != "";
   # The credentials' names inside $CREDENTIALS_DIRECTORY.
-  credentials = [
-    "tls.crt:${toString cfg.tls.certificateFile}"
-    "tls.key:${toString cfg.tls.keyFile}"
-  ]
-  ++ lib.optional (cfg.tls.clientCaFile != null) "tls-clients-ca.pem:${cfg.tls.clientCaFile}";
+  credentials =
+    lib.optionals tlsEnabled [
+      "tls.crt:${toString cfg.tls.certificateFile}"
+      "tls.key:${toString cfg.tls.keyFile}"
+    ]
+    ++ lib.optional (tlsEnabled && cfg.tls.clientCaFile != null) "tls-clients-ca.pem:${cfg.tls.clientCaFile}"
+    ++ lib.optional (cfg.cluster.caFile != null) "cluster-ca.pem:${cfg.cluster.caFile}"
+    ++ lib.optionals (cfg.cluster.certificateFile != null) [
+      "cluster.crt:${cfg.cluster.certificateFile}"
+      "cluster.key:${toString cfg.cluster.keyFile}"
+    ];
   tlsSettings = lib.optionalAttrs tlsEnabled {
     tcp.tls = {
       enabled = true;
@@ -39,9 +106,24 @@ let
       client_ca_file = "$CREDENTIALS_DIRECTORY/tls-clients-ca.pem";
     };
   };
-  configFile = settingsFormat.generate "iggyd.toml" (lib.recursiveUpdate cfg.settings tlsSettings);
+  clusterTlsSettings =
+    lib.optionalAttrs (cfg.cluster.caFile != null) { ca_file = "$CREDENTIALS_DIRECTORY/cluster-ca.pem"; }
+    // lib.optionalAttrs (cfg.cluster.certificateFile != null) {
+      cert_file = "$CREDENTIALS_DIRECTORY/cluster.crt";
+      key_file = "$CREDENTIALS_DIRECTORY/cluster.key";
+    };
+  configFile = settingsFormat.generate "iggyd.toml" (
+    lib.recursiveUpdate cfg.settings (
+      tlsSettings // lib.optionalAttrs (clusterTlsSettings != { }) { cluster.tls = clusterTlsSettings; }
+    )
+  );
   # "127.0.0.1:8090" / "[::]:8090" -> 8090
-  port = lib.toInt (lib.last (lib.splitString ":" cfg.settings.tcp.address));
+  portOf = address: lib.toInt (lib.last (lib.splitString ":" address));
+  port = portOf cfg.settings.tcp.address;
+  # This node's replication listener, when it runs one.
+  replicationPorts = lib.optional (clusterEnabled && thisNode != null && thisNode ? replication_address) (
+    portOf thisNode.replication_address
+  );
   stateDir = "/var/lib/iggyd";
   table =
     description: options:
@@ -122,9 +204,10 @@ in
       '';
       description = ''
         Contents of iggyd.toml. Every key and its default is documented in
-        packaging/iggyd.toml, [tcp.tls] and [limits] included (use
-        `services.iggyd.tls` to pass the certificate and key as systemd
-        credentials); unknown keys stop the daemon (exit 78).
+        packaging/iggyd.toml, [tcp.tls], [limits] and [cluster] included (use
+        `services.iggyd.tls` and `services.iggyd.cluster` to pass the
+        certificates and keys as systemd credentials); unknown keys stop the
+        daemon (exit 78).
       '';
     };
 
@@ -154,10 +237,47 @@ in
       };
     };
 
+    cluster = {
+      caFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "/etc/iggyd/cluster/ca.pem";
+        description = ''
+          PEM CA certificates that issued every node's certificate, for the
+          node-to-node mutual TLS of a cluster (settings.cluster.enabled). A
+          path as a string, outside the Nix store, passed as a systemd
+          credential (LoadCredential=) like `tls.*`; settings.cluster.tls
+          points at the copy. Files are read at start: a new one takes a
+          restart.
+        '';
+      };
+      certificateFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "/etc/iggyd/cluster/node-1.pem";
+        description = ''
+          PEM certificate chain of this node (leaf first), issued by
+          `caFile`'s CA for serverAuth and clientAuth, with the DNS name
+          `node-<settings.cluster.node_id>.<settings.cluster.name>` among its
+          subject alternative names. Passed like `caFile`.
+        '';
+      };
+      keyFile = mkOption {
+        type = types.nullOr types.str;
+        default = null;
+        example = "/etc/iggyd/cluster/node-1.key";
+        description = "PEM private key of `certificateFile` (PKCS#8, PKCS#1 or SEC1), passed like `caFile`.";
+      };
+    };
+
     openFirewall = mkOption {
       type = types.bool;
       default = false;
-      description = "Open the TCP port of `settings.tcp.address` in the firewall.";
+      description = ''
+        Open the TCP port of `settings.tcp.address` in the firewall and, when
+        settings.cluster.enabled, the port of this node's
+        `replication_address` (its `settings.cluster.nodes` entry).
+      '';
     };
   };
 
@@ -166,6 +286,22 @@ in
       {
         assertion = (cfg.tls.certificateFile == null) == (cfg.tls.keyFile == null);
         message = "services.iggyd.tls: certificateFile and keyFile go together.";
+      }
+      {
+        assertion = (cfg.cluster.certificateFile == null) == (cfg.cluster.keyFile == null);
+        message = "services.iggyd.cluster: certificateFile and keyFile go together.";
+      }
+      {
+        assertion =
+          !clusterEnabled
+          || (cfg.cluster.caFile != null || clusterTlsSet "ca_file")
+            && (cfg.cluster.certificateFile != null || clusterTlsSet "cert_file")
+            && (cfg.cluster.keyFile != null || clusterTlsSet "key_file");
+        message = "services.iggyd.cluster: settings.cluster.enabled needs caFile, certificateFile and keyFile (the nodes' mutual TLS).";
+      }
+      {
+        assertion = !clusterEnabled || thisNode != null;
+        message = "services.iggyd.settings.cluster: node_id ${toString nodeId} is not the id of one of settings.cluster.nodes (every node lists itself).";
       }
     ];
 
@@ -182,7 +318,7 @@ in
     environment.systemPackages = [ cfg.package ];
     environment.etc."iggyd/iggyd.toml".source = configFile;
 
-    networking.firewall.allowedTCPPorts = lib.optionals cfg.openFirewall [ port ];
+    networking.firewall.allowedTCPPorts = lib.optionals cfg.openFirewall (lib.unique ([ port ] ++ replicationPorts));
 
     systemd.services.iggyd = {
       description = "iggyd message-streaming daemon (Apache Iggy protocol)";
@@ -228,7 +364,7 @@ in
 
         LimitNOFILE = 1048576;
       }
-      // lib.optionalAttrs tlsEnabled {
+      // lib.optionalAttrs (credentials != [ ]) {
         LoadCredential = credentials;
       }
       // {

@@ -7,7 +7,17 @@
 #      values, store paths aside), scores <= 1.7 in systemd-analyze security,
 #      opens the firewall port only when asked, and its settings are a
 #      configuration iggyd accepts;
-#   3. the flake's outputs have the right shape:
+#   3. services.iggyd.cluster: the module header's 3-node example evaluated
+#      for each node (LoadCredential= carries the three cluster files,
+#      settings.cluster.tls points at them, the nodes differ only in
+#      node_id), openFirewall opens this node's replication port too and
+#      only when set, the assertions catch missing TLS files, a certificate
+#      without its key and a node_id not among the nodes; with an iggyd
+#      binary, certificates from the cluster-certs example are loaded as
+#      systemd would (one credentials directory per node), each node's
+#      iggyd.toml passes `iggyd config` and the three nodes, started on
+#      loopback, elect leaders (scripts/cluster-configs-check.py);
+#   4. the flake's outputs have the right shape:
 #      nix flake check --no-build --override-input nixpkgs path:nix/stub
 # The full check (build + NixOS VM test) needs network: see packaging/README.md.
 set -euo pipefail
@@ -55,6 +65,8 @@ eval_module '{ openFirewall = true; settings = { tcp.address = "0.0.0.0:9090"; s
 eval_module '{ tls = { certificateFile = "/etc/pki/iggyd/fullchain.pem"; keyFile = "/etc/pki/iggyd/privkey.pem"; clientCaFile = "/etc/pki/iggyd/clients.pem"; }; }' >"$scratch/tls.json"
 
 iggyd_bin=${IGGYD_BIN:-${CARGO_TARGET_DIR:-target}/debug/iggyd}
+# The daemon reads every IGGYD_* variable as a configuration key.
+unset IGGYD_BIN
 python3 - "$scratch" systemd/iggyd.service "$iggyd_bin" <<'PY'
 import json, os, re, subprocess, sys
 scratch, unit_path, iggyd = sys.argv[1:]
@@ -145,6 +157,127 @@ else:
     print(f"skip: no iggyd binary at {iggyd} to validate the settings")
 sys.exit(1 if failures else 0)
 PY
+
+log "nix/module.nix: services.iggyd.cluster and its 3-node example"
+# The header's example (between BEGIN/END iggydNode), uncommented and
+# evaluated for each node as written.
+{
+  echo "let"
+  sed -n '/# BEGIN iggydNode/,/# END iggydNode/p' nix/module.nix | sed -e '1d' -e '$d' -e 's/^#   //'
+  echo "in iggydNode"
+} >"$scratch/example.nix"
+for id in 1 2 3; do
+  eval_module "((import $scratch/example.nix) $id).services.iggyd" >"$scratch/node-$id.json" ||
+    die "the module's cluster example does not evaluate for node $id"
+done
+# Node 2 of a cluster whose nodes replicate on different ports, with the
+# firewall opened or not, and the cluster off; then the mistakes the
+# assertions catch, and the TLS files given through settings instead.
+nodes='[ { id = 1; address = "10.0.0.1:9090"; replication_address = "10.0.0.1:9101"; } { id = 2; address = "10.0.0.2:9090"; replication_address = "10.0.0.2:9102"; } { id = 3; address = "10.0.0.3:9090"; replication_address = "10.0.0.3:9103"; } ]'
+files='cluster = { caFile = "/etc/pki/c/ca.pem"; certificateFile = "/etc/pki/c/n.pem"; keyFile = "/etc/pki/c/n.key"; };'
+eval_module "{ openFirewall = true; settings.tcp.address = \"0.0.0.0:9090\"; settings.cluster = { enabled = true; node_id = 2; nodes = $nodes; }; $files }" >"$scratch/cluster-open.json"
+eval_module "{ settings.tcp.address = \"0.0.0.0:9090\"; settings.cluster = { enabled = true; node_id = 2; nodes = $nodes; }; $files }" >"$scratch/cluster-closed.json"
+eval_module "{ openFirewall = true; settings.tcp.address = \"0.0.0.0:9090\"; settings.cluster = { enabled = false; node_id = 2; nodes = $nodes; }; }" >"$scratch/cluster-off.json"
+eval_module "{ settings.cluster = { enabled = true; nodes = $nodes; }; }" >"$scratch/no-files.json"
+eval_module "{ settings.cluster = { enabled = true; nodes = $nodes; }; cluster = { caFile = \"/c\"; certificateFile = \"/n.pem\"; }; }" >"$scratch/no-key.json"
+eval_module "{ settings.cluster = { enabled = true; node_id = 4; nodes = $nodes; }; $files }" >"$scratch/not-listed.json"
+eval_module "{ settings.cluster = { enabled = true; nodes = $nodes; tls = { ca_file = \"/c\"; cert_file = \"/n.pem\"; key_file = \"/n.key\"; }; }; }" >"$scratch/settings-files.json"
+
+python3 - "$scratch" <<'PY'
+import json, sys
+scratch = sys.argv[1]
+load = lambda name: json.load(open(f"{scratch}/{name}.json"))
+failures = []
+def check(cond, what):
+    print(("ok:   " if cond else "FAIL: ") + what)
+    if not cond:
+        failures.append(what)
+
+nodes = {n: load(f"node-{n}") for n in (1, 2, 3)}
+for n, node in nodes.items():
+    creds = node["service"]["serviceConfig"].get("LoadCredential")
+    check(creds == [f"cluster-ca.pem:/etc/iggyd/cluster/ca.pem", f"cluster.crt:/etc/iggyd/cluster/node-{n}.pem",
+                    f"cluster.key:/etc/iggyd/cluster/node-{n}.key"],
+          f"example node {n}: LoadCredential= carries the CA, its certificate and key: {creds}")
+    check(node["rendered"]["cluster"]["tls"] == {"ca_file": "$CREDENTIALS_DIRECTORY/cluster-ca.pem",
+          "cert_file": "$CREDENTIALS_DIRECTORY/cluster.crt", "key_file": "$CREDENTIALS_DIRECTORY/cluster.key"},
+          f"example node {n}: cluster.tls points at the credentials")
+    check(node["rendered"]["cluster"]["node_id"] == n, f"example node {n}: node_id = {n}")
+    check(node["failedAssertions"] == [], f"example node {n}: no assertion fails {node['failedAssertions']}")
+    check(node["firewall"] == [8090, 8091], f"example node {n}: openFirewall opens 8090 and 8091: {node['firewall']}")
+    same = lambda r: {**r, "cluster": {k: v for k, v in r["cluster"].items() if k != "node_id"}}
+    check(same(node["rendered"]) == same(nodes[1]["rendered"]), f"example node {n}: iggyd.toml is node 1's but for node_id")
+
+open_, closed, off = load("cluster-open"), load("cluster-closed"), load("cluster-off")
+check(open_["firewall"] == [9090, 9102], f"openFirewall opens the client port and this node's replication port: {open_['firewall']}")
+check(closed["firewall"] == [], f"no openFirewall, no port: {closed['firewall']}")
+check(off["firewall"] == [9090], f"cluster off: only the client port: {off['firewall']}")
+check(closed["service"]["serviceConfig"]["LoadCredential"] == [
+      "cluster-ca.pem:/etc/pki/c/ca.pem", "cluster.crt:/etc/pki/c/n.pem", "cluster.key:/etc/pki/c/n.key"],
+      "cluster.* become LoadCredential= lines")
+def fails(name, words):
+    messages = load(name)["failedAssertions"]
+    check(any(words in m for m in messages), f"{name}: an assertion says {words!r}: {messages}")
+fails("no-files", "needs caFile, certificateFile and keyFile")
+fails("no-key", "cluster: certificateFile and keyFile go together")
+fails("not-listed", "node_id 4 is not the id of one of settings.cluster.nodes")
+check(load("settings-files")["failedAssertions"] == [], "the TLS files may come through settings.cluster.tls instead")
+check(closed["failedAssertions"] == [] and off["failedAssertions"] == [], "a complete node passes the assertions")
+sys.exit(1 if failures else 0)
+PY
+
+# The example's three nodes, as systemd would run them: certificates made by
+# the cluster-certs example into the paths LoadCredential= names, copied into
+# a credentials directory per node; each iggyd.toml through `iggyd config`
+# (with the credential paths as written and substituted), then the three
+# started on loopback until they elect leaders (scripts/cluster-configs-check.py).
+if [ -x "$iggyd_bin" ]; then
+  certs=$scratch/cluster-certs
+  cargo run -q --locked -p iggyd-peer --example cluster-certs -- orders "$certs" 1 2 3 >/dev/null ||
+    die "cluster-certs failed"
+  python3 - "$scratch" "$certs" "$iggyd_bin" <<'PY'
+import json, os, shutil, subprocess, sys
+scratch, certs, iggyd = sys.argv[1:]
+failures = []
+def check(cond, what):
+    print(("ok:   " if cond else "FAIL: ") + what)
+    if not cond:
+        failures.append(what)
+def value(v):
+    if isinstance(v, bool): return "true" if v else "false"
+    if isinstance(v, list): return "[" + ", ".join(value(x) for x in v) + "]"
+    if isinstance(v, dict): return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
+    return json.dumps(v)
+def toml(settings, prefix=""):
+    lines = [f"{k} = {value(v)}" for k, v in settings.items() if not isinstance(v, dict)]
+    for k, v in settings.items():
+        if isinstance(v, dict):
+            lines += [f"\n[{prefix}{k}]", toml(v, f"{prefix}{k}.")]
+    return "\n".join(lines) + "\n"
+args = []
+for n in (1, 2, 3):
+    node = json.load(open(f"{scratch}/node-{n}.json"))
+    credentials = f"{scratch}/credentials-{n}"
+    os.mkdir(credentials)
+    for line in node["service"]["serviceConfig"]["LoadCredential"]:
+        name, _, path = line.partition(":")
+        shutil.copy(path.replace("/etc/iggyd/cluster/", certs + "/"), f"{credentials}/{name}")
+    rendered = node["rendered"]
+    as_written = f"{scratch}/node-{n}.toml"
+    open(as_written, "w").write(toml(rendered))
+    substituted = f"{scratch}/node-{n}-substituted.toml"
+    open(substituted, "w").write(toml(rendered).replace("$CREDENTIALS_DIRECTORY/", credentials + "/"))
+    run = subprocess.run([iggyd, "--config", substituted, "config"], capture_output=True, text=True)
+    check(run.returncode == 0, f"iggyd config accepts example node {n}'s iggyd.toml, credential paths substituted"
+          + (f": {run.stderr.strip()}" if run.returncode else ""))
+    args.append(f"{as_written}:{credentials}")
+run = subprocess.run([sys.executable, "scripts/cluster-configs-check.py", iggyd, *args])
+check(run.returncode == 0, "the example's three nodes form a cluster with their credentials")
+sys.exit(1 if failures else 0)
+PY
+else
+  echo "skip: no iggyd binary at $iggyd_bin to start the cluster example"
+fi
 
 log "nix flake check --no-build with the stub nixpkgs"
 # Flakes see only files known to git: check a copy of the tree in a fresh repo.

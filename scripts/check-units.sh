@@ -7,7 +7,12 @@
 #   - the system call filter still allows what the shards need (pinning, NUMA
 #     binding, io_uring), by expanding the groups with systemd-analyze;
 #   - sysusers.d and tmpfiles.d files apply cleanly to a scratch root;
-#   - packaging/iggyd.toml passes `iggyd --config packaging/iggyd.toml config`.
+#   - packaging/iggyd.toml passes `iggyd --config packaging/iggyd.toml config`;
+#   - packaging/examples/cluster/: the three nodes' files differ only in
+#     cluster.node_id and the node's certificate and key, and with
+#     certificates made by its README's OpenSSL recipe (run as written) each
+#     passes `iggyd config` and the three form a cluster on loopback
+#     (scripts/cluster-configs-check.py).
 #
 # Usage: scripts/check-units.sh            (builds target/debug/iggyd when missing)
 #        IGGYD_BIN=path/to/iggyd scripts/check-units.sh
@@ -29,6 +34,8 @@ fi
 systemd-analyze --version | head -n1
 
 bin=${IGGYD_BIN:-}
+# The daemon reads every IGGYD_* variable as a configuration key.
+unset IGGYD_BIN
 if [ -z "$bin" ]; then
   bin=${CARGO_TARGET_DIR:-target}/debug/iggyd
   if [ ! -x "$bin" ]; then
@@ -126,5 +133,46 @@ for want in 'data_dir = "/var/lib/iggyd"' 'socket = "/run/iggyd/iggyd.sock"' 'di
   grep -qxF "$want" "$scratch/effective.toml" || die "effective config lacks: $want"
 done
 echo "ok: accepted, packaged paths in effect"
+
+log "packaging/examples/cluster"
+examples=packaging/examples/cluster
+python3 - "$examples" <<'PY' || die "the cluster examples disagree (they may differ only in node_id and the node's certificate and key)"
+import copy, sys, tomllib
+examples = sys.argv[1]
+configs = {n: tomllib.load(open(f"{examples}/node-{n}.toml", "rb")) for n in (1, 2, 3)}
+def common(config):
+    config = copy.deepcopy(config)
+    del config["cluster"]["node_id"]
+    del config["cluster"]["tls"]["cert_file"]
+    del config["cluster"]["tls"]["key_file"]
+    return config
+failed = False
+for n, config in configs.items():
+    cluster = config["cluster"]
+    ok = (cluster["node_id"] == n and common(config) == common(configs[1])
+          and cluster["tls"]["cert_file"] == f"/etc/iggyd/tls/node-{n}.pem"
+          and cluster["tls"]["key_file"] == f"/etc/iggyd/tls/node-{n}.key"
+          and [node["id"] for node in cluster["nodes"]] == [1, 2, 3])
+    print(("ok:   " if ok else "FAIL: ") + f"node-{n}.toml is node {n}, like the others but for node_id and its certificate and key")
+    failed |= not ok
+sys.exit(1 if failed else 0)
+PY
+# The README's OpenSSL recipe, as written, in a scratch directory.
+certs=$scratch/cluster-certs
+mkdir "$certs"
+awk '/^With OpenSSL/ { found = 1 } found && /^```sh$/ { inside = 1; next } inside && /^```$/ { exit } inside' \
+  "$examples/README.md" >"$certs/recipe.sh"
+[ -s "$certs/recipe.sh" ] || die "no OpenSSL recipe in $examples/README.md"
+(cd "$certs" && bash -euo pipefail recipe.sh >recipe.log 2>&1) ||
+  die "the README's OpenSSL recipe failed: $(cat "$certs/recipe.log")"
+echo "ok: the README's OpenSSL recipe made $(cd "$certs" && echo cluster-ca.pem node-?.pem)"
+nodes=()
+for file in "$examples"/node-*.toml; do
+  sed "s|/etc/iggyd/tls/|$certs/|" "$file" >"$scratch/$(basename "$file")"
+  nodes+=("$scratch/$(basename "$file")")
+done
+[ "${#nodes[@]}" -eq 3 ] || die "expected node-1.toml to node-3.toml in $examples"
+python3 scripts/cluster-configs-check.py "$bin" "${nodes[@]}" ||
+  die "the cluster examples do not work with the README's certificates"
 
 printf '\nall unit checks passed (exposure %s)\n' "$score"

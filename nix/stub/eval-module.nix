@@ -1,13 +1,13 @@
 # Evaluates nix/module.nix with the stub lib and pkgs (no nixpkgs needed) for
-# `services.iggyd.enable = true` plus the given settings (and `tls` files),
-# and returns what the checks look at: the systemd service, users, firewall
-# ports, the settings and the configuration file rendered from them.
+# `services.iggyd.enable = true` plus the given options (settings, tls,
+# cluster, openFirewall: any `services.iggyd` attributes), and returns what
+# the checks look at: the systemd service, users, firewall ports, the
+# settings, the configuration file rendered from them and the messages of
+# the assertions that fail.
 {
-  settings ? { },
-  tls ? { },
-  openFirewall ? false,
   system ? "x86_64-linux",
-}:
+  ...
+}@args:
 let
   lib = import ./lib.nix;
   pkgs = import ./pkgs.nix { inherit system; };
@@ -25,10 +25,7 @@ let
       config = throw "options must not depend on config";
       inherit lib pkgs;
     }).options.services.iggyd;
-  cfg = lib.recursiveUpdate (defaultsOf options) {
-    enable = true;
-    inherit settings tls openFirewall;
-  };
+  cfg = lib.recursiveUpdate (defaultsOf options) (builtins.removeAttrs args [ "system" ] // { enable = true; });
   result = module {
     config.services.iggyd = cfg;
     inherit lib pkgs;
@@ -51,6 +48,7 @@ in
   groups = builtins.attrNames config.users.groups;
   firewall = config.networking.firewall.allowedTCPPorts;
   etc = builtins.attrNames config.environment.etc;
+  failedAssertions = map (a: a.message) (builtins.filter (a: !a.assertion) config.assertions);
   # The stub's TOML format writes JSON: the file as the daemon would read it.
   rendered = builtins.fromJSON (builtins.readFile config.environment.etc."iggyd/iggyd.toml".source);
 }

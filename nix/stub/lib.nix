@@ -9,6 +9,13 @@ let
     optional = cond: x: if cond then [ x ] else [ ];
     optionalAttrs = cond: attrs: if cond then attrs else { };
     inherit (builtins) filter;
+    findFirst =
+      pred: default: list:
+      let
+        found = builtins.filter pred list;
+      in
+      if found == [ ] then default else builtins.head found;
+    unique = builtins.foldl' (acc: x: if builtins.elem x acc then acc else acc ++ [ x ]) [ ];
     hasPrefix = prefix: s: builtins.substring 0 (builtins.stringLength prefix) s == prefix;
     last = list: builtins.elemAt list (builtins.length list - 1);
     splitString =

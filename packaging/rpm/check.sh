@@ -47,6 +47,10 @@ expected=(
   "-rw-r--r-- root root */doc/iggyd*/README.md"
   "-rw-r--r-- root root */doc/iggyd*/README.packaging.md"
   "-rw-r--r-- root root */doc/iggyd*/ARCHITECTURE.md"
+  "-rw-r--r-- root root */doc/iggyd*/examples/cluster/README.md"
+  "-rw-r--r-- root root */doc/iggyd*/examples/cluster/node-1.toml"
+  "-rw-r--r-- root root */doc/iggyd*/examples/cluster/node-2.toml"
+  "-rw-r--r-- root root */doc/iggyd*/examples/cluster/node-3.toml"
 )
 log "expected files and modes"
 table=$(printf '%s\n' "$listing" | awk '{ print $1, $3, $4, $NF }')

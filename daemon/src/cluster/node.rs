@@ -203,9 +203,10 @@ const LEADER_SILENT_HEARTBEATS: u32 = 3;
 const MAX_PAYLOAD_ENTRIES: u64 = 16;
 
 impl NodeSetup {
-    /// `[cluster]` made ready: the certificates read and checked (a
-    /// relative file is looked up in `credentials`, systemd's
-    /// `$CREDENTIALS_DIRECTORY`, when set), the Raft timing validated.
+    /// `[cluster]` made ready: the certificates read and checked (a file
+    /// named `$CREDENTIALS_DIRECTORY/NAME` is read from `credentials`,
+    /// systemd's credentials directory, as for `[tcp.tls]`), the Raft
+    /// timing validated.
     pub fn prepare(
         config: &ClusterConfig,
         shards: usize,
@@ -215,10 +216,8 @@ impl NodeSetup {
             let file = file
                 .as_ref()
                 .ok_or_else(|| format!("cluster.tls.{key} is not set"))?;
-            let path = match credentials {
-                Some(dir) if file.is_relative() => dir.join(file),
-                _ => file.clone(),
-            };
+            let path = crate::net::tls::resolve(file, credentials)
+                .map_err(|error| format!("cluster.tls.{key}: {error}"))?;
             std::fs::read(&path).map_err(|error| {
                 format!("cluster.tls.{key}: cannot read {}: {error}", path.display())
             })
@@ -487,5 +486,67 @@ impl Transport for PeerTransport {
                 | PeerError::TimedOut { .. }
                 | PeerError::Failed { .. } => TransportError::Failed(error.to_string()),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ClusterNode, ClusterTlsConfig};
+    use iggyd_peer::ClusterCerts;
+    use std::path::PathBuf;
+
+    fn one_node(tls: ClusterTlsConfig) -> ClusterConfig {
+        ClusterConfig {
+            enabled: true,
+            name: "demo".to_string(),
+            node_id: 1,
+            join: false,
+            nodes: vec![ClusterNode {
+                id: 1,
+                name: "node-1".to_string(),
+                address: "127.0.0.1:8090".parse().unwrap(),
+                replication_address: "127.0.0.1:8091".parse().unwrap(),
+            }],
+            election_timeout: Duration::from_secs(1),
+            heartbeat_interval: Duration::from_millis(200),
+            allow_even_voters: false,
+            tls,
+        }
+    }
+
+    // Proves the node reads `[cluster.tls]` files named
+    // `$CREDENTIALS_DIRECTORY/NAME` from systemd's credentials directory
+    // (what the NixOS module and packaging/README.md configure), and names
+    // the key when that directory is not set.
+    #[test]
+    fn tls_files_from_the_credentials_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        ClusterCerts::generate("demo", &[1])
+            .unwrap()
+            .write_to(dir.path())
+            .unwrap();
+        let credential = |name: &str| Some(PathBuf::from(format!("$CREDENTIALS_DIRECTORY/{name}")));
+        let config = one_node(ClusterTlsConfig {
+            ca_file: credential("ca.pem"),
+            cert_file: credential("node-1.pem"),
+            key_file: credential("node-1.key"),
+        });
+        let setup = NodeSetup::prepare(&config, 1, Some(dir.path())).unwrap();
+        assert_eq!(
+            setup.replication_address,
+            config.nodes[0].replication_address
+        );
+        let error = NodeSetup::prepare(&config, 1, None).unwrap_err();
+        assert!(
+            error.starts_with("cluster.tls.ca_file: CREDENTIALS_DIRECTORY is not set"),
+            "{error}"
+        );
+        let absolute = one_node(ClusterTlsConfig {
+            ca_file: Some(ClusterCerts::ca_file(dir.path())),
+            cert_file: Some(ClusterCerts::cert_file(dir.path(), 1)),
+            key_file: Some(ClusterCerts::key_file(dir.path(), 1)),
+        });
+        NodeSetup::prepare(&absolute, 1, Some(Path::new("/nonexistent"))).unwrap();
     }
 }
