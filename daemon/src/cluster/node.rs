@@ -216,7 +216,7 @@ impl NodeSetup {
             let file = file
                 .as_ref()
                 .ok_or_else(|| format!("cluster.tls.{key} is not set"))?;
-            let path = crate::net::tls::resolve(file, credentials)
+            let path = crate::config::resolve_credential(file, credentials)
                 .map_err(|error| format!("cluster.tls.{key}: {error}"))?;
             std::fs::read(&path).map_err(|error| {
                 format!("cluster.tls.{key}: cannot read {}: {error}", path.display())

@@ -492,6 +492,29 @@ impl Config {
     }
 }
 
+/// The path a configured file ([tcp.tls], [cluster.tls]) is read from: `$CREDENTIALS_DIRECTORY/NAME`
+/// (or `${CREDENTIALS_DIRECTORY}/NAME`) under `credentials`, else as given.
+pub fn resolve_credential(
+    path: &std::path::Path,
+    credentials: Option<&std::path::Path>,
+) -> Result<PathBuf, String> {
+    let text = path.to_string_lossy();
+    let rest = text
+        .strip_prefix("$CREDENTIALS_DIRECTORY/")
+        .or_else(|| text.strip_prefix("${CREDENTIALS_DIRECTORY}/"));
+    let Some(name) = rest else {
+        return Ok(path.to_path_buf());
+    };
+    match credentials {
+        Some(directory) => Ok(directory.join(name)),
+        None => Err(
+            "CREDENTIALS_DIRECTORY is not set: the path names a systemd credential, so the unit \
+             needs LoadCredential= for it"
+                .to_string(),
+        ),
+    }
+}
+
 /// `storage.default_durability` as its word (`persisted`), the form the key
 /// takes; `Durability`'s own serde form belongs to the metadata journal.
 mod durability_word {

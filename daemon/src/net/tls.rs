@@ -81,25 +81,7 @@ impl TlsCell {
     }
 }
 
-/// The path a configured file is read from: `$CREDENTIALS_DIRECTORY/NAME`
-/// (or `${CREDENTIALS_DIRECTORY}/NAME`) under `credentials`, else as given.
-pub fn resolve(path: &Path, credentials: Option<&Path>) -> Result<PathBuf, String> {
-    let text = path.to_string_lossy();
-    let rest = text
-        .strip_prefix("$CREDENTIALS_DIRECTORY/")
-        .or_else(|| text.strip_prefix("${CREDENTIALS_DIRECTORY}/"));
-    let Some(name) = rest else {
-        return Ok(path.to_path_buf());
-    };
-    match credentials {
-        Some(directory) => Ok(directory.join(name)),
-        None => Err(
-            "CREDENTIALS_DIRECTORY is not set: the path names a systemd credential, so the unit \
-             needs LoadCredential= for it"
-                .to_string(),
-        ),
-    }
-}
+pub use crate::config::resolve_credential as resolve;
 
 fn read_pem(
     key: &'static str,
