@@ -65,7 +65,8 @@ def free_port():
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    iggyd = sys.argv[1]
+    # Absolute: each node runs in its own directory.
+    iggyd = os.path.abspath(sys.argv[1])
     nodes = []
     for arg in sys.argv[2:]:
         path, _, credentials = arg.partition(":")
