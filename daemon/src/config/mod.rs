@@ -492,8 +492,9 @@ impl Config {
     }
 }
 
-/// The path a configured file ([tcp.tls], [cluster.tls]) is read from: `$CREDENTIALS_DIRECTORY/NAME`
-/// (or `${CREDENTIALS_DIRECTORY}/NAME`) under `credentials`, else as given.
+/// The path a configured file (`[tcp.tls]`, `[cluster.tls]`) is read from:
+/// `$CREDENTIALS_DIRECTORY/NAME` (or `${CREDENTIALS_DIRECTORY}/NAME`) under
+/// `credentials`, systemd's credentials directory; any other path as given.
 pub fn resolve_credential(
     path: &std::path::Path,
     credentials: Option<&std::path::Path>,

@@ -14,6 +14,7 @@
 //! but inside the `ServerConfig`, or log key material.
 
 use crate::config::TlsConfig;
+use crate::config::resolve_credential;
 use crate::limits;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
@@ -81,8 +82,6 @@ impl TlsCell {
     }
 }
 
-pub use crate::config::resolve_credential as resolve;
-
 fn read_pem(
     key: &'static str,
     path: &Path,
@@ -93,7 +92,7 @@ fn read_pem(
         path: path.to_path_buf(),
         message,
     };
-    let resolved = resolve(path, credentials).map_err(fail)?;
+    let resolved = resolve_credential(path, credentials).map_err(fail)?;
     let file = std::fs::File::open(&resolved).map_err(|error| fail(error.to_string()))?;
     let mut bytes = Vec::new();
     use std::io::Read;
@@ -370,11 +369,12 @@ mod tests {
     fn credential_paths() {
         let directory = Path::new("/run/credentials/iggyd.service");
         assert_eq!(
-            resolve(Path::new("$CREDENTIALS_DIRECTORY/tls.key"), Some(directory)).unwrap(),
+            resolve_credential(Path::new("$CREDENTIALS_DIRECTORY/tls.key"), Some(directory))
+                .unwrap(),
             directory.join("tls.key")
         );
         assert_eq!(
-            resolve(
+            resolve_credential(
                 Path::new("${CREDENTIALS_DIRECTORY}/tls.key"),
                 Some(directory)
             )
@@ -382,7 +382,7 @@ mod tests {
             directory.join("tls.key")
         );
         assert_eq!(
-            resolve(Path::new("/etc/iggyd/tls.key"), None).unwrap(),
+            resolve_credential(Path::new("/etc/iggyd/tls.key"), None).unwrap(),
             PathBuf::from("/etc/iggyd/tls.key")
         );
     }
