@@ -68,8 +68,13 @@ iggyd_bin=${IGGYD_BIN:-${CARGO_TARGET_DIR:-target}/debug/iggyd}
 # The daemon reads every IGGYD_* variable as a configuration key.
 unset IGGYD_BIN
 python3 - "$scratch" systemd/iggyd.service "$iggyd_bin" <<'PY'
-import json, os, re, subprocess, sys
+import importlib.util, json, os, re, subprocess, sys
 scratch, unit_path, iggyd = sys.argv[1:]
+def toml_writer():
+    spec = importlib.util.spec_from_file_location("cluster_configs_check", "scripts/cluster-configs-check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.to_toml
 default = json.load(open(f"{scratch}/default.json"))
 custom = json.load(open(f"{scratch}/custom.json"))
 tls = json.load(open(f"{scratch}/tls.json"))
@@ -139,14 +144,8 @@ score = re.search(r"Overall exposure level for [^:]*: ([0-9.]+)", out)
 check(score is not None and float(score.group(1)) <= 1.7, f"module unit exposure {score.group(1) if score else '?'} <= 1.7")
 
 # The rendered configuration as TOML (tables nested as [a.b]), through
-# iggyd's own validation.
-def toml(settings, prefix=""):
-    lines = [f"{k} = {json.dumps(v)}" for k, v in settings.items() if not isinstance(v, dict)]
-    for k, v in settings.items():
-        if isinstance(v, dict):
-            lines.append(f"\n[{prefix}{k}]")
-            lines.append(toml(v, f"{prefix}{k}."))
-    return "\n".join(lines) + "\n"
+# iggyd's own validation; the writer is the cluster check's.
+toml = toml_writer()
 if os.access(iggyd, os.X_OK):
     for name, result in (("default", default), ("custom", custom), ("tls", tls)):
         cfg = f"{scratch}/{name}.toml"
@@ -236,24 +235,19 @@ if [ -x "$iggyd_bin" ]; then
   cargo run -q --locked -p iggyd-peer --example cluster-certs -- orders "$certs" 1 2 3 >/dev/null ||
     die "cluster-certs failed"
   python3 - "$scratch" "$certs" "$iggyd_bin" <<'PY'
-import json, os, shutil, subprocess, sys
+import importlib.util, json, os, shutil, subprocess, sys
 scratch, certs, iggyd = sys.argv[1:]
+def toml_writer():
+    spec = importlib.util.spec_from_file_location("cluster_configs_check", "scripts/cluster-configs-check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.to_toml
 failures = []
 def check(cond, what):
     print(("ok:   " if cond else "FAIL: ") + what)
     if not cond:
         failures.append(what)
-def value(v):
-    if isinstance(v, bool): return "true" if v else "false"
-    if isinstance(v, list): return "[" + ", ".join(value(x) for x in v) + "]"
-    if isinstance(v, dict): return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
-    return json.dumps(v)
-def toml(settings, prefix=""):
-    lines = [f"{k} = {value(v)}" for k, v in settings.items() if not isinstance(v, dict)]
-    for k, v in settings.items():
-        if isinstance(v, dict):
-            lines += [f"\n[{prefix}{k}]", toml(v, f"{prefix}{k}.")]
-    return "\n".join(lines) + "\n"
+toml = toml_writer()
 args = []
 for n in (1, 2, 3):
     node = json.load(open(f"{scratch}/node-{n}.json"))
