@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '\n== %s\n' "$*"; }
+# Each step's header says how much disk is left: the build, the RPM and the
+# container images share one file system, and a full disk shows up as a
+# linker's bus error rather than as "no space left".
+log() { printf '\n== %s (%s free)\n' "$*" "$(df -h --output=avail . | tail -n1 | tr -d ' ')"; }
 
 # libhwloc-dev + libudev-dev + pkg-config: hwlocality links the system hwloc
 # (2.9), which links libudev.
@@ -34,6 +37,13 @@ ulimit -l unlimited 2>/dev/null || true
 mkdir -p target
 nice -n 10 ./scripts/cli-compat.sh --install-only >target/cli-install.log 2>&1 &
 cli_install=$!
+
+# One clean build, never rebuilt: incremental compilation would only add its
+# caches (several GB for this workspace) to the disk the later steps need.
+export CARGO_INCREMENTAL=0
+# Line tables are enough for a failing test's backtrace; full debug info
+# would double the size of every test binary on disk.
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 
 # A test that cannot run here (no root for a mount, a missing tool) skips
 # through `iggyd_testkit::skip`, which fails under CI=true: this run is never
@@ -86,8 +96,11 @@ log "rpm"
 # attacker would meet it): the same tests, IGGYD_BIN pointing the test kit
 # at target/release/iggyd.
 log "bad_clients against the release daemon"
-IGGYD_BIN="$PWD/target/release/iggyd" cargo nextest run -p iggyd --test e2e --locked --profile ci \
-  -E 'test(/^bad_clients::/)'
+# The whole workspace is selected, as in the nextest step, so cargo resolves
+# the same features and reuses that step's test binary instead of building
+# the daemon's crates a second time.
+IGGYD_BIN="$PWD/target/release/iggyd" cargo nextest run --workspace --locked --profile ci \
+  -E 'package(iggyd) & binary(e2e) & test(/^bad_clients::/)'
 
 log "benchmark regression guard"
 target/debug/iggyd-bench --spawn target/release/iggyd --spawn-dir target --guard
