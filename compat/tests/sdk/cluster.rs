@@ -221,6 +221,9 @@ pub(crate) async fn client_of(cluster: &Cluster, id: u64) -> IggyClient {
     client
 }
 
+/// How long one node's answer to "who leads?" may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Waits for a leader, one of `up`, that every node of `up` names.
 pub(crate) async fn agreed_leader(cluster: &Cluster, up: &[u64]) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -232,13 +235,25 @@ pub(crate) async fn agreed_leader(cluster: &Cluster, up: &[u64]) -> u64 {
                 .with_server_address(cluster.address(*id).to_string())
                 .build()
                 .expect("client");
-            if client.connect().await.is_ok()
-                && client
-                    .login_user(ROOT_USERNAME, ROOT_PASSWORD)
-                    .await
-                    .is_ok()
-            {
-                seen.insert(leader(cluster, &client).await);
+            // The SDK follows the leader it is told of after login, and a
+            // follower names a paused leader until its election timeout
+            // passes: without a bound, the probe would wait on the paused
+            // process as long as it stays paused (the SDK has no request
+            // timeout), and so keep it paused.
+            let probe = async {
+                if client.connect().await.is_ok()
+                    && client
+                        .login_user(ROOT_USERNAME, ROOT_PASSWORD)
+                        .await
+                        .is_ok()
+                {
+                    Some(leader(cluster, &client).await)
+                } else {
+                    None
+                }
+            };
+            if let Ok(Some(named)) = tokio::time::timeout(PROBE_TIMEOUT, probe).await {
+                seen.insert(named);
             }
         }
         // A follower names a stopped leader until its election timeout
