@@ -341,7 +341,7 @@ in
 
         WatchdogSec = "10s";
         Restart = "on-failure";
-        RestartSec = "2s";
+        RestartSec = "1s";
         RestartPreventExitStatus = 78;
         TimeoutStartSec = "90s";
         TimeoutStopSec = "45s";
