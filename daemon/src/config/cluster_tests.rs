@@ -182,7 +182,7 @@ fn environment_forms() {
     let env = [
         ("IGGYD_CLUSTER__ENABLED", "true"),
         ("IGGYD_CLUSTER__NODE_ID", "2"),
-        ("IGGYD_CLUSTER__NAME", "123"),
+        ("IGGYD_CLUSTER__NAME", "c123"),
         ("IGGYD_CLUSTER__NODES", nodes),
         ("IGGYD_CLUSTER__ELECTION_TIMEOUT", "2 s"),
         ("IGGYD_CLUSTER__HEARTBEAT_INTERVAL", "100 ms"),
@@ -197,8 +197,14 @@ fn environment_forms() {
     let cluster = &config.cluster;
     assert!(cluster.enabled);
     assert_eq!(cluster.node_id, 2);
-    // Taken verbatim, like every string key: not the number 123.
-    assert_eq!(cluster.name, "123");
+    assert_eq!(cluster.name, "c123");
+    // Taken verbatim, like every string key (not the number 123), and
+    // refused for what it is as a name.
+    let message = refused("", &[("IGGYD_CLUSTER__NAME", "123")], "cluster.name");
+    assert!(
+        message.contains("\"123\"") && message.contains("starting with a letter"),
+        "{message}"
+    );
     assert_eq!(cluster.election_timeout, Duration::from_secs(2));
     assert_eq!(cluster.heartbeat_interval, Duration::from_millis(100));
     assert_eq!(
@@ -397,7 +403,7 @@ fn duration_bounds_are_inclusive() {
 #[test]
 fn the_cluster_name_is_a_dns_label() {
     let longest = "a".repeat(63);
-    for name in ["orders", "a", "0", "a-b-1", longest.as_str()] {
+    for name in ["orders", "a", "a-b-1", "c0", longest.as_str()] {
         let config = load(&format!("[cluster]\nname = \"{name}\"\n"), &[]).unwrap();
         assert_eq!(config.cluster.name, name);
     }
@@ -406,6 +412,10 @@ fn the_cluster_name_is_a_dns_label() {
         "",
         "-a",
         "a-",
+        // `node-1.0` would read as an address, and `iggyd` refused it at
+        // start after `iggyd config` had accepted it.
+        "0",
+        "1abc",
         "Orders",
         "a_b",
         "a.b",
@@ -419,7 +429,9 @@ fn the_cluster_name_is_a_dns_label() {
             "cluster.name",
         );
         assert!(
-            message.contains("expected a name of 1 to 63 characters a-z, 0-9 and '-'"),
+            message.contains(
+                "expected a name of 1 to 63 characters a-z, 0-9 and '-', starting with a letter"
+            ),
             "{message}"
         );
     }

@@ -81,9 +81,10 @@ pub(super) enum Kind {
     CpuAllocation,
     /// One of these words (the `Config` field deserializes from the word).
     Choice(&'static [&'static str]),
-    /// A DNS label: 1 to `max` (at most 63) characters of `a`–`z`, `0`–`9`
-    /// and `-`, neither first nor last a `-`. Names that end up in host
-    /// names and certificates.
+    /// A cluster name (`iggyd_peer::identity::ClusterName`): 1 to `max` (at
+    /// most 63) characters of `a`–`z`, `0`–`9` and `-`, starting with a
+    /// letter and not ending with `-`: one DNS label that certificate
+    /// verifiers accept as the last label of a host name.
     Label { max: usize },
     /// An array of tables (`[[cluster.nodes]]` in a file), each holding
     /// exactly `fields`; the `Config` field is a `Vec` of a struct with a

@@ -261,7 +261,7 @@ pub struct ClusterConfig {
     /// `cluster.enabled`: run as a node of the Raft cluster `nodes` lists.
     pub enabled: bool,
     /// `cluster.name`: a DNS label of 1 to 63 characters (`a`–`z`, `0`–`9`,
-    /// `-`, not first or last). It names the node certificates (SAN
+    /// `-`; a letter first, not `-` last). It names the node certificates (SAN
     /// `node-<id>.<name>`) and is the name GetClusterMetadata reports.
     pub name: String,
     /// `cluster.node_id`: this node's id, 1 to `i64::MAX` (a TOML

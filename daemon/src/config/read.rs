@@ -430,16 +430,13 @@ impl Reader<'_> {
         example: &str,
     ) -> Result<String, ConfigError> {
         let expected = format!(
-            "a name of 1 to {max} characters a-z, 0-9 and '-', neither first nor last a '-', \
-             like \"{example}\""
+            "a name of 1 to {max} characters a-z, 0-9 and '-', starting with a letter and not \
+             ending with '-', like \"{example}\""
         );
         let (value, text) = self.string(key, value, &expected)?;
-        let accepted = (1..=max).contains(&text.len())
-            && text
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !text.starts_with('-')
-            && !text.ends_with('-');
+        // The rule the node certificates are checked against at start: a
+        // name this accepts must not be refused there.
+        let accepted = text.len() <= max && iggyd_peer::identity::ClusterName::new(&text).is_ok();
         if !accepted {
             return Err(self.fail(key, value, expected));
         }
