@@ -16,8 +16,11 @@
 //! and a resend of the same messages is proposed *resolving*: at the
 //! leader, after a read barrier (the leader has committed an entry of its
 //! own term and applied everything committed before the barrier, so an
-//! entry from an earlier term that is not applied by then never commits),
-//! the applied entries after that point are searched for the same content:
+//! entry from an earlier term that is not applied by then never commits)
+//! and once every entry the leader held when the resend arrived is applied
+//! (an entry of its own term whose proposer gave up, no longer in flight,
+//! can still commit after the barrier), the applied entries after that
+//! point are searched for the same content:
 //!
 //! - found: the first attempt committed; its offsets answer the resend and
 //!   nothing new is proposed;
@@ -229,6 +232,16 @@ where
                 "its first attempt is still in flight at the leader".to_string(),
             ));
         }
+        // Everything this leader holds now, committed or not: a first
+        // attempt whose proposer gave up (its future dropped when the
+        // lease lapsed) is no longer in flight, yet its entry may still
+        // commit. A read index covers only what is committed, so the
+        // resend also waits until the whole log it arrived to is applied
+        // (or gives up unresolved while that log cannot commit).
+        let held = {
+            use openraft::async_runtime::WatchReceiver;
+            raft.metrics().borrow_watched().last_log_index
+        };
         match raft
             .ensure_linearizable(openraft::ReadPolicy::ReadIndex)
             .await
@@ -238,6 +251,17 @@ where
                 forward,
             ))) => return Err(ProposeError::NotLeader(forward.leader_id)),
             Err(error) => return Err(ProposeError::Unresolved(error.to_string())),
+        }
+        let patience =
+            std::time::Duration::from_millis(raft.config().election_timeout_max.saturating_mul(2));
+        if let Err(error) = raft
+            .wait(Some(patience))
+            .applied_index_at_least(held, "the log a resend arrived to, applied")
+            .await
+        {
+            return Err(ProposeError::Unresolved(format!(
+                "the entries the leader held when the resend arrived are not applied: {error}"
+            )));
         }
         if replays.in_flight(fingerprint) {
             return Err(ProposeError::Unresolved(
