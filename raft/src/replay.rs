@@ -34,6 +34,16 @@
 //!   SDK gives up after 30 s and the application decides, rather than the
 //!   broker storing a copy.
 //!
+//! The SDK does not always resend to the same node: a send that keeps
+//! meeting 57 for 2 s is re-issued through the leader it looks up, under
+//! a new session, as a fresh send that no member holds in doubt. So the
+//! leader also checks every fresh proposal's content: the same messages
+//! applied within the window are answered with their offsets; while a
+//! proposal of them is in flight there, 57; and when one was given up
+//! there (its proposer stopped waiting, or its outcome was unknown; its
+//! entry may still commit) the fresh one is resolved like a resend from
+//! where that one began.
+//!
 //! The content is the batch's messages as the producer sent them (every
 //! message's checksum, which covers its id, headers and payload, plus the
 //! batch's origin time and count); stamping (offsets, server time) does not
@@ -41,13 +51,18 @@
 //! node that was left in doubt are taken for the resend, whichever request
 //! carried them.
 //!
-//! Must not: hold more than [`RECENT_MAX`] applied entries per group, or
-//! take an unresolved resend for a new one.
+//! Must not: hold more than [`RECENT_MAX`] applied entries and
+//! [`GIVEN_UP_MAX`] given-up proposals per group, or take an unresolved
+//! resend for a new one.
 
 use crate::{Appended, PartitionTypes, Proposal};
 use openraft::errors::{ClientWriteError, RaftError};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
+
+/// Proposals whose proposer gave up a group remembers (their entries may
+/// still commit; 16 bytes each).
+pub const GIVEN_UP_MAX: usize = 1024;
 
 /// Applied data entries a group remembers for resolving resends (32 bytes
 /// each; a group allocates only as it applies, up to this).
@@ -85,6 +100,13 @@ pub struct Replays {
     last_index: Cell<Option<u64>>,
     /// Proposals in flight through this node's `client_write`, by content.
     pending: RefCell<HashMap<u64, u32>>,
+    /// The latest entry in `recent` with each content: its index and
+    /// offsets.
+    by_content: RefCell<HashMap<u64, (u64, Appended)>>,
+    /// Proposals whose `client_write` ended without an answer (their
+    /// proposer gave up, or the outcome is unknown): the content and the
+    /// last entry applied when each began. Their entries may still commit.
+    given_up: RefCell<VecDeque<(u64, u64)>>,
 }
 
 /// Where a resend's content stands among the applied entries.
@@ -110,16 +132,50 @@ impl Replays {
             return;
         };
         let mut recent = self.recent.borrow_mut();
+        let mut by_content = self.by_content.borrow_mut();
         if recent.len() == RECENT_MAX
             && let Some(evicted) = recent.pop_front()
         {
             self.covered_from.set(Some(evicted.index + 1));
+            if by_content
+                .get(&evicted.fingerprint)
+                .is_some_and(|(latest, _)| *latest == evicted.index)
+            {
+                by_content.remove(&evicted.fingerprint);
+            }
         }
         recent.push_back(Recent {
             index,
             fingerprint,
             appended,
         });
+        by_content.insert(fingerprint, (index, appended));
+    }
+
+    /// The offsets of the latest applied entry in the window with this
+    /// content.
+    pub fn latest(&self, fingerprint: u64) -> Option<Appended> {
+        self.by_content
+            .borrow()
+            .get(&fingerprint)
+            .map(|(_, appended)| *appended)
+    }
+
+    /// Where a proposal with this content that was given up here began
+    /// (the last entry applied then).
+    fn given_up_after(&self, fingerprint: u64) -> Option<u64> {
+        self.given_up
+            .borrow()
+            .iter()
+            .rev()
+            .find(|(given_up, _)| *given_up == fingerprint)
+            .map(|(_, after)| *after)
+    }
+
+    fn forget_given_up(&self, fingerprint: u64) {
+        self.given_up
+            .borrow_mut()
+            .retain(|(given_up, _)| *given_up != fingerprint);
     }
 
     /// The last entry applied here: an attempt that begins now can only
@@ -157,19 +213,24 @@ impl Replays {
         self.pending.borrow().contains_key(&fingerprint)
     }
 
-    fn begin(&self, fingerprint: u64) -> InFlight<'_> {
+    fn begin(&self, fingerprint: u64, after: u64) -> InFlight<'_> {
         *self.pending.borrow_mut().entry(fingerprint).or_default() += 1;
         InFlight {
             replays: self,
             fingerprint,
+            after,
+            answered: false,
         }
     }
 }
 
-/// A proposal in flight; forgotten when it ends, however it ends.
+/// A proposal in flight; forgotten when it ends, however it ends, and
+/// remembered as given up unless it was answered.
 struct InFlight<'a> {
     replays: &'a Replays,
     fingerprint: u64,
+    after: u64,
+    answered: bool,
 }
 
 impl Drop for InFlight<'_> {
@@ -180,6 +241,13 @@ impl Drop for InFlight<'_> {
             if *count == 0 {
                 pending.remove(&self.fingerprint);
             }
+        }
+        if !self.answered {
+            let mut given_up = self.replays.given_up.borrow_mut();
+            if given_up.len() == GIVEN_UP_MAX {
+                given_up.pop_front();
+            }
+            given_up.push_back((self.fingerprint, self.after));
         }
     }
 }
@@ -226,6 +294,26 @@ where
     SM: openraft::storage::RaftStateMachine<C>,
 {
     let fingerprint = fingerprint(&proposal);
+    // The same messages arriving fresh (the SDK re-issues a send that met
+    // 57 for 2 s through the leader it looks up, under a new session, so
+    // no member holds it in doubt): answered with the entry already
+    // applied, resolved when a proposal of them was given up here (its
+    // entry may still commit), refused for now while one is in flight.
+    let resolve_after = match (resolve_after, fingerprint) {
+        (None, Some(fingerprint)) => {
+            if let Some(appended) = replays.latest(fingerprint) {
+                tracing::debug!(%appended, "the same messages again, answered with their offsets");
+                return Ok(appended);
+            }
+            if replays.in_flight(fingerprint) {
+                return Err(ProposeError::Unresolved(
+                    "the same messages are in flight at the leader".to_string(),
+                ));
+            }
+            replays.given_up_after(fingerprint)
+        }
+        (resolve_after, _) => resolve_after,
+    };
     if let (Some(after), Some(fingerprint)) = (resolve_after, fingerprint) {
         if replays.in_flight(fingerprint) {
             return Err(ProposeError::Unresolved(
@@ -280,11 +368,24 @@ where
             }
             Lookup::Absent => {}
         }
+        // Resolved: whatever was given up never commits.
+        replays.forget_given_up(fingerprint);
     }
-    let _in_flight = fingerprint.map(|fingerprint| replays.begin(fingerprint));
+    let after = resolve_after.unwrap_or_else(|| replays.last_index());
+    let mut in_flight = fingerprint.map(|fingerprint| replays.begin(fingerprint, after));
+    let mut answered = |answered: bool| {
+        if let Some(in_flight) = in_flight.as_mut() {
+            in_flight.answered = answered;
+        }
+    };
     match raft.client_write(Proposal::Batch(proposal)).await {
-        Ok(written) => Ok(*written.response()),
+        Ok(written) => {
+            answered(true);
+            Ok(*written.response())
+        }
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+            // Refused before anything was appended.
+            answered(true);
             Err(ProposeError::NotLeader(forward.leader_id))
         }
         Err(error) => Err(ProposeError::Unknown(error.to_string())),
@@ -354,12 +455,32 @@ mod tests {
     #[test]
     fn in_flight_proposals_are_counted_until_they_end() {
         let replays = Replays::default();
-        let first = replays.begin(3);
-        let second = replays.begin(3);
+        let mut first = replays.begin(3, 10);
+        let second = replays.begin(3, 11);
+        first.answered = true;
         drop(first);
         assert!(replays.in_flight(3));
+        assert_eq!(replays.given_up_after(3), None, "an answered one");
         drop(second);
         assert!(!replays.in_flight(3));
+        assert_eq!(replays.given_up_after(3), Some(11), "an unanswered one");
+        replays.forget_given_up(3);
+        assert_eq!(replays.given_up_after(3), None);
+    }
+
+    // Proves the content index follows the window: the latest entry with a
+    // content answers, and one evicted from the window no longer does.
+    #[test]
+    fn the_latest_entry_with_a_content_is_found_until_it_leaves_the_window() {
+        let replays = Replays::default();
+        replays.applied(1, Some((7, appended(0))));
+        replays.applied(2, Some((7, appended(1))));
+        assert_eq!(replays.latest(7), Some(appended(1)));
+        for index in 3..3 + RECENT_MAX as u64 {
+            replays.applied(index, Some((index + 100, appended(index))));
+        }
+        assert_eq!(replays.latest(7), None, "both left the window");
+        assert_eq!(replays.latest(103), Some(appended(3)));
     }
 
     #[test]

@@ -660,9 +660,18 @@ async fn three_members(
 // only what was committed when it arrived: a first attempt whose proposer
 // gave up (its future dropped, as when a leader's lease lapses mid-write)
 // stays in the leader's log and commits later; the resend is answered
-// with that entry's offsets instead of being stored a second time.
+// with that entry's offsets instead of being stored a second time, both
+// when it comes as a resend of a batch in doubt and when it comes fresh
+// (the SDK re-issues it through the leader under a new session), and the
+// same messages sent again once committed get the same offsets.
 #[test]
 fn a_resend_after_its_first_attempt_was_given_up_is_not_stored_twice() {
+    for in_doubt in [true, false] {
+        resend_after_giving_up(in_doubt);
+    }
+}
+
+fn resend_after_giving_up(in_doubt: bool) {
     runtime().block_on(async {
         let transport = InProcess::default();
         let (members, rafts) = three_members(&transport).await;
@@ -690,9 +699,11 @@ fn a_resend_after_its_first_attempt_was_given_up_is_not_stored_twice() {
         // Back before an election timeout: the same leader, the entry
         // still in its log, uncommitted.
         transport.down.borrow_mut().clear();
-        let resend = crate::replay::propose(&leader, &applied.replays, batch, Some(after))
-            .await
-            .expect("the resend is resolved");
+        let resolve_after = in_doubt.then_some(after);
+        let resend =
+            crate::replay::propose(&leader, &applied.replays, batch.clone(), resolve_after)
+                .await
+                .expect("the resend is resolved");
         assert_eq!(resend.base_offset, 2, "the first attempt's offsets");
         for _ in 0..200 {
             if applied.committed_next_offset.get() >= 5 {
@@ -701,6 +712,10 @@ fn a_resend_after_its_first_attempt_was_given_up_is_not_stored_twice() {
             monoio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         monoio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let again = crate::replay::propose(&leader, &applied.replays, batch, None)
+            .await
+            .expect("the same messages again");
+        assert_eq!(again.base_offset, 2, "the committed entry's offsets");
         assert_eq!(
             applied.committed_next_offset.get(),
             5,
