@@ -306,6 +306,29 @@ pub(crate) async fn everything(client: &IggyClient) -> TopicCopy {
     all
 }
 
+/// [`everything`] from a leader once two reads agree: a leader elected a
+/// moment ago serves what it knows committed, which reaches the previous
+/// leader's commit point only once an entry of its own term commits.
+async fn settled_copy(client: &IggyClient) -> TopicCopy {
+    let mut last = everything(client).await;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = everything(client).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the leader's copy kept changing for 5 s");
+}
+
+/// Each partition's message count in `copy`, for a failure message.
+pub(crate) fn counts(copy: &TopicCopy) -> Vec<(u32, usize)> {
+    copy.iter()
+        .map(|(partition, payloads)| (*partition, payloads.len()))
+        .collect()
+}
+
 pub(crate) fn assert_holds_every_acknowledged(
     all: &[(u32, Vec<String>)],
     acknowledged: &BTreeSet<String>,
@@ -468,7 +491,7 @@ pub(crate) async fn each_node_leading(cluster: &mut Cluster) -> Vec<(u64, TopicC
         eprintln!("cluster: round {round}: node {leader} leads, {stopped:?} stopped");
         if !copies.iter().any(|(node, _)| *node == leader) {
             let reader = client_of(cluster, leader).await;
-            copies.push((leader, everything(&reader).await));
+            copies.push((leader, settled_copy(&reader).await));
         }
         if copies.len() == NODES as usize {
             eprintln!("cluster: every node served its copy as leader ({round} rounds)");

@@ -16,7 +16,8 @@
 //! ones a killed run left behind are removed by the next.
 
 use crate::cluster::{
-    Cluster, Layout, NODES, PARTITIONS, STREAM, TOPIC, agreed_leader, client_of, each_node_leading,
+    Cluster, Layout, NODES, PARTITIONS, STREAM, TOPIC, agreed_leader, client_of, counts,
+    each_node_leading,
 };
 use crate::common::*;
 use iggy::prelude::*;
@@ -445,7 +446,9 @@ async fn faults_in_the_kernel_lose_no_acknowledged_message_and_serve_nothing_unc
     for (node, copy) in &copies[1..] {
         assert!(
             copy == reference,
-            "node {node}'s copy differs from node {first_node}'s"
+            "node {node}'s copy differs from node {first_node}'s: messages per partition {:?} and {:?}",
+            counts(copy),
+            counts(reference)
         );
     }
     let mut held: BTreeMap<&str, u32> = BTreeMap::new();
