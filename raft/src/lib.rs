@@ -43,6 +43,7 @@
 pub mod backend;
 pub mod codec;
 pub mod log_store;
+pub mod membership;
 pub mod network;
 pub mod offsets;
 pub mod replay;

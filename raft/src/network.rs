@@ -42,6 +42,13 @@ const FORWARD_RESOLVING: u8 = 6;
 /// Stored consumer offsets forwarded to the leader: the offsets entry's
 /// payload (`crate::offsets`) follows the kind.
 const FORWARD_OFFSETS: u8 = 7;
+/// A membership change forwarded to the group's leader (`iggyd cluster
+/// add-node|remove-node` run on another node): the postcard
+/// [`ForwardedChange`] follows the kind.
+const CHANGE_MEMBERS: u8 = 8;
+
+/// The longest a forwarded membership change's steps may each wait.
+const MAX_CHANGE_WAIT_MS: u64 = 60_000;
 
 const ANSWER_OK: u8 = 0;
 const ANSWER_REFUSED: u8 = 1;
@@ -58,6 +65,21 @@ pub trait Transport: Clone + 'static {
         body: Vec<u8>,
         timeout: Duration,
     ) -> impl Future<Output = Result<Vec<u8>, TransportError>>;
+
+    /// A group met node `target` as `node` in its membership (openraft
+    /// asks for a connection to it): a transport that dials by address
+    /// learns it here. Nothing by default.
+    fn learn(&self, _target: u64, _node: &openraft::impls::BasicNode) {}
+}
+
+/// A membership change as forwarded to a group's leader: the change, how
+/// long each of its steps may wait there, and whether the removal may
+/// leave an even voter count.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ForwardedChange {
+    pub change: crate::membership::MemberChange,
+    pub wait_ms: u64,
+    pub allow_even: bool,
 }
 
 /// Why a call got no answer.
@@ -193,6 +215,26 @@ impl<T: Transport, C> Network<T, C> {
             .map(|answer| answer.base_offset)
     }
 
+    /// Asks `leader` to carry out a membership change of this group
+    /// (`crate::membership::change_members` there). `timeout` bounds the
+    /// call: longer than the change's own waits.
+    pub async fn forward_change(
+        &self,
+        leader: u64,
+        change: &ForwardedChange,
+        timeout: std::time::Duration,
+    ) -> Result<crate::membership::MemberOutcome, crate::membership::MemberError> {
+        use crate::membership::MemberError;
+        let body = encode(CHANGE_MEMBERS, change).map_err(MemberError::Failed)?;
+        let bytes = self
+            .transport
+            .call(leader, self.channel, body, timeout)
+            .await
+            .map_err(|error| MemberError::Failed(format!("node {leader}: {error}")))?;
+        decode_answer::<Result<crate::membership::MemberOutcome, MemberError>>(&bytes)
+            .map_err(|error| MemberError::Failed(format!("node {leader}: {error}")))?
+    }
+
     async fn forward_body(
         &self,
         leader: u64,
@@ -230,8 +272,9 @@ impl<T: Transport, C: PartitionTypes> RaftNetworkFactory<C> for Network<T, C> {
     async fn new_client(
         &mut self,
         target: u64,
-        _node: &openraft::impls::BasicNode,
+        node: &openraft::impls::BasicNode,
     ) -> Connection<T, C> {
+        self.transport.learn(target, node);
         Connection {
             transport: self.transport.clone(),
             target,
@@ -407,6 +450,22 @@ where
                     }),
             )
         }
+        CHANGE_MEMBERS => match postcard::from_bytes::<ForwardedChange>(body) {
+            Ok(forwarded) => {
+                // Bounded here too: a peer's wait is not trusted blindly.
+                let wait = Duration::from_millis(forwarded.wait_ms.min(MAX_CHANGE_WAIT_MS));
+                answer_ok(
+                    &crate::membership::change_members(
+                        raft,
+                        forwarded.change,
+                        wait,
+                        forwarded.allow_even,
+                    )
+                    .await,
+                )
+            }
+            Err(error) => malformed(error),
+        },
         other => answer_refused(&format!("an unknown call kind {other}")),
     }
 }
