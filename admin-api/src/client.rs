@@ -119,6 +119,8 @@ pub fn decode(line: &[u8]) -> Result<Payload, String> {
             .map_err(|error| format!("bad cluster status from the daemon: {error}")),
         Some("transfer_leader") => serde_json::from_value(value)
             .map_err(|error| format!("bad transfer answer from the daemon: {error}")),
+        Some("membership_change") => serde_json::from_value(value)
+            .map_err(|error| format!("bad membership change answer from the daemon: {error}")),
         other => Err(format!(
             "unexpected response type {other:?} from the daemon"
         )),

@@ -10,6 +10,10 @@
 //! {"v":1,"op":"transfer_leader","to":2}                      (every group this node leads)
 //! {"v":1,"op":"transfer_leader","to":2,"group":"metadata"}   (or "<stream>/<topic>/<partition>")
 //!   -> {"v":1,"ok":true,"type":"transfer_leader","transfer":{...}}
+//! {"v":1,"op":"add_node","id":4,"address":"10.0.0.4:8090",
+//!  "replication_address":"10.0.0.4:8091","name":"node-4"}          (name optional)
+//! {"v":1,"op":"remove_node","id":3}
+//!   -> {"v":1,"ok":true,"type":"membership_change","change":{...}}
 //! ```
 
 use crate::PROTOCOL_VERSION;
@@ -161,6 +165,110 @@ impl Transfer {
     pub fn all_moved(&self) -> bool {
         self.moves.iter().all(|moved| moved.moved)
     }
+}
+
+/// What `add_node` and `remove_node` did to one group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupChange {
+    pub group: String,
+    /// Whether the group's membership is now what was asked.
+    pub done: bool,
+    /// What happened: "changed", "unchanged" (nothing to do), or why not.
+    pub outcome: String,
+    /// The group's voters after the change, when it was made.
+    pub voters: Vec<u64>,
+    pub elapsed_ms: u64,
+}
+
+/// `add_node`'s and `remove_node`'s answer: every group and its outcome
+/// (the metadata group first: it decides the roster and the voters new
+/// partitions start with).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MembershipChange {
+    /// The node the request ran on.
+    pub node_id: u64,
+    /// "add" or "remove".
+    pub change: String,
+    /// The node added or removed.
+    pub target: u64,
+    pub groups: Vec<GroupChange>,
+    /// Something the operator should know (an even voter count left by an
+    /// addition: finish the replacement by removing a node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl MembershipChange {
+    pub fn all_done(&self) -> bool {
+        self.groups.iter().all(|group| group.done)
+    }
+}
+
+/// `add_node`: node `id` with its client and replication addresses.
+pub fn add_node_request(
+    id: u64,
+    address: &str,
+    replication_address: &str,
+    name: Option<&str>,
+) -> String {
+    let mut request = serde_json::json!({
+        "v": PROTOCOL_VERSION,
+        "op": "add_node",
+        "id": id,
+        "address": address,
+        "replication_address": replication_address,
+    });
+    if let (Some(name), Some(object)) = (name, request.as_object_mut()) {
+        object.insert("name".into(), serde_json::Value::from(name));
+    }
+    format!("{request}\n")
+}
+
+pub fn remove_node_request(id: u64) -> String {
+    format!("{{\"v\":{PROTOCOL_VERSION},\"op\":\"remove_node\",\"id\":{id}}}\n")
+}
+
+/// `iggyd cluster add-node|remove-node`'s human form.
+pub fn render_membership_change(change: &MembershipChange) -> String {
+    let mut rows = vec![vec![
+        "GROUP".to_string(),
+        "RESULT".to_string(),
+        "VOTERS".to_string(),
+        "MS".to_string(),
+    ]];
+    for group in &change.groups {
+        rows.push(vec![
+            group.group.clone(),
+            if group.done {
+                group.outcome.clone()
+            } else {
+                format!("NOT DONE: {}", group.outcome)
+            },
+            group
+                .voters
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            group.elapsed_ms.to_string(),
+        ]);
+    }
+    let mut out = format!(
+        "{} node {} (asked on node {})\n",
+        change.change, change.target, change.node_id
+    );
+    out.push_str(&align(&rows));
+    let missed = change.groups.iter().filter(|group| !group.done).count();
+    if missed > 0 {
+        let _ = writeln!(
+            out,
+            "\n{missed} group(s) not done: run it again to retry them"
+        );
+    }
+    if let Some(note) = &change.note {
+        let _ = writeln!(out, "\nnote: {note}");
+    }
+    out
 }
 
 pub fn cluster_status_request() -> String {

@@ -23,6 +23,7 @@
 //! {"v":1,"op":"rotate_logs"} / {"v":1,"op":"flush"} -> done
 //! {"v":1,"op":"fault","fault":"freeze_shard","shard":N} (debug builds and `fault-injection`)
 //! {"v":1,"op":"cluster_status"} / {"v":1,"op":"transfer_leader","to":N} -> see `cluster`
+//! {"v":1,"op":"add_node",...} / {"v":1,"op":"remove_node","id":N}     -> see `cluster`
 //! anything else                               -> {"v":1,"ok":false,"error":"..."}
 //! ```
 //!
@@ -473,6 +474,10 @@ pub enum Payload {
     /// `transfer_leader` (`cluster`).
     TransferLeader {
         transfer: cluster::Transfer,
+    },
+    /// `add_node` and `remove_node` (`cluster`).
+    MembershipChange {
+        change: cluster::MembershipChange,
     },
 }
 

@@ -114,6 +114,42 @@ enum ClusterSubcommand {
         #[arg(long)]
         json: bool,
     },
+    /// Make node N a voter of every group (the metadata group first, then
+    /// every partition's): each group's leader adds it as a learner, waits
+    /// until it holds the log, then makes it a voter (joint consensus).
+    /// Start node N first with `cluster.join = true`. Runs on any node
+    /// (groups led elsewhere are forwarded to their leader). Exit 0 when
+    /// every group changed, 1 when one did not (named, with why).
+    AddNode {
+        /// The new node's id.
+        #[arg(long, value_name = "N")]
+        id: u64,
+        /// Its Iggy address clients dial (`host:port`, an IP address).
+        #[arg(long, value_name = "HOST:PORT")]
+        address: String,
+        /// Its node-to-node address.
+        #[arg(long, value_name = "HOST:PORT")]
+        replication_address: String,
+        /// Its name, as clients are shown it (default `node-<id>`).
+        #[arg(long)]
+        name: Option<String>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take node N out of every group (a leader hands its leadership off
+    /// first). Refused when it would leave a group without a live quorum,
+    /// or an even number of voters (replace a node by adding the new one,
+    /// then removing the old). Exit 0 when every group changed, 1 when one
+    /// did not.
+    RemoveNode {
+        /// The node to remove.
+        #[arg(long, value_name = "N")]
+        id: u64,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn parse_group(text: &str) -> Result<crate::control::api::cluster::GroupName, String> {
@@ -268,6 +304,22 @@ fn run_cluster(config: &Config, socket: Option<PathBuf>, command: ClusterSubcomm
         ClusterSubcommand::TransferLeader { to, group, json } => {
             (ClusterCommand::TransferLeader { to, group }, json)
         }
+        ClusterSubcommand::AddNode {
+            id,
+            address,
+            replication_address,
+            name,
+            json,
+        } => (
+            ClusterCommand::AddNode {
+                id,
+                address,
+                replication_address,
+                name,
+            },
+            json,
+        ),
+        ClusterSubcommand::RemoveNode { id, json } => (ClusterCommand::RemoveNode { id }, json),
     };
     let outcome = match socket {
         Some(socket) => cluster_cli::run(&socket, &command, json),

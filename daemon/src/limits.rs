@@ -239,6 +239,17 @@ pub const ADMIN_CLUSTER_TRANSFER_WAIT: Duration = Duration::from_secs(10);
 /// How often a transfer's wait looks at the groups again.
 pub const ADMIN_CLUSTER_TRANSFER_POLL: Duration = Duration::from_millis(20);
 
+/// `iggyd cluster add-node|remove-node`: how long each step of one group's
+/// change may wait at its leader (a new node's catch-up, each commit, a
+/// removed leader's hand-off).
+pub const ADMIN_CLUSTER_MEMBERSHIP_STEP_WAIT: Duration = Duration::from_secs(8);
+
+/// `iggyd cluster add-node|remove-node`: how long the admin socket waits
+/// for every group's outcome (the metadata group's, then every partition
+/// group's at once); a group not answered by then is reported not done.
+/// Below the CLI's wait for the answer.
+pub const ADMIN_CLUSTER_MEMBERSHIP_WAIT: Duration = Duration::from_secs(40);
+
 // `iggy snapshot` (`control/snapshot_file.rs`): each bounded so a snapshot
 // stays far below the 64 MiB reply limit and builds in about a second.
 

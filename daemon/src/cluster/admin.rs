@@ -1,7 +1,9 @@
 //! What the admin socket asks of a shard's groups (`iggyd cluster …`):
 //! each group's state from openraft's metrics (read from the metrics
 //! channel at once, never waiting on a group), and a leader transfer
-//! (openraft's `trigger().transfer_leader`, which only a leader acts on).
+//! (openraft's `trigger().transfer_leader`, which only a leader acts on),
+//! and a membership change (`iggyd_raft::membership::change_members` where
+//! the group's leader is: here, or forwarded to it).
 //!
 //! Must not: wait for a pump or a peer while the shard's loop waits (a
 //! transfer's trigger runs in a task of its own and answers on a channel).
@@ -11,7 +13,8 @@ use super::metadata::METADATA_CHANNEL;
 use crate::shard::replica::ReplicationCounters;
 use iggyd_admin_api::cluster::{FollowerStatus, GroupStatus, METADATA_GROUP, Role};
 use iggyd_raft::PartitionRaft;
-use iggyd_raft::network::Transport;
+use iggyd_raft::membership::MemberError;
+use iggyd_raft::network::{ForwardedChange, Network, Transport};
 use openraft::async_runtime::WatchReceiver;
 use openraft::storage::RaftStateMachine;
 
@@ -173,4 +176,103 @@ impl<T: Transport> ShardCluster<T> {
 enum Trigger {
     Metadata(std::rc::Rc<super::metadata::MetadataRaft>),
     Partition(std::rc::Rc<super::group::GroupRaft>),
+}
+
+pub use crate::shard::replica::ChangeAnswer;
+
+/// Rounds of "carry it out here, or forward it to the leader" one change
+/// takes at most (a leader that hands off, an election under way).
+const CHANGE_ROUNDS: u32 = 6;
+
+/// How long a round waits for an election before looking again.
+const LEADERLESS_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
+impl<T: Transport> ShardCluster<T> {
+    /// Carries out a membership change of group `channel` (a storage id,
+    /// or the metadata channel): here when this node leads it, else at its
+    /// leader (node-to-node); `reply` hears the outcome. Runs in a task of
+    /// its own, every wait bounded by the change's.
+    pub fn change_members(
+        &self,
+        channel: u64,
+        change: ForwardedChange,
+        reply: flume::Sender<ChangeAnswer>,
+    ) {
+        let network = Network::new(self.transport.clone(), channel);
+        if channel == METADATA_CHANNEL {
+            let Some(raft) = self.metadata().and_then(|group| group.raft()) else {
+                let _ = reply.send(Err(not_started(channel)));
+                return;
+            };
+            monoio::spawn(async move {
+                let _ = reply.send(drive(&raft, &network, &change).await);
+            });
+        } else {
+            let Some(raft) = self.raft(channel) else {
+                let _ = reply.send(Err(not_started(channel)));
+                return;
+            };
+            monoio::spawn(async move {
+                let _ = reply.send(drive(&raft, &network, &change).await);
+            });
+        }
+    }
+}
+
+fn not_started(channel: u64) -> MemberError {
+    MemberError::Failed(format!("group {channel} has not started on this shard"))
+}
+
+/// One change, made where the group's leader is: here, or forwarded to it
+/// (a leader that is removed hands off first and names its successor,
+/// which the next round forwards to).
+async fn drive<T: Transport, SM: RaftStateMachine<PartitionRaft>>(
+    raft: &openraft::Raft<PartitionRaft, SM>,
+    network: &Network<T>,
+    change: &ForwardedChange,
+) -> ChangeAnswer {
+    let wait = std::time::Duration::from_millis(change.wait_ms);
+    // The leader's steps each wait up to `wait`; the call outlives them.
+    let call_timeout = wait * 3 + std::time::Duration::from_secs(2);
+    let mut leader = None;
+    let mut last = MemberError::NotLeader(None);
+    for _ in 0..CHANGE_ROUNDS {
+        let (me, known) = {
+            let metrics = raft.metrics();
+            let metrics = metrics.borrow_watched();
+            let known = if metrics.state.is_leader() {
+                Some(metrics.id)
+            } else {
+                metrics
+                    .current_leader
+                    .filter(|leader| *leader != metrics.id)
+            };
+            (metrics.id, known)
+        };
+        let target = leader.take().or(known);
+        let outcome = match target {
+            Some(target) if target == me => {
+                iggyd_raft::membership::change_members(
+                    raft,
+                    change.change.clone(),
+                    wait,
+                    change.allow_even,
+                )
+                .await
+            }
+            Some(target) => network.forward_change(target, change, call_timeout).await,
+            None => Err(MemberError::NotLeader(None)),
+        };
+        match outcome {
+            Err(MemberError::NotLeader(next)) => {
+                last = MemberError::NotLeader(next);
+                leader = next;
+                if next.is_none() {
+                    monoio::time::sleep(LEADERLESS_PAUSE).await;
+                }
+            }
+            other => return other,
+        }
+    }
+    Err(last)
 }

@@ -81,6 +81,12 @@ pub fn decode_commands(record: &[u8]) -> Result<Vec<MetadataCommand>, String> {
     Ok(commands)
 }
 
+/// Told each membership the metadata group applies, in log order (the
+/// cluster's nodes follow it: the roster clients see, the peers this node
+/// dials, the voters new partition groups start with). The machine waits
+/// for it before applying the next entry.
+pub type MembershipApplied = Rc<dyn Fn(iggyd_raft::Membership) -> LocalFuture<()>>;
+
 /// Outcomes of the commands this node proposed, by log index, until their
 /// proposer takes them.
 type Outcomes = Rc<RefCell<HashMap<u64, MetadataOutcome>>>;
@@ -89,15 +95,21 @@ type Outcomes = Rc<RefCell<HashMap<u64, MetadataOutcome>>>;
 /// this node's store.
 pub struct MetadataMachine {
     apply: ApplyMetadata,
+    on_membership: Option<MembershipApplied>,
     outcomes: Outcomes,
     last_applied: Option<LogId>,
     membership: StoredMembershipOf<PartitionRaft>,
 }
 
 impl MetadataMachine {
-    fn new(apply: ApplyMetadata, outcomes: Outcomes) -> MetadataMachine {
+    fn new(
+        apply: ApplyMetadata,
+        on_membership: Option<MembershipApplied>,
+        outcomes: Outcomes,
+    ) -> MetadataMachine {
         MetadataMachine {
             apply,
+            on_membership,
             outcomes,
             last_applied: None,
             membership: StoredMembershipOf::<PartitionRaft>::default(),
@@ -162,6 +174,9 @@ impl RaftStateMachine<PartitionRaft> for MetadataMachine {
                     ));
                 }
                 EntryPayload::Membership(membership) => {
+                    if let Some(on_membership) = &self.on_membership {
+                        on_membership(membership.clone()).await;
+                    }
                     self.membership = StoredMembershipOf::<PartitionRaft>::new(
                         Some(entry.log_id),
                         membership.clone(),
@@ -205,6 +220,7 @@ pub struct MetadataGroup {
     raft: RefCell<Option<Rc<MetadataRaft>>>,
     outcomes: Outcomes,
     apply: ApplyMetadata,
+    on_membership: Option<MembershipApplied>,
     stopped: Cell<bool>,
 }
 
@@ -215,13 +231,24 @@ impl MetadataGroup {
             raft: RefCell::new(None),
             outcomes: Rc::new(RefCell::new(HashMap::new())),
             apply,
+            on_membership: None,
             stopped: Cell::new(false),
         }
     }
 
+    /// `on_membership` hears every membership the group applies.
+    pub fn with_membership(mut self, on_membership: MembershipApplied) -> MetadataGroup {
+        self.on_membership = Some(on_membership);
+        self
+    }
+
     /// The state machine the group starts with.
     pub fn machine(&self) -> MetadataMachine {
-        MetadataMachine::new(self.apply.clone(), self.outcomes.clone())
+        MetadataMachine::new(
+            self.apply.clone(),
+            self.on_membership.clone(),
+            self.outcomes.clone(),
+        )
     }
 
     pub fn started(&self, raft: Rc<MetadataRaft>) {

@@ -22,6 +22,8 @@ pub mod group;
 pub mod metadata;
 pub mod node;
 #[cfg(test)]
+mod members_tests;
+#[cfg(test)]
 mod offsets_tests;
 #[cfg(test)]
 mod tests;
@@ -44,14 +46,59 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct ClusterSettings {
     pub node_id: u64,
-    /// Every voter, by node id, with its node-to-node address.
+    /// The configured voters, by node id, each with its card
+    /// (`iggyd_raft::membership::NodeCard`): the metadata group starts
+    /// with them when the cluster is born.
     pub voters: BTreeMap<u64, BasicNode>,
     /// Wait to be added instead of initializing new groups.
     pub join: bool,
     pub raft: Arc<openraft::Config>,
+    /// The voters a new partition group starts with: the configured ones,
+    /// then those of each membership the metadata group applies, in its
+    /// log order (`node.rs` `follow_membership`), so every node starts a
+    /// new partition with the same voters whatever the changes since the
+    /// cluster was born.
+    new_group_voters: Arc<std::sync::RwLock<BTreeMap<u64, BasicNode>>>,
 }
 
 impl ClusterSettings {
+    pub fn new(
+        node_id: u64,
+        voters: BTreeMap<u64, BasicNode>,
+        join: bool,
+        raft: Arc<openraft::Config>,
+    ) -> ClusterSettings {
+        ClusterSettings {
+            node_id,
+            new_group_voters: Arc::new(std::sync::RwLock::new(voters.clone())),
+            voters,
+            join,
+            raft,
+        }
+    }
+
+    /// The voters a partition group started now begins with.
+    pub fn new_group_voters(&self) -> BTreeMap<u64, BasicNode> {
+        self.new_group_voters
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// New partition groups start with `membership`'s voters (the newest
+    /// configuration of a joint one: a partition created while a change
+    /// is under way starts where the change goes).
+    pub fn set_new_group_voters(&self, membership: &iggyd_raft::Membership) {
+        let voters = voters_of(membership);
+        if voters.is_empty() {
+            return;
+        }
+        *self
+            .new_group_voters
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = voters;
+    }
+
     /// openraft's configuration for iggyd's groups: the cluster's timing,
     /// pre-vote (a node cut off and back does not depose a healthy
     /// leader), and what the adapter requires ([`iggyd_raft::required_config`]:
@@ -76,6 +123,17 @@ impl ClusterSettings {
     }
 }
 
+/// The voters of `membership`'s newest configuration, with their nodes.
+pub fn voters_of(membership: &iggyd_raft::Membership) -> BTreeMap<u64, BasicNode> {
+    let Some(newest) = membership.get_joint_config().last() else {
+        return BTreeMap::new();
+    };
+    newest
+        .iter()
+        .filter_map(|id| Some((*id, membership.get_node(id)?.clone())))
+        .collect()
+}
+
 /// The groups of one shard of a cluster node.
 pub struct ShardCluster<T: Transport> {
     settings: Arc<ClusterSettings>,
@@ -89,6 +147,8 @@ pub struct ShardCluster<T: Transport> {
     /// Where shard 0 tells the node's connections who leads the metadata
     /// group.
     roster: Option<Arc<node::ClusterRoster>>,
+    /// Shard 0: what the metadata group's memberships change on this node.
+    on_membership: Option<metadata::MembershipApplied>,
     /// What lives as long as this shard's groups (its peer server).
     kept: RefCell<Vec<Box<dyn std::any::Any>>>,
     /// Elections and forwarded requests, for the shard's report.
@@ -110,6 +170,7 @@ impl<T: Transport> ShardCluster<T> {
             apply_metadata,
             metadata: RefCell::new(None),
             roster: None,
+            on_membership: None,
             kept: RefCell::new(Vec::new()),
             counters: counters::Counters::default(),
         }
@@ -118,6 +179,13 @@ impl<T: Transport> ShardCluster<T> {
     /// Shard 0 keeps `roster`'s leader current.
     pub fn with_roster(mut self, roster: Arc<node::ClusterRoster>) -> Self {
         self.roster = Some(roster);
+        self
+    }
+
+    /// Shard 0 tells `on_membership` each membership the metadata group
+    /// applies.
+    pub fn with_membership(mut self, on_membership: metadata::MembershipApplied) -> Self {
+        self.on_membership = Some(on_membership);
         self
     }
 
@@ -152,7 +220,11 @@ impl<T: Transport> ShardCluster<T> {
                 refuse
             }
         };
-        let group = Rc::new(MetadataGroup::new(settings.node_id, apply));
+        let mut group = MetadataGroup::new(settings.node_id, apply);
+        if let Some(on_membership) = &self.on_membership {
+            group = group.with_membership(on_membership.clone());
+        }
+        let group = Rc::new(group);
         *self.metadata.borrow_mut() = Some(group.clone());
         let network = Network::new(self.transport.clone(), METADATA_CHANNEL);
         let store = BackendLogStore::new(PumpBackend::new(METADATA_KEY, queue));
@@ -160,8 +232,16 @@ impl<T: Transport> ShardCluster<T> {
         let roster = self.roster.clone();
         monoio::spawn(async move {
             let machine = starting.machine();
-            if let Some(raft) =
-                start_raft(&settings, network, store, machine, "the metadata group").await
+            let voters = settings.voters.clone();
+            if let Some(raft) = start_raft(
+                &settings,
+                voters,
+                network,
+                store,
+                machine,
+                "the metadata group",
+            )
+            .await
             {
                 let raft = Rc::new(raft);
                 starting.started(raft.clone());
@@ -247,10 +327,15 @@ pub fn lease_holds(
 }
 
 /// Starts an openraft group and, unless this node joins an existing
-/// cluster, initializes it with every voter when it never was (another
-/// node's initialization reaching it first is the same outcome).
+/// cluster, initializes it with `voters` when it never was (another
+/// node's initialization reaching it first is the same outcome: every
+/// node initializes a group with the same voters, the configured ones for
+/// the metadata group, those of the metadata log's membership where the
+/// partition was created for a partition's). A group that was initialized
+/// comes back with the membership its log holds.
 async fn start_raft<T: Transport, SM>(
     settings: &ClusterSettings,
+    voters: BTreeMap<u64, BasicNode>,
     network: Network<T>,
     store: BackendLogStore<PumpBackend>,
     machine: SM,
@@ -280,7 +365,7 @@ where
     if !settings.join {
         match raft.is_initialized().await {
             Ok(true) => {}
-            Ok(false) => match raft.initialize(settings.voters.clone()).await {
+            Ok(false) => match raft.initialize(voters).await {
                 Ok(())
                 | Err(openraft::errors::RaftError::APIError(
                     openraft::errors::InitializeError::NotAllowed(_),
@@ -356,10 +441,14 @@ impl<T: Transport> Replication for ShardCluster<T> {
             .insert(key.storage_id, group.clone());
         let store = BackendLogStore::new(PumpBackend::new(key, queue));
         let starting = group.clone();
+        // Read now, as the shard opens the partition for the view that
+        // created it (see `node.rs` `follow_membership`).
+        let voters = settings.new_group_voters();
         monoio::spawn(async move {
             let machine = StateMachine::new(starting.applied());
             let what = key.to_string();
-            if let Some(raft) = start_raft(&settings, network, store, machine, &what).await {
+            if let Some(raft) = start_raft(&settings, voters, network, store, machine, &what).await
+            {
                 starting.started(Rc::new(raft));
             }
         });
@@ -408,5 +497,14 @@ impl<T: Transport> Replication for ShardCluster<T> {
 
     fn counters(&self) -> ReplicationCounters {
         ShardCluster::counters(self)
+    }
+
+    fn change_members(
+        &self,
+        channel: u64,
+        change: iggyd_raft::network::ForwardedChange,
+        reply: flume::Sender<admin::ChangeAnswer>,
+    ) {
+        ShardCluster::change_members(self, channel, change, reply);
     }
 }

@@ -56,7 +56,9 @@ pub struct RosterNode {
 pub struct ClusterRoster {
     pub name: String,
     pub node_id: u64,
-    pub nodes: Vec<RosterNode>,
+    /// Every node: the configured ones until the metadata group applies a
+    /// membership, then its voters and learners (`set_members`).
+    nodes: std::sync::RwLock<Vec<RosterNode>>,
     /// The metadata group's leader as this node last heard (0: none).
     leader: AtomicU64,
     /// When a node last called this one on the metadata group (ms since
@@ -86,7 +88,7 @@ impl ClusterRoster {
         ClusterRoster {
             name,
             node_id,
-            nodes,
+            nodes: std::sync::RwLock::new(nodes),
             leader: AtomicU64::new(0),
             heard_at_ms: AtomicU64::new(0),
             heard_from: AtomicU64::new(0),
@@ -95,6 +97,34 @@ impl ClusterRoster {
             quorum_acked_at_ms: AtomicU64::new(0),
             lease,
         }
+    }
+
+    /// Every node of the cluster as this node knows it now.
+    pub fn nodes(&self) -> Vec<RosterNode> {
+        self.nodes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The cluster's nodes become `membership`'s (voters and learners, by
+    /// id). A node's card gives its addresses and name; one whose card
+    /// holds only the replication address (a membership written before
+    /// cards carried more) keeps what this node knew of it, and is left
+    /// out when it knew nothing (no address to send clients to).
+    pub fn set_members(&self, membership: &iggyd_raft::Membership) {
+        let mut nodes = self
+            .nodes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let known = std::mem::take(&mut *nodes);
+        for (id, node) in membership.nodes() {
+            let before = known.iter().find(|known| known.id == *id);
+            if let Some(node) = roster_node(*id, &node.addr, before) {
+                nodes.push(node);
+            }
+        }
+        nodes.sort_by_key(|node| node.id);
     }
 
     fn now_ms(&self) -> u64 {
@@ -172,6 +202,68 @@ impl ClusterRoster {
     }
 }
 
+/// Node `id` as a membership's card `addr` describes it, what this node
+/// knew `before` filling what the card leaves out.
+pub fn roster_node(id: u64, addr: &str, before: Option<&RosterNode>) -> Option<RosterNode> {
+    let card = iggyd_raft::membership::NodeCard::parse(addr);
+    let replication_address = card
+        .replication
+        .parse()
+        .ok()
+        .or(before.map(|node| node.replication_address))?;
+    let address = card
+        .address
+        .and_then(|address| address.parse().ok())
+        .or(before.map(|node| node.address))?;
+    let name = card
+        .name
+        .or_else(|| before.map(|node| node.name.clone()))
+        .unwrap_or_else(|| format!("node-{id}"));
+    Some(RosterNode {
+        id,
+        name,
+        address,
+        replication_address,
+    })
+}
+
+/// The nodes this node dials, by id: the configured ones, then every node
+/// a membership names (node-wide; each shard's transport reads it when it
+/// first calls a node).
+#[derive(Debug, Default)]
+pub struct PeerDirectory {
+    nodes: std::sync::RwLock<HashMap<u64, SocketAddr>>,
+}
+
+impl PeerDirectory {
+    pub fn learn(&self, id: u64, addr: &str) {
+        let card = iggyd_raft::membership::NodeCard::parse(addr);
+        let Ok(address) = card.replication.parse::<SocketAddr>() else {
+            tracing::warn!(
+                node = id,
+                addr,
+                "a membership names a node with no usable address"
+            );
+            return;
+        };
+        let mut nodes = self
+            .nodes
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if nodes.insert(id, address) != Some(address) {
+            tracing::info!(node = id, %address, "a peer node's replication address");
+        }
+    }
+
+    pub fn address(&self, id: u64) -> Option<SocketAddr> {
+        self.nodes
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&id)
+            .copied()
+    }
+}
+
 /// What every shard of a cluster node shares, built from `[cluster]`.
 #[derive(Clone)]
 pub struct NodeSetup {
@@ -179,6 +271,8 @@ pub struct NodeSetup {
     pub tls: PeerTls,
     pub limits: ValidLimits,
     pub roster: Arc<ClusterRoster>,
+    /// The peers' replication addresses, as memberships name them.
+    pub peers: Arc<PeerDirectory>,
     /// The replication address every shard's peer server binds.
     pub replication_address: SocketAddr,
     /// One per shard.
@@ -241,9 +335,12 @@ impl NodeSetup {
             .map(|node| {
                 (
                     node.id,
-                    BasicNode {
-                        addr: node.replication_address.to_string(),
-                    },
+                    iggyd_raft::membership::NodeCard {
+                        replication: node.replication_address.to_string(),
+                        address: Some(node.address.to_string()),
+                        name: Some(node.name.clone()),
+                    }
+                    .node(),
                 )
             })
             .collect();
@@ -266,16 +363,21 @@ impl NodeSetup {
         let limits = PeerLimits::default()
             .validate()
             .map_err(|error| format!("node-to-node limits: {error}"))?;
+        let peers = PeerDirectory::default();
+        for (id, node) in &voters {
+            peers.learn(*id, &node.addr);
+        }
         Ok(NodeSetup {
-            settings: Arc::new(ClusterSettings {
-                node_id: config.node_id,
+            settings: Arc::new(ClusterSettings::new(
+                config.node_id,
                 voters,
-                join: config.join,
+                config.join,
                 raft,
-            }),
+            )),
             tls,
             limits,
             roster: Arc::new(roster),
+            peers: Arc::new(peers),
             replication_address: this.replication_address,
             counters: (0..shards)
                 .map(|_| Arc::new(PeerCounters::default()))
@@ -307,10 +409,12 @@ fn start_shard(
     let wire_shard = u16::try_from(shard).map_err(|_| format!("shard {shard} out of range"))?;
     let transport = PeerTransport::new(&setup, wire_shard, counters.clone());
     let apply = (shard == 0).then(|| apply_through_mesh(&context));
-    let cluster = Rc::new(
-        ShardCluster::new(setup.settings.clone(), transport, apply)
-            .with_roster(setup.roster.clone()),
-    );
+    let mut cluster = ShardCluster::new(setup.settings.clone(), transport, apply)
+        .with_roster(setup.roster.clone());
+    if shard == 0 {
+        cluster = cluster.with_membership(follow_membership(&context, &setup));
+    }
+    let cluster = Rc::new(cluster);
     let listener = monoio::net::TcpListener::from_std(listener)
         .map_err(|error| format!("the replication listener: {error}"))?;
     let (stop, signal) = iggyd_peer::stop_signal();
@@ -346,6 +450,64 @@ fn apply_through_mesh(context: &Rc<ShardContext>) -> ApplyMetadata {
         })
     })
 }
+
+/// What the metadata group's memberships change on this node, in its log
+/// order: the peers it dials, the roster clients are shown, and the
+/// voters new partition groups start with. Before the voters change,
+/// every shard has installed the views of the commands applied before
+/// the membership (a round trip through each inbox, FIFO): a partition
+/// created before the membership entry starts with the voters before it
+/// on every node, one created after with those after, whatever each
+/// node's timing.
+fn follow_membership(
+    context: &Rc<ShardContext>,
+    setup: &NodeSetup,
+) -> super::metadata::MembershipApplied {
+    let context = context.clone();
+    let settings = setup.settings.clone();
+    let roster = setup.roster.clone();
+    let peers = setup.peers.clone();
+    Rc::new(move |membership: iggyd_raft::Membership| {
+        let context = context.clone();
+        let settings = settings.clone();
+        let roster = roster.clone();
+        let peers = peers.clone();
+        Box::pin(async move {
+            for (id, node) in membership.nodes() {
+                if *id != settings.node_id {
+                    peers.learn(*id, &node.addr);
+                }
+            }
+            roster.set_members(&membership);
+            let voters: Vec<u64> = super::voters_of(&membership).into_keys().collect();
+            let before: Vec<u64> = settings.new_group_voters().into_keys().collect();
+            if voters == before {
+                // The same voters: no partition can start differently.
+                settings.set_new_group_voters(&membership);
+                return;
+            }
+            for shard in 0..context.shards {
+                if shard == context.shard {
+                    continue;
+                }
+                let barrier = context.mesh.request(context.shard, shard, Request::Ping);
+                if monoio::time::timeout(MEMBERSHIP_BARRIER_WAIT, barrier)
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(
+                        shard,
+                        "a shard did not answer before the voters of new partitions changed"
+                    );
+                }
+            }
+            settings.set_new_group_voters(&membership);
+        })
+    })
+}
+
+/// How long a membership's barrier waits for each shard.
+const MEMBERSHIP_BARRIER_WAIT: Duration = Duration::from_secs(5);
 
 /// Which shard owns each group, from the installed view (rebuilt when the
 /// view changes).
@@ -419,39 +581,57 @@ fn route_to_owner(context: Rc<ShardContext>, roster: Arc<ClusterRoster>) -> Peer
 }
 
 /// The groups' way to their peers: one `iggyd-peer` client per peer node
-/// on this shard (clones share them).
+/// on this shard (clones share them), made when the node is first called
+/// (the configured nodes, and those a membership names).
 #[derive(Clone)]
 pub struct PeerTransport {
-    clients: Rc<HashMap<u64, PeerClient>>,
+    clients: Rc<RefCell<HashMap<u64, PeerClient>>>,
+    peers: Arc<PeerDirectory>,
+    tls: PeerTls,
+    limits: ValidLimits,
+    shard: u16,
+    node_id: u64,
+    counters: Arc<PeerCounters>,
 }
 
 impl PeerTransport {
     fn new(setup: &NodeSetup, shard: u16, counters: Arc<PeerCounters>) -> PeerTransport {
-        let clients = setup
-            .settings
-            .voters
-            .iter()
-            .filter(|(id, _)| **id != setup.settings.node_id)
-            .filter_map(|(id, node)| {
-                let address: SocketAddr = node.addr.parse().ok()?;
-                Some((
-                    *id,
-                    PeerClient::new(
-                        setup.tls.clone(),
-                        shard,
-                        PeerTarget {
-                            node_id: *id,
-                            address,
-                        },
-                        setup.limits,
-                        counters.clone(),
-                    ),
-                ))
-            })
-            .collect();
         PeerTransport {
-            clients: Rc::new(clients),
+            clients: Rc::new(RefCell::new(HashMap::new())),
+            peers: setup.peers.clone(),
+            tls: setup.tls.clone(),
+            limits: setup.limits,
+            shard,
+            node_id: setup.settings.node_id,
+            counters,
         }
+    }
+
+    /// This shard's client to node `target`, made now when there is none
+    /// (or its address changed).
+    fn client(&self, target: u64) -> Option<PeerClient> {
+        if target == self.node_id {
+            return None;
+        }
+        let address = self.peers.address(target)?;
+        let mut clients = self.clients.borrow_mut();
+        if let Some(client) = clients.get(&target)
+            && client.target().address == address
+        {
+            return Some(client.clone());
+        }
+        let client = PeerClient::new(
+            self.tls.clone(),
+            self.shard,
+            PeerTarget {
+                node_id: target,
+                address,
+            },
+            self.limits,
+            self.counters.clone(),
+        );
+        clients.insert(target, client.clone());
+        Some(client)
     }
 }
 
@@ -463,7 +643,7 @@ impl Transport for PeerTransport {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<Vec<u8>, TransportError> {
-        let Some(client) = self.clients.get(&target) else {
+        let Some(client) = self.client(target) else {
             return Err(TransportError::Unreachable(format!(
                 "node {target} is not a member"
             )));
@@ -479,6 +659,12 @@ impl Transport for PeerTransport {
                 | PeerError::TimedOut { .. }
                 | PeerError::Failed { .. } => TransportError::Failed(error.to_string()),
             })
+    }
+
+    fn learn(&self, target: u64, node: &BasicNode) {
+        if target != self.node_id {
+            self.peers.learn(target, &node.addr);
+        }
     }
 }
 

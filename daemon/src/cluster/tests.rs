@@ -83,15 +83,25 @@ fn storage() -> PumpStorage {
 }
 
 pub(super) fn start_node(id: u64, transport: &InProcess) -> Node {
-    start_node_with(id, transport, None)
+    start_node_with(id, transport, None, false)
 }
 
-fn start_node_with(id: u64, transport: &InProcess, apply: Option<metadata::ApplyMetadata>) -> Node {
+/// Node `id`, waiting to be added to the groups of nodes 1 to 3.
+pub(super) fn start_joining_node(id: u64, transport: &InProcess) -> Node {
+    start_node_with(id, transport, None, true)
+}
+
+fn start_node_with(
+    id: u64,
+    transport: &InProcess,
+    apply: Option<metadata::ApplyMetadata>,
+    join: bool,
+) -> Node {
     let raft = ClusterSettings::raft_config(Duration::from_millis(30), Duration::from_millis(150))
         .expect("timing");
-    let settings = Arc::new(ClusterSettings {
-        node_id: id,
-        voters: (1..=3)
+    let settings = Arc::new(ClusterSettings::new(
+        id,
+        (1..=3)
             .map(|id| {
                 (
                     id,
@@ -101,9 +111,9 @@ fn start_node_with(id: u64, transport: &InProcess, apply: Option<metadata::Apply
                 )
             })
             .collect(),
-        join: false,
+        join,
         raft,
-    });
+    ));
     let cluster = Rc::new(ShardCluster::new(
         settings,
         InProcess {
@@ -191,7 +201,7 @@ pub(super) async fn append(nodes: &[&Node], messages: usize, tag: u8) -> AppendA
     panic!("no node accepted the append within 6 s");
 }
 
-async fn poll_all(node: &Node) -> PollResult {
+pub(super) async fn poll_all(node: &Node) -> PollResult {
     ask(node, |reply| PartitionOp::Poll {
         key: KEY,
         request: PollRequest {
@@ -334,7 +344,7 @@ fn the_metadata_group_applies_every_change_on_every_node() {
         for id in 1..=3 {
             let (store, apply) = memory_store(id);
             stores.push(store);
-            nodes.push(start_node_with(id, &transport, Some(apply)));
+            nodes.push(start_node_with(id, &transport, Some(apply), false));
         }
         for node in &nodes {
             ask(node, |reply| PartitionOp::Open {

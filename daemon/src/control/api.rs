@@ -31,6 +31,8 @@ pub const OPS: &[&str] = &[
     "snapshot_file",
     "cluster_status",
     "transfer_leader",
+    "add_node",
+    "remove_node",
 ];
 
 /// An admin action the daemon performs on request.
@@ -79,6 +81,17 @@ pub enum ClusterOp {
     TransferLeader {
         to: u64,
         group: Option<cluster::GroupName>,
+    },
+    /// Make node `id` a voter of every group (`iggyd cluster add-node`).
+    AddNode {
+        id: u64,
+        address: std::net::SocketAddr,
+        replication_address: std::net::SocketAddr,
+        name: Option<String>,
+    },
+    /// Take node `id` out of every group (`iggyd cluster remove-node`).
+    RemoveNode {
+        id: u64,
     },
 }
 
@@ -205,8 +218,76 @@ pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
         "fault" => parse_fault(object),
         "cluster_status" => Ok(Request::Cluster(ClusterOp::Status)),
         "transfer_leader" => parse_transfer_leader(object),
+        "add_node" => parse_add_node(object),
+        "remove_node" => Ok(Request::Cluster(ClusterOp::RemoveNode {
+            id: node_id_field(object, "remove_node", "id")?,
+        })),
         other => Err(RequestError::UnknownOp(other.to_string())),
     }
+}
+
+/// A node id field (1 to `limits::CLUSTER_NODE_ID_MAX`).
+fn node_id_field(
+    object: &serde_json::Map<String, serde_json::Value>,
+    op: &'static str,
+    field: &'static str,
+) -> Result<u64, RequestError> {
+    match object.get(field).and_then(serde_json::Value::as_u64) {
+        Some(id) if (1..=crate::limits::CLUSTER_NODE_ID_MAX).contains(&id) => Ok(id),
+        _ => Err(RequestError::BadField {
+            op,
+            field,
+            problem: format!(
+                "must be a node id (a whole number from 1 to {})",
+                crate::limits::CLUSTER_NODE_ID_MAX
+            ),
+        }),
+    }
+}
+
+/// `add_node`: `id`, `address` and `replication_address` (`host:port`
+/// with an IP address, as `[cluster.nodes]` takes them), `name`
+/// (optional, an Iggy name).
+fn parse_add_node(
+    object: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Request, RequestError> {
+    let id = node_id_field(object, "add_node", "id")?;
+    let address = |field: &'static str| -> Result<std::net::SocketAddr, RequestError> {
+        object
+            .get(field)
+            .and_then(serde_json::Value::as_str)
+            .and_then(|text| text.parse().ok())
+            .ok_or_else(|| RequestError::BadField {
+                op: "add_node",
+                field,
+                problem: "must be an IP address and port, like \"10.0.0.4:8090\"".into(),
+            })
+    };
+    let name = match object.get("name") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(name))
+            if !name.trim().is_empty()
+                && name.chars().count() <= crate::limits::CLUSTER_NODE_NAME_LEN_MAX =>
+        {
+            Some(name.clone())
+        }
+        Some(_) => {
+            return Err(RequestError::BadField {
+                op: "add_node",
+                field: "name",
+                problem: format!(
+                    "must be a name of 1 to {} characters",
+                    crate::limits::CLUSTER_NODE_NAME_LEN_MAX
+                ),
+            });
+        }
+    };
+    Ok(Request::Cluster(ClusterOp::AddNode {
+        id,
+        address: address("address")?,
+        replication_address: address("replication_address")?,
+        name,
+    }))
 }
 
 /// `transfer_leader`: `to` (a node id) and `group` (optional: `metadata`

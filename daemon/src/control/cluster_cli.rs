@@ -1,15 +1,18 @@
-//! The client side of `iggyd cluster status` and `iggyd cluster
-//! transfer-leader`: one request on the local node's admin socket, its
+//! The client side of `iggyd cluster status`, `transfer-leader`,
+//! `add-node` and `remove-node`: one request on the local node's admin socket, its
 //! answer rendered (an aligned table, or `--json`), and the exit code.
 //! `boot` prints what this returns; nothing here prints or exits.
 //!
 //! Exit codes: 0 done (status: every group has a leader and every shard
-//! answered; transfer: every group moved); 1 not (status: a group without
-//! a leader or a silent shard; transfer: a group whose new leader was not
-//! seen in time); 69 (`EX_UNAVAILABLE`) the admin socket did not answer;
+//! answered; transfer: every group moved; add-node, remove-node: every
+//! group's membership changed, or already as asked); 1 not (status: a
+//! group without a leader or a silent shard; transfer: a group whose new
+//! leader was not seen in time; add-node, remove-node: a group not changed,
+//! named with why); 69 (`EX_UNAVAILABLE`) the admin socket did not answer;
 //! 78 (`EX_CONFIG`) the request cannot work: no cluster configured, or the
 //! daemon refused it (an unknown node, a node that is not a voter, a group
-//! this node does not lead: the message says which).
+//! this node does not lead, a removal that would leave no quorum: the
+//! message says which).
 
 use crate::control::api::cluster::{self, GroupName};
 use crate::control::api::{self, LineRead, Payload, read_line_capped};
@@ -30,14 +33,27 @@ pub const EXIT_CONFIG: u8 = 78;
 const ANSWER_BYTES_MAX: usize = 64 * 1024 * 1024;
 
 /// How long the CLI waits for the daemon's answer: longer than the daemon
-/// waits for a transfer, plus time to gather the groups.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+/// waits for a transfer or a membership change, plus time to gather the
+/// groups.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What `iggyd cluster …` asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClusterCommand {
     Status,
-    TransferLeader { to: u64, group: Option<GroupName> },
+    TransferLeader {
+        to: u64,
+        group: Option<GroupName>,
+    },
+    AddNode {
+        id: u64,
+        address: String,
+        replication_address: String,
+        name: Option<String>,
+    },
+    RemoveNode {
+        id: u64,
+    },
 }
 
 /// What `boot` prints and returns.
@@ -79,6 +95,13 @@ pub fn run(socket: &Path, command: &ClusterCommand, json: bool) -> CliOutcome {
         ClusterCommand::TransferLeader { to, group } => {
             cluster::transfer_leader_request(*to, group.map(|g| g.to_string()).as_deref())
         }
+        ClusterCommand::AddNode {
+            id,
+            address,
+            replication_address,
+            name,
+        } => cluster::add_node_request(*id, address, replication_address, name.as_deref()),
+        ClusterCommand::RemoveNode { id } => cluster::remove_node_request(*id),
     };
     let line = match exchange(socket, &request) {
         Ok(line) => line,
@@ -110,6 +133,14 @@ pub fn outcome(line: &[u8], json: bool) -> CliOutcome {
                 cluster::render_transfer(transfer)
             },
             transfer.all_moved(),
+        ),
+        Payload::MembershipChange { change } => (
+            if json {
+                to_json(change)
+            } else {
+                cluster::render_membership_change(change)
+            },
+            change.all_done(),
         ),
         other => {
             return CliOutcome::failed(

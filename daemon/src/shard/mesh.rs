@@ -99,6 +99,13 @@ pub enum ShardMessage {
         to: u64,
         reply: flume::Sender<Result<(), String>>,
     },
+    /// The admin socket asks group `channel` of this shard for a
+    /// membership change (`iggyd cluster add-node|remove-node`).
+    ChangeMembers {
+        channel: u64,
+        change: iggyd_raft::network::ForwardedChange,
+        reply: flume::Sender<crate::shard::replica::ChangeAnswer>,
+    },
     /// Test-only fault: wedge this shard's loop forever (the watchdog must
     /// notice). Compiled into debug builds and the `fault-injection` feature.
     #[cfg(any(debug_assertions, feature = "fault-injection"))]

@@ -505,6 +505,18 @@ impl ShardLoop {
                     let _ = reply.send(Err("this node runs no cluster".to_string()));
                 }
             },
+            ShardMessage::ChangeMembers {
+                channel,
+                change,
+                reply,
+            } => match &self.replication {
+                Some(replication) => replication.change_members(channel, change, reply),
+                None => {
+                    let _ = reply.send(Err(iggyd_raft::membership::MemberError::Failed(
+                        "this node runs no cluster".to_string(),
+                    )));
+                }
+            },
             ShardMessage::CloseClient { client_id, reply } => {
                 let closed = self
                     .front

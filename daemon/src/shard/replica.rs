@@ -280,11 +280,24 @@ pub trait Replication {
     /// hand its leadership to node `to`; `reply` hears whether the request
     /// was taken. Must not wait for the pump.
     fn transfer_leader(&self, channel: u64, to: u64, reply: flume::Sender<Result<(), String>>);
+    /// Asks group `channel` (a storage id, or `METADATA_STORAGE_ID`) for
+    /// a membership change, carried out where its leader is; `reply` hears
+    /// the outcome. Must not wait for the pump.
+    fn change_members(
+        &self,
+        channel: u64,
+        change: iggyd_raft::network::ForwardedChange,
+        reply: flume::Sender<ChangeAnswer>,
+    );
     /// This shard's election and forwarding counters (cumulative). Reads
     /// every group's published metrics: the shard calls it for its
     /// once-a-second report, not per round.
     fn counters(&self) -> ReplicationCounters;
 }
+
+/// What a group's membership change came to.
+pub type ChangeAnswer =
+    Result<iggyd_raft::membership::MemberOutcome, iggyd_raft::membership::MemberError>;
 
 /// A shard's replication counters, cumulative since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

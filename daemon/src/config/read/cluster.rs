@@ -175,14 +175,17 @@ impl Reader<'_> {
     }
 
     /// A majority of 2k voters survives k - 1 failures, no more than one of
-    /// 2k - 1: an even count is usually a node too many or too few.
+    /// 2k - 1: an even count is usually a node too many or too few. A node
+    /// that joins initializes nothing with the list (the running cluster's
+    /// membership decides), so its list may be even (the current nodes and
+    /// itself, midway through a replacement).
     fn voters_are_odd(
         &self,
         cluster: &ClusterConfig,
         nodes_value: &Value,
     ) -> Result<(), ConfigError> {
         let count = cluster.nodes.len();
-        if !count.is_multiple_of(2) || cluster.allow_even_voters {
+        if !count.is_multiple_of(2) || cluster.allow_even_voters || cluster.join {
             return Ok(());
         }
         Err(ConfigError::Invalid {

@@ -4,22 +4,31 @@
 //! (reachable when their replication address accepts a TCP connection),
 //! and leader transfers (checked first, triggered on the owner shards,
 //! then watched until this node sees the new leader, at most
-//! `ADMIN_CLUSTER_TRANSFER_WAIT`).
+//! `ADMIN_CLUSTER_TRANSFER_WAIT`), and membership changes (`add-node`,
+//! `remove-node`: checked here first, then the metadata group's change,
+//! then every partition group's at once, each carried out by the owner
+//! shard where the group's leader is, every outcome within
+//! `ADMIN_CLUSTER_MEMBERSHIP_WAIT`).
 //!
 //! Like the flush action it messages shards with a deadline; the periodic
 //! snapshot never does. A cluster node's Prometheus scrape gathers the
 //! groups the same way (`cluster_series`).
 
 use super::DaemonSource;
-use crate::cluster::node::ClusterRoster;
+use crate::cluster::node::{ClusterRoster, RosterNode};
 use crate::control::api::cluster::{
-    ClusterStatus, GroupName, GroupStatus, METADATA_GROUP, Move, NodeStatus, Role, Transfer,
+    ClusterStatus, GroupChange, GroupName, GroupStatus, METADATA_GROUP, MembershipChange, Move,
+    NodeStatus, Role, Transfer,
 };
 use crate::control::api::{ClusterOp, Payload};
 use crate::control::metrics::ClusterSeries;
 use crate::limits;
 use crate::shard::mesh::ShardMessage;
+use crate::shard::replica::ChangeAnswer;
 use crate::shard::replica::METADATA_STORAGE_ID;
+use iggyd_raft::membership::{MemberChange, MemberError, MemberOutcome, NodeCard, check_removal};
+use iggyd_raft::network::ForwardedChange;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 /// What the refusals say when this daemon runs no cluster (the console
@@ -36,6 +45,196 @@ impl DaemonSource {
             ClusterOp::TransferLeader { to, group } => self
                 .transfer_leader(&roster, to, group)
                 .map(|transfer| Payload::TransferLeader { transfer }),
+            ClusterOp::AddNode {
+                id,
+                address,
+                replication_address,
+                name,
+            } => self
+                .add_node(&roster, id, address, replication_address, name)
+                .map(|change| Payload::MembershipChange { change }),
+            ClusterOp::RemoveNode { id } => self
+                .remove_node(&roster, id)
+                .map(|change| Payload::MembershipChange { change }),
+        }
+    }
+
+    fn add_node(
+        &self,
+        roster: &ClusterRoster,
+        id: u64,
+        address: std::net::SocketAddr,
+        replication_address: std::net::SocketAddr,
+        name: Option<String>,
+    ) -> Result<MembershipChange, String> {
+        if let Some(other) = roster.nodes().into_iter().find(|node| {
+            node.id != id
+                && (node.address == address || node.replication_address == replication_address)
+        }) {
+            return Err(format!(
+                "node {} already uses {address} or {replication_address}: give node {id} \
+                 addresses of its own",
+                other.id
+            ));
+        }
+        let card = NodeCard {
+            replication: replication_address.to_string(),
+            address: Some(address.to_string()),
+            name: Some(name.unwrap_or_else(|| format!("node-{id}"))),
+        };
+        let (groups, _) = self.groups();
+        let voters = metadata_voters(&groups)?;
+        let after = voters.len() + usize::from(!voters.contains(&id));
+        let note = (after % 2 == 0).then(|| {
+            format!(
+                "the cluster has {after} voters, an even count that tolerates no more failures \
+                 than {}: to finish a replacement, remove the node being replaced \
+                 (`iggyd cluster remove-node --id N`)",
+                after - 1
+            )
+        });
+        let change = MemberChange::Add {
+            id,
+            node: card.node(),
+        };
+        Ok(self.change_every_group("add", id, change, false, note))
+    }
+
+    fn remove_node(&self, roster: &ClusterRoster, id: u64) -> Result<MembershipChange, String> {
+        let (groups, _) = self.groups();
+        let voters = metadata_voters(&groups)?;
+        let members: BTreeSet<u64> = groups
+            .iter()
+            .find(|group| group.group == METADATA_GROUP)
+            .map(|group| {
+                group
+                    .learners
+                    .iter()
+                    .chain(&group.voters)
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !members.contains(&id) && !groups.iter().any(|group| group.voters.contains(&id)) {
+            let known: Vec<String> = members.iter().map(u64::to_string).collect();
+            return Err(format!(
+                "unknown node {id}: the cluster's nodes are {}",
+                known.join(", ")
+            ));
+        }
+        let nodes = roster.nodes();
+        let alive: BTreeSet<u64> = nodes
+            .iter()
+            .zip(reach_nodes(&nodes, roster.node_id))
+            .filter(|(_, reachable)| *reachable)
+            .map(|(node, _)| node.id)
+            .collect();
+        check_removal(&voters, id, &alive, false)?;
+        Ok(self.change_every_group("remove", id, MemberChange::Remove { id }, false, None))
+    }
+
+    /// `change` on every group: the metadata group first (the roster and
+    /// the voters new partitions start with follow it), then every
+    /// partition group this node has, all at once, each carried out where
+    /// its leader is; every outcome within `ADMIN_CLUSTER_MEMBERSHIP_WAIT`.
+    fn change_every_group(
+        &self,
+        what: &str,
+        target: u64,
+        change: MemberChange,
+        allow_even: bool,
+        note: Option<String>,
+    ) -> MembershipChange {
+        let started = Instant::now();
+        let deadline = started + limits::ADMIN_CLUSTER_MEMBERSHIP_WAIT;
+        let forwarded = ForwardedChange {
+            change,
+            wait_ms: millis(limits::ADMIN_CLUSTER_MEMBERSHIP_STEP_WAIT),
+            allow_even,
+        };
+        let metadata = self.ask_change(0, METADATA_STORAGE_ID, &forwarded, deadline);
+        let metadata = finish(METADATA_GROUP.to_string(), metadata, deadline, started);
+        let mut changes = vec![metadata];
+        let metadata_done = changes.iter().all(|group| group.done);
+        let (groups, silent) = self.groups();
+        let partitions = groups
+            .into_iter()
+            .filter(|group| group.group != METADATA_GROUP);
+        if metadata_done {
+            let asked: Vec<(String, Asked)> = partitions
+                .map(|group| {
+                    let shard = usize::try_from(group.shard).unwrap_or(usize::MAX);
+                    let channel = group.storage_id.unwrap_or(METADATA_STORAGE_ID);
+                    let asked = self.ask_change(shard, channel, &forwarded, deadline);
+                    (group.group, asked)
+                })
+                .collect();
+            for (group, asked) in asked {
+                changes.push(finish(group, asked, deadline, started));
+            }
+        } else {
+            for group in partitions {
+                changes.push(GroupChange {
+                    group: group.group,
+                    done: false,
+                    outcome: "not tried: the metadata group did not change".into(),
+                    voters: group.voters,
+                    elapsed_ms: 0,
+                });
+            }
+        }
+        for shard in silent {
+            changes.push(GroupChange {
+                group: format!("shard {shard}"),
+                done: false,
+                outcome: "the shard did not list its groups in time: run it again".into(),
+                voters: Vec::new(),
+                elapsed_ms: millis(started.elapsed()),
+            });
+        }
+        for group in &changes {
+            tracing::info!(
+                group = %group.group,
+                change = what,
+                node = target,
+                done = group.done,
+                outcome = %group.outcome,
+                "membership change asked from the admin socket"
+            );
+        }
+        MembershipChange {
+            node_id: self
+                .parts()
+                .cluster
+                .as_ref()
+                .map_or(0, |roster| roster.node_id),
+            change: what.to_string(),
+            target,
+            groups: changes,
+            note,
+        }
+    }
+
+    /// Asks the group on `channel` of shard `shard` for `change`.
+    fn ask_change(
+        &self,
+        shard: usize,
+        channel: u64,
+        change: &ForwardedChange,
+        deadline: Instant,
+    ) -> Asked {
+        let (reply, answer) = flume::bounded(1);
+        match self.parts().mesh.send_deadline(
+            shard,
+            ShardMessage::ChangeMembers {
+                channel,
+                change: change.clone(),
+                reply,
+            },
+            deadline,
+        ) {
+            Ok(()) => Asked::Sent(answer),
+            Err(error) => Asked::NotSent(format!("shard {shard}: {error}")),
         }
     }
 
@@ -83,9 +282,9 @@ impl DaemonSource {
     fn cluster_status(&self, roster: &ClusterRoster) -> ClusterStatus {
         let (groups, shards_silent) = self.groups();
         let metadata = groups.iter().find(|group| group.group == METADATA_GROUP);
-        let reachable = reach(roster);
-        let nodes = roster
-            .nodes
+        let listed = roster.nodes();
+        let reachable = reach_nodes(&listed, roster.node_id);
+        let nodes = listed
             .iter()
             .zip(reachable)
             .map(|(node, reachable)| NodeStatus {
@@ -114,12 +313,9 @@ impl DaemonSource {
         group: Option<GroupName>,
     ) -> Result<Transfer, String> {
         let me = roster.node_id;
-        let known: Vec<String> = roster
-            .nodes
-            .iter()
-            .map(|node| node.id.to_string())
-            .collect();
-        if !roster.nodes.iter().any(|node| node.id == to) {
+        let listed = roster.nodes();
+        let known: Vec<String> = listed.iter().map(|node| node.id.to_string()).collect();
+        if !listed.iter().any(|node| node.id == to) {
             return Err(format!(
                 "unknown node {to}: the cluster's nodes are {}",
                 known.join(", ")
@@ -241,6 +437,48 @@ impl DaemonSource {
     }
 }
 
+/// A change asked of a shard, or why it was not.
+enum Asked {
+    Sent(flume::Receiver<ChangeAnswer>),
+    NotSent(String),
+}
+
+/// A group's outcome, waited for until `deadline`.
+fn finish(group: String, asked: Asked, deadline: Instant, started: Instant) -> GroupChange {
+    let answer = match asked {
+        Asked::Sent(answer) => answer.recv_deadline(deadline).unwrap_or_else(|_| {
+            Err(MemberError::Failed(
+                "no outcome in time (it may still be made): run it again".into(),
+            ))
+        }),
+        Asked::NotSent(why) => Err(MemberError::Failed(why)),
+    };
+    let (done, outcome, voters) = match answer {
+        Ok(MemberOutcome::Changed { voters }) => (true, "changed".to_string(), voters),
+        Ok(MemberOutcome::Unchanged { voters }) => (true, "unchanged".to_string(), voters),
+        Err(error) => (false, error.to_string(), Vec::new()),
+    };
+    GroupChange {
+        group,
+        done,
+        outcome,
+        voters,
+        elapsed_ms: millis(started.elapsed()),
+    }
+}
+
+/// The metadata group's voters as this node sees them.
+fn metadata_voters(groups: &[GroupStatus]) -> Result<BTreeSet<u64>, String> {
+    groups
+        .iter()
+        .find(|group| group.group == METADATA_GROUP)
+        .map(|group| group.voters.iter().copied().collect())
+        .ok_or_else(|| {
+            "the metadata group has not started on this node (shard 0 did not answer in time)"
+                .to_string()
+        })
+}
+
 fn shard_id(shard: usize) -> u32 {
     u32::try_from(shard).unwrap_or(u32::MAX)
 }
@@ -284,14 +522,13 @@ pub fn node_role(metadata: Option<&GroupStatus>, node: u64, this_node: u64) -> R
 /// Whether each node's replication address accepts a TCP connection now
 /// (this node: yes), tried at once, each within
 /// `ADMIN_CLUSTER_REACH_TIMEOUT`.
-fn reach(roster: &ClusterRoster) -> Vec<bool> {
+fn reach_nodes(nodes: &[RosterNode], this_node: u64) -> Vec<bool> {
     std::thread::scope(|scope| {
-        let tries: Vec<_> = roster
-            .nodes
+        let tries: Vec<_> = nodes
             .iter()
             .map(|node| {
                 let address = node.replication_address;
-                let this = node.id == roster.node_id;
+                let this = node.id == this_node;
                 scope.spawn(move || {
                     this || std::net::TcpStream::connect_timeout(
                         &address,

@@ -163,13 +163,12 @@ pub(crate) fn cluster_metadata(request: &mut Request_<'_>) -> Handled<Outcome> {
         }
         Some(cluster) => {
             let leader = cluster.live_leader();
-            let ips: Vec<String> = cluster
-                .nodes
+            let nodes = cluster.nodes();
+            let ips: Vec<String> = nodes
                 .iter()
                 .map(|node| node.address.ip().to_string())
                 .collect();
-            let roster: Vec<ClusterNode<'_>> = cluster
-                .nodes
+            let roster: Vec<ClusterNode<'_>> = nodes
                 .iter()
                 .zip(&ips)
                 .map(|(node, ip)| ClusterNode {
@@ -198,7 +197,8 @@ pub(crate) fn partition_routing(request: &mut Request_<'_>) -> Handled<Outcome> 
     let Some(cluster) = &request.context.net.cluster else {
         return Ok(request.replier.status(Status::InvalidCommand));
     };
-    let Some(here) = cluster.nodes.iter().find(|node| node.id == cluster.node_id) else {
+    let nodes = cluster.nodes();
+    let Some(here) = nodes.iter().find(|node| node.id == cluster.node_id) else {
         return Ok(request.replier.status(Status::FeatureUnavailable));
     };
     let client = request.session.login.map_or(0, |login| login.client);

@@ -1,0 +1,198 @@
+//! Membership changes of a partition group on the in-process nodes of
+//! `tests.rs`: a node that joins is added from a node that does not lead
+//! (forwarded to the leader), catches up on what was acknowledged, and
+//! the leader is removed (it hands its leadership off first); a removal
+//! that would leave no live quorum, or an even count, is refused.
+
+use super::tests::{
+    InProcess, KEY, Node, append, ask, poll_all, runtime, start_joining_node, start_node,
+};
+use crate::shard::op::PartitionOp;
+use crate::shard::partition::{Durability, PartitionSettings};
+use iggyd_raft::membership::{MemberChange, MemberError, MemberOutcome, NodeCard};
+use iggyd_raft::network::ForwardedChange;
+use std::time::Duration;
+
+async fn open(node: &Node) {
+    let settings = PartitionSettings {
+        durability: Durability::Persisted,
+        ..PartitionSettings::default()
+    };
+    ask(node, |reply| PartitionOp::Open {
+        key: KEY,
+        settings,
+        reply,
+    })
+    .await
+    .expect("open");
+}
+
+async fn change(node: &Node, change: MemberChange) -> Result<MemberOutcome, MemberError> {
+    let (reply, answer) = flume::bounded(1);
+    node.cluster.change_members(
+        KEY.storage_id,
+        ForwardedChange {
+            change,
+            wait_ms: 3_000,
+            allow_even: false,
+        },
+        reply,
+    );
+    answer.recv_async().await.expect("an answer")
+}
+
+fn leader_of(nodes: &[&Node]) -> Option<u64> {
+    nodes.iter().find_map(|node| {
+        let raft = node.cluster.raft(KEY.storage_id)?;
+        raft.is_leader().then_some(node.id)
+    })
+}
+
+fn voters_at(node: &Node) -> Vec<u64> {
+    use openraft::async_runtime::WatchReceiver;
+    node.cluster
+        .raft(KEY.storage_id)
+        .map(|raft| {
+            raft.metrics()
+                .borrow_watched()
+                .membership_config
+                .membership()
+                .voter_ids()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+// Proves a partition group takes a new node and lets the leader go: node
+// 4 (joining) is added through a follower, holds every acknowledged
+// message, and then the leader is removed, handing off first; the group
+// goes on with the three left. Refusals name why.
+#[test]
+fn a_group_adds_a_joining_node_and_removes_its_leader() {
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let mut nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
+        for node in &nodes {
+            open(node).await;
+        }
+        let everyone: Vec<&Node> = nodes.iter().collect();
+        let ack = append(&everyone, 5, b'a').await;
+        assert_eq!(ack.base_offset, 0);
+        nodes.push(start_joining_node(4, &transport));
+        open(&nodes[3]).await;
+        let old: Vec<&Node> = nodes.iter().take(3).collect();
+        let leader = leader_of(&old).expect("a leader");
+        let follower = old
+            .iter()
+            .find(|node| node.id != leader)
+            .expect("a follower");
+
+        // Removing a node that is no member is nothing to do.
+        assert_eq!(
+            change(follower, MemberChange::Remove { id: 9 }).await,
+            Ok(MemberOutcome::Unchanged {
+                voters: vec![1, 2, 3]
+            })
+        );
+        // Three voters down to two: an even count.
+        match change(follower, MemberChange::Remove { id: leader }).await {
+            Err(MemberError::Refused(why)) => assert!(why.contains("even count"), "{why}"),
+            other => panic!("expected a refusal: {other:?}"),
+        }
+
+        let card = NodeCard {
+            replication: "node-4".into(),
+            address: Some("127.0.0.1:4".into()),
+            name: Some("four".into()),
+        };
+        assert_eq!(
+            change(
+                follower,
+                MemberChange::Add {
+                    id: 4,
+                    node: card.node()
+                }
+            )
+            .await,
+            Ok(MemberOutcome::Changed {
+                voters: vec![1, 2, 3, 4]
+            })
+        );
+        // Again: nothing to do.
+        assert_eq!(
+            change(
+                &nodes[0],
+                MemberChange::Add {
+                    id: 4,
+                    node: card.node()
+                }
+            )
+            .await,
+            Ok(MemberOutcome::Unchanged {
+                voters: vec![1, 2, 3, 4]
+            })
+        );
+        let joined = &nodes[3];
+        let mut served = poll_all(joined).await;
+        for _ in 0..200 {
+            if served.message_count == 5 {
+                break;
+            }
+            monoio::time::sleep(Duration::from_millis(20)).await;
+            served = poll_all(joined).await;
+        }
+        assert_eq!(
+            served.message_count, 5,
+            "node 4 holds what was acknowledged"
+        );
+
+        // With node 4 and another follower cut off, removing the last
+        // follower that answers would leave three voters of which only the
+        // leader answers: no quorum.
+        let others: Vec<u64> = [1, 2, 3].into_iter().filter(|id| *id != leader).collect();
+        transport.down.borrow_mut().insert(4);
+        transport.down.borrow_mut().insert(others[0]);
+        monoio::time::sleep(Duration::from_millis(400)).await;
+        let at_leader = nodes.iter().find(|node| node.id == leader).expect("leader");
+        match change(at_leader, MemberChange::Remove { id: others[1] }).await {
+            Err(MemberError::Refused(why)) => assert!(why.contains("no quorum"), "{why}"),
+            other => panic!("expected a refusal: {other:?}"),
+        }
+        transport.down.borrow_mut().clear();
+        monoio::time::sleep(Duration::from_millis(400)).await;
+
+        // The leader is removed, asked of node 4: it hands off first.
+        let outcome = change(joined, MemberChange::Remove { id: leader }).await;
+        let left: Vec<u64> = [1, 2, 3, 4]
+            .into_iter()
+            .filter(|id| *id != leader)
+            .collect();
+        assert_eq!(
+            outcome,
+            Ok(MemberOutcome::Changed {
+                voters: left.clone()
+            })
+        );
+        let rest: Vec<&Node> = nodes.iter().filter(|node| node.id != leader).collect();
+        for node in &rest {
+            for _ in 0..100 {
+                if voters_at(node) == left {
+                    break;
+                }
+                monoio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert_eq!(voters_at(node), left, "node {}", node.id);
+        }
+        let ack = append(&rest, 2, b'b').await;
+        assert_eq!(
+            ack.base_offset, 5,
+            "the group goes on without node {leader}"
+        );
+        assert_ne!(leader_of(&rest), None);
+        for node in &nodes {
+            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
+                raft.shutdown().await.expect("shutdown");
+            }
+        }
+    });
+}
