@@ -250,7 +250,7 @@ where
                     voters: voters.into_iter().collect(),
                 });
             }
-            let added = within(wait, raft.add_learner(id, node, false)).await?;
+            let added = within(wait, || raft.add_learner(id, node.clone(), false)).await?;
             let needed = added.log_id.index();
             let started = C::now();
             loop {
@@ -279,10 +279,9 @@ where
                 }
                 C::sleep(POLL).await;
             }
-            let changed = within(
-                wait,
-                raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false),
-            )
+            let changed = within(wait, || {
+                raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+            })
             .await?;
             Ok(MemberOutcome::Changed {
                 voters: changed
@@ -298,10 +297,9 @@ where
                         voters: voters.into_iter().collect(),
                     });
                 }
-                within(
-                    wait,
-                    raft.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false),
-                )
+                within(wait, || {
+                    raft.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
+                })
                 .await?;
                 return Ok(MemberOutcome::Changed {
                     voters: voters.into_iter().collect(),
@@ -311,10 +309,9 @@ where
             if id == leader {
                 return hand_off(raft, id, wait).await;
             }
-            let changed = within(
-                wait,
-                raft.change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false),
-            )
+            let changed = within(wait, || {
+                raft.change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
+            })
             .await?;
             Ok(MemberOutcome::Changed {
                 voters: changed
@@ -394,28 +391,38 @@ where
         })
 }
 
-/// `write` within `wait`, its errors as [`MemberError`]s.
-async fn within<C, F>(
+/// `write()` within `wait`, its errors as [`MemberError`]s; tried again
+/// while a membership change is still in progress (the previous one not
+/// committed yet, as right after a new leader's election).
+async fn within<C, F, Fut>(
     wait: Duration,
-    write: F,
+    mut write: F,
 ) -> Result<openraft::raft::ClientWriteResponse<C>, MemberError>
 where
     C: PartitionTypes,
-    F: std::future::Future<
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<
             Output = Result<
                 openraft::raft::ClientWriteResponse<C>,
                 openraft::errors::RaftError<C, openraft::errors::ClientWriteError<C>>,
             >,
         >,
 {
-    use openraft::errors::{ClientWriteError, RaftError};
-    match C::timeout(wait, write).await {
-        Err(_) => Err(MemberError::TimedOut(millis(wait))),
-        Ok(Ok(response)) => Ok(response),
-        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
-            Err(MemberError::NotLeader(forward.leader_id))
+    use openraft::errors::{ChangeMembershipError, ClientWriteError, RaftError};
+    let started = C::now();
+    loop {
+        let left = wait.saturating_sub(started.elapsed());
+        match C::timeout(left, write()).await {
+            Err(_) => return Err(MemberError::TimedOut(millis(wait))),
+            Ok(Ok(response)) => return Ok(response),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
+                return Err(MemberError::NotLeader(forward.leader_id));
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                ChangeMembershipError::InProgress(_),
+            )))) if started.elapsed() < wait => C::sleep(POLL).await,
+            Ok(Err(error)) => return Err(MemberError::Failed(error.to_string())),
         }
-        Ok(Err(error)) => Err(MemberError::Failed(error.to_string())),
     }
 }
 

@@ -58,8 +58,13 @@ pub(crate) struct Layout {
 impl Layout {
     /// Free loopback ports in this namespace.
     fn loopback() -> Layout {
-        let addresses = free_addresses(2 * NODES as usize);
-        let (clients, replication) = addresses.split_at(NODES as usize);
+        Layout::loopback_for(NODES)
+    }
+
+    /// Free loopback ports in this namespace for nodes 1 to `nodes`.
+    pub(crate) fn loopback_for(nodes: u64) -> Layout {
+        let addresses = free_addresses(2 * nodes as usize);
+        let (clients, replication) = addresses.split_at(nodes as usize);
         Layout {
             clients: clients.to_vec(),
             replication: replication.to_vec(),
@@ -94,12 +99,61 @@ impl Cluster {
     }
 
     pub(crate) fn start_on(layout: &Layout, timing: Option<(&str, &str)>) -> Cluster {
+        Cluster::start_certified(layout, timing, NODES)
+    }
+
+    /// Nodes 1 to `NODES` on `layout`, with certificates for nodes 1 to
+    /// `certified` (a node joining later needs one from the same CA).
+    pub(crate) fn start_certified(
+        layout: &Layout,
+        timing: Option<(&str, &str)>,
+        certified: u64,
+    ) -> Cluster {
         let certs = tempfile::tempdir().expect("certs dir");
-        let ids: Vec<u64> = (1..=NODES).collect();
-        iggyd_peer::ClusterCerts::generate("compat", &ids)
+        let certified: Vec<u64> = (1..=certified.max(NODES)).collect();
+        iggyd_peer::ClusterCerts::generate("compat", &certified)
             .and_then(|generated| generated.write_to(certs.path()))
             .expect("cluster certificates");
-        let roster: Vec<String> = ids
+        let ids: Vec<u64> = (1..=NODES).collect();
+        let mut cluster = Cluster {
+            nodes: Vec::new(),
+            _certs: certs,
+        };
+        for id in &ids {
+            let daemon = cluster.spawn_node(layout, timing, *id, &ids, false);
+            cluster
+                .nodes
+                .push((*id, layout.clients[(*id - 1) as usize], daemon));
+        }
+        cluster
+    }
+
+    /// Starts node `id` of `layout` with `[cluster.nodes]` listing
+    /// `roster` (which must include it); `join`: it waits to be added.
+    pub(crate) fn start_node(
+        &mut self,
+        layout: &Layout,
+        timing: Option<(&str, &str)>,
+        id: u64,
+        roster: &[u64],
+        join: bool,
+    ) {
+        let daemon = self.spawn_node(layout, timing, id, roster, join);
+        self.nodes.retain(|(node, _, _)| *node != id);
+        self.nodes
+            .push((id, layout.clients[(id - 1) as usize], daemon));
+    }
+
+    fn spawn_node(
+        &self,
+        layout: &Layout,
+        timing: Option<(&str, &str)>,
+        id: u64,
+        roster: &[u64],
+        join: bool,
+    ) -> TestDaemon {
+        let certs = self._certs.path();
+        let listed: Vec<String> = roster
             .iter()
             .map(|id| {
                 let index = (*id - 1) as usize;
@@ -109,55 +163,48 @@ impl Cluster {
                 )
             })
             .collect();
-        let roster = format!("[{}]", roster.join(","));
-        let nodes = ids
-            .iter()
-            .map(|id| {
-                let index = (*id - 1) as usize;
-                let address = layout.clients[index];
-                let path = |file: std::path::PathBuf| file.display().to_string();
-                let mut builder = TestDaemon::builder();
-                if let Some((election, heartbeat)) = timing {
-                    builder = builder
-                        .env("IGGYD_CLUSTER__ELECTION_TIMEOUT", election)
-                        .env("IGGYD_CLUSTER__HEARTBEAT_INTERVAL", heartbeat);
-                }
-                if let Some(namespaces) = &layout.namespaces {
-                    builder = builder.netns(&namespaces[index]);
-                }
-                if let Some(metrics) = &layout.metrics {
-                    builder = builder.env("IGGYD_METRICS__ADDRESS", &metrics[index].to_string());
-                }
-                let daemon = builder
-                    .listen(&address.to_string())
-                    .log_level(Some("info"))
-                    .env("IGGY_ROOT_USERNAME", ROOT_USERNAME)
-                    .env("IGGY_ROOT_PASSWORD", ROOT_PASSWORD)
-                    .env("IGGYD_SHARDING__CPU_ALLOCATION", "1")
-                    .env("IGGYD_CLUSTER__ENABLED", "true")
-                    .env("IGGYD_CLUSTER__NAME", "compat")
-                    .env("IGGYD_CLUSTER__NODE_ID", &id.to_string())
-                    .env("IGGYD_CLUSTER__NODES", &roster)
-                    .env(
-                        "IGGYD_CLUSTER__TLS__CA_FILE",
-                        &path(iggyd_peer::ClusterCerts::ca_file(certs.path())),
-                    )
-                    .env(
-                        "IGGYD_CLUSTER__TLS__CERT_FILE",
-                        &path(iggyd_peer::ClusterCerts::cert_file(certs.path(), *id)),
-                    )
-                    .env(
-                        "IGGYD_CLUSTER__TLS__KEY_FILE",
-                        &path(iggyd_peer::ClusterCerts::key_file(certs.path(), *id)),
-                    )
-                    .spawn();
-                (*id, address, daemon)
-            })
-            .collect();
-        Cluster {
-            nodes,
-            _certs: certs,
+        let listed = format!("[{}]", listed.join(","));
+        let index = (id - 1) as usize;
+        let address = layout.clients[index];
+        let path = |file: std::path::PathBuf| file.display().to_string();
+        let mut builder = TestDaemon::builder();
+        if let Some((election, heartbeat)) = timing {
+            builder = builder
+                .env("IGGYD_CLUSTER__ELECTION_TIMEOUT", election)
+                .env("IGGYD_CLUSTER__HEARTBEAT_INTERVAL", heartbeat);
         }
+        if let Some(namespaces) = &layout.namespaces {
+            builder = builder.netns(&namespaces[index]);
+        }
+        if let Some(metrics) = &layout.metrics {
+            builder = builder.env("IGGYD_METRICS__ADDRESS", &metrics[index].to_string());
+        }
+        if join {
+            builder = builder.env("IGGYD_CLUSTER__JOIN", "true");
+        }
+        builder
+            .listen(&address.to_string())
+            .log_level(Some("info"))
+            .env("IGGY_ROOT_USERNAME", ROOT_USERNAME)
+            .env("IGGY_ROOT_PASSWORD", ROOT_PASSWORD)
+            .env("IGGYD_SHARDING__CPU_ALLOCATION", "1")
+            .env("IGGYD_CLUSTER__ENABLED", "true")
+            .env("IGGYD_CLUSTER__NAME", "compat")
+            .env("IGGYD_CLUSTER__NODE_ID", &id.to_string())
+            .env("IGGYD_CLUSTER__NODES", &listed)
+            .env(
+                "IGGYD_CLUSTER__TLS__CA_FILE",
+                &path(iggyd_peer::ClusterCerts::ca_file(certs)),
+            )
+            .env(
+                "IGGYD_CLUSTER__TLS__CERT_FILE",
+                &path(iggyd_peer::ClusterCerts::cert_file(certs, id)),
+            )
+            .env(
+                "IGGYD_CLUSTER__TLS__KEY_FILE",
+                &path(iggyd_peer::ClusterCerts::key_file(certs, id)),
+            )
+            .spawn()
     }
 
     pub(crate) fn node(&mut self, id: u64) -> &mut TestDaemon {

@@ -9,6 +9,7 @@ mod common;
 
 mod cluster;
 mod cluster_admin;
+mod cluster_members;
 mod cluster_metrics;
 mod deletion;
 mod deletion_race;
