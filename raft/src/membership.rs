@@ -185,7 +185,7 @@ pub fn check_removal(
             down.join(", ")
         ));
     }
-    if left.len() % 2 == 0 && !allow_even {
+    if left.len().is_multiple_of(2) && !allow_even {
         return Err(format!(
             "removing node {id} would leave {} voters, an even count that tolerates no more \
              failures than {}: add a node first (a replacement adds, then removes)",
