@@ -126,7 +126,7 @@ async fn produce(
             )
             .await
         {
-            Ok(()) => {
+            Ok(_) => {
                 let mut acknowledged = acknowledged.lock().expect("ledger");
                 for message in &batch {
                     acknowledged.insert(String::from_utf8_lossy(&message.payload).into_owned());
@@ -330,7 +330,7 @@ async fn a_dead_node_is_replaced_by_a_new_one_while_the_sdk_produces() {
             )
             .await
         {
-            Ok(()) => break,
+            Ok(_) => break,
             Err(error) => assert!(
                 Instant::now() < deadline,
                 "the new topic takes no messages: {error}"
