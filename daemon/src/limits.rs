@@ -241,7 +241,8 @@ pub const ADMIN_CLUSTER_TRANSFER_POLL: Duration = Duration::from_millis(20);
 
 /// `iggyd cluster add-node|remove-node`: how long each step of one group's
 /// change may wait at its leader (a new node's catch-up, each commit, a
-/// removed leader's hand-off).
+/// removed leader's hand-off), and how long the node asked looks for that
+/// leader (an election after the one it knew of died).
 pub const ADMIN_CLUSTER_MEMBERSHIP_STEP_WAIT: Duration = Duration::from_secs(8);
 
 /// `iggyd cluster add-node|remove-node`: how long the admin socket waits

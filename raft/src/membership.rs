@@ -102,6 +102,10 @@ pub enum MemberOutcome {
 pub enum MemberError {
     /// This node does not lead the group; the leader it knows of.
     NotLeader(Option<u64>),
+    /// The change was forwarded to `node`, the group's leader as last
+    /// known, and never reached it (refused, not connected): nothing was
+    /// asked there, and a leader just gone is replaced by an election.
+    Unreachable { node: u64, why: String },
     /// The change would leave a group that cannot commit.
     Refused(String),
     /// The new node did not catch up in time: it stays a learner.
@@ -124,6 +128,11 @@ impl std::fmt::Display for MemberError {
                 Some(leader) => write!(f, "this node does not lead the group: node {leader} does"),
                 None => write!(f, "the group has no leader now (an election is under way)"),
             },
+            MemberError::Unreachable { node, why } => write!(
+                f,
+                "node {node}, the group's leader as last known, cannot be reached ({why}) and \
+                 no other leader was elected in time"
+            ),
             MemberError::Refused(why) => write!(f, "{why}"),
             MemberError::NotCaughtUp {
                 id,

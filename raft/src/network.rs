@@ -230,7 +230,10 @@ impl<T: Transport, C> Network<T, C> {
             .transport
             .call(leader, self.channel, body, timeout)
             .await
-            .map_err(|error| MemberError::Failed(format!("node {leader}: {error}")))?;
+            .map_err(|error| match error {
+                TransportError::Unreachable(why) => MemberError::Unreachable { node: leader, why },
+                failed => MemberError::Failed(format!("node {leader}: {failed}")),
+            })?;
         decode_answer::<Result<crate::membership::MemberOutcome, MemberError>>(&bytes)
             .map_err(|error| MemberError::Failed(format!("node {leader}: {error}")))?
     }

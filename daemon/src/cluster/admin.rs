@@ -180,9 +180,9 @@ enum Trigger {
 
 pub use crate::shard::replica::ChangeAnswer;
 
-/// Rounds of "carry it out here, or forward it to the leader" one change
-/// takes at most (a leader that hands off, an election under way).
-const CHANGE_ROUNDS: u32 = 6;
+/// Leaders one change follows at most when a node it asks names another
+/// (a leader that hands off, a stale view), before waiting again.
+const CHANGE_HOPS: u32 = 6;
 
 /// How long a round waits for an election before looking again.
 const LEADERLESS_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
@@ -225,7 +225,10 @@ fn not_started(channel: u64) -> MemberError {
 
 /// One change, made where the group's leader is: here, or forwarded to it
 /// (a leader that is removed hands off first and names its successor,
-/// which the next round forwards to).
+/// which the next round forwards to). While the group has no leader, or
+/// the one this node knows of cannot be reached (it just died and the
+/// others have not elected a new one yet), it looks again until the
+/// change's wait has passed.
 async fn drive<T: Transport, SM: RaftStateMachine<PartitionRaft>>(
     raft: &openraft::Raft<PartitionRaft, SM>,
     network: &Network<T>,
@@ -234,9 +237,10 @@ async fn drive<T: Transport, SM: RaftStateMachine<PartitionRaft>>(
     let wait = std::time::Duration::from_millis(change.wait_ms);
     // The leader's steps each wait up to `wait`; the call outlives them.
     let call_timeout = wait * 3 + std::time::Duration::from_secs(2);
+    let started = std::time::Instant::now();
     let mut leader = None;
-    let mut last = MemberError::NotLeader(None);
-    for _ in 0..CHANGE_ROUNDS {
+    let mut hops = 0;
+    loop {
         let (me, known) = {
             let metrics = raft.metrics();
             let metrics = metrics.borrow_watched();
@@ -263,16 +267,18 @@ async fn drive<T: Transport, SM: RaftStateMachine<PartitionRaft>>(
             Some(target) => network.forward_change(target, change, call_timeout).await,
             None => Err(MemberError::NotLeader(None)),
         };
-        match outcome {
-            Err(MemberError::NotLeader(next)) => {
-                last = MemberError::NotLeader(next);
-                leader = next;
-                if next.is_none() {
-                    monoio::time::sleep(LEADERLESS_PAUSE).await;
-                }
+        let last = match outcome {
+            Err(MemberError::NotLeader(Some(next))) if hops < CHANGE_HOPS => {
+                hops += 1;
+                leader = Some(next);
+                continue;
             }
+            Err(error @ (MemberError::NotLeader(_) | MemberError::Unreachable { .. })) => error,
             other => return other,
+        };
+        if started.elapsed() + LEADERLESS_PAUSE > wait {
+            return Err(last);
         }
+        monoio::time::sleep(LEADERLESS_PAUSE).await;
     }
-    Err(last)
 }

@@ -2,7 +2,9 @@
 //! `tests.rs`: a node that joins is added from a node that does not lead
 //! (forwarded to the leader), catches up on what was acknowledged, and
 //! the leader is removed (it hands its leadership off first); a removal
-//! that would leave no live quorum, or an even count, is refused.
+//! that would leave no live quorum, or an even count, is refused; a change
+//! asked while the leader the nodes know of has just died waits for the
+//! next one.
 
 use super::tests::{
     InProcess, KEY, Node, append, ask, poll_all, runtime, start_joining_node, start_node,
@@ -189,6 +191,66 @@ fn a_group_adds_a_joining_node_and_removes_its_leader() {
             "the group goes on without node {leader}"
         );
         assert_ne!(leader_of(&rest), None);
+        for node in &nodes {
+            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
+                raft.shutdown().await.expect("shutdown");
+            }
+        }
+    });
+}
+
+// Proves a change asked right after a group's leader dies waits for the
+// next leader instead of failing on the dead one: the followers still name
+// it (no election yet), so the change is first forwarded to a node that
+// cannot be reached; it is carried out once the two left elect a leader,
+// and node 4 becomes a voter.
+#[test]
+fn a_change_asked_as_the_leader_dies_waits_for_the_next_leader() {
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let mut nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
+        for node in &nodes {
+            open(node).await;
+        }
+        let everyone: Vec<&Node> = nodes.iter().collect();
+        append(&everyone, 5, b'a').await;
+        nodes.push(start_joining_node(4, &transport));
+        open(&nodes[3]).await;
+        let old: Vec<&Node> = nodes.iter().take(3).collect();
+        let leader = leader_of(&old).expect("a leader");
+        let follower = old
+            .iter()
+            .find(|node| node.id != leader)
+            .expect("a follower");
+        // The leader dies; the follower still names it.
+        transport.down.borrow_mut().insert(leader);
+        let known = follower.cluster.raft(KEY.storage_id).and_then(|raft| {
+            use openraft::async_runtime::WatchReceiver;
+            raft.metrics().borrow_watched().current_leader
+        });
+        assert_eq!(known, Some(leader), "the follower has not noticed yet");
+        let card = NodeCard {
+            replication: "node-4".into(),
+            address: Some("127.0.0.1:4".into()),
+            name: Some("four".into()),
+        };
+        assert_eq!(
+            change(
+                follower,
+                MemberChange::Add {
+                    id: 4,
+                    node: card.node()
+                }
+            )
+            .await,
+            Ok(MemberOutcome::Changed {
+                voters: vec![1, 2, 3, 4]
+            })
+        );
+        let rest: Vec<&Node> = nodes.iter().filter(|node| node.id != leader).collect();
+        let elected = leader_of(&rest).expect("a new leader");
+        assert_ne!(elected, leader);
+        transport.down.borrow_mut().clear();
         for node in &nodes {
             if let Some(raft) = node.cluster.raft(KEY.storage_id) {
                 raft.shutdown().await.expect("shutdown");
