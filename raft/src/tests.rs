@@ -620,113 +620,6 @@ async fn write_to_leader(rafts: &[Rc<BackendRaft>], messages: u32) -> Appended {
     panic!("no write accepted within 5 s");
 }
 
-/// Three members on `transport`, initialized with each other as voters.
-async fn three_members(
-    transport: &InProcess,
-) -> (
-    Vec<(Rc<BackendRaft>, SharedBackend, Rc<Applied>)>,
-    Vec<Rc<BackendRaft>>,
-) {
-    let mut members = Vec::new();
-    for id in 1..=3 {
-        members.push(start_member(id, transport).await);
-    }
-    let voters: std::collections::BTreeMap<u64, openraft::impls::BasicNode> = (1..=3)
-        .map(|id| {
-            (
-                id,
-                openraft::impls::BasicNode {
-                    addr: format!("node-{id}"),
-                },
-            )
-        })
-        .collect();
-    // Every member initializes with the same voters; one that heard from an
-    // initialized peer first is refused, which is fine.
-    for (raft, _, _) in &members {
-        match raft.initialize(voters.clone()).await {
-            Ok(()) => {}
-            Err(openraft::errors::RaftError::APIError(
-                openraft::errors::InitializeError::NotAllowed(_),
-            )) => {}
-            Err(error) => panic!("initialize: {error}"),
-        }
-    }
-    let rafts = members.iter().map(|(raft, _, _)| raft.clone()).collect();
-    (members, rafts)
-}
-
-// Proves a resend is resolved against everything its leader holds, not
-// only what was committed when it arrived: a first attempt whose proposer
-// gave up (its future dropped, as when a leader's lease lapses mid-write)
-// stays in the leader's log and commits later; the resend is answered
-// with that entry's offsets instead of being stored a second time, both
-// when it comes as a resend of a batch in doubt and when it comes fresh
-// (the SDK re-issues it through the leader under a new session), and the
-// same messages sent again once committed get the same offsets.
-#[test]
-fn a_resend_after_its_first_attempt_was_given_up_is_not_stored_twice() {
-    for in_doubt in [true, false] {
-        resend_after_giving_up(in_doubt);
-    }
-}
-
-fn resend_after_giving_up(in_doubt: bool) {
-    runtime().block_on(async {
-        let transport = InProcess::default();
-        let (members, rafts) = three_members(&transport).await;
-        write_to_leader(&rafts, 2).await;
-        let leader = leader_of(&rafts).await;
-        let leader_id = *leader.node_id();
-        let (_, _, applied) = members
-            .iter()
-            .find(|(raft, _, _)| *raft.node_id() == leader_id)
-            .expect("the leader is a member");
-        let Proposal::Batch(batch) = proposal(0, 3) else {
-            unreachable!("proposal() makes a batch")
-        };
-        let after = applied.replays.last_index();
-        // The followers cut off: the first attempt is appended at the
-        // leader and cannot commit; its proposer gives up.
-        for (raft, _, _) in &members {
-            if *raft.node_id() != leader_id {
-                transport.down.borrow_mut().insert(*raft.node_id());
-            }
-        }
-        let first = crate::replay::propose(&leader, &applied.replays, batch.clone(), None);
-        let gave_up = monoio::time::timeout(std::time::Duration::from_millis(60), first).await;
-        assert!(gave_up.is_err(), "nothing commits without a quorum");
-        // Back before an election timeout: the same leader, the entry
-        // still in its log, uncommitted.
-        transport.down.borrow_mut().clear();
-        let resolve_after = in_doubt.then_some(after);
-        let resend =
-            crate::replay::propose(&leader, &applied.replays, batch.clone(), resolve_after)
-                .await
-                .expect("the resend is resolved");
-        assert_eq!(resend.base_offset, 2, "the first attempt's offsets");
-        for _ in 0..200 {
-            if applied.committed_next_offset.get() >= 5 {
-                break;
-            }
-            monoio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        monoio::time::sleep(std::time::Duration::from_millis(100)).await;
-        let again = crate::replay::propose(&leader, &applied.replays, batch, None)
-            .await
-            .expect("the same messages again");
-        assert_eq!(again.base_offset, 2, "the committed entry's offsets");
-        assert_eq!(
-            applied.committed_next_offset.get(),
-            5,
-            "2 messages, then the 3 of the batch once"
-        );
-        for raft in &rafts {
-            raft.shutdown().await.expect("shutdown");
-        }
-    });
-}
-
 // Proves three groups replicate through the RPC codec (every call and
 // answer encoded and decoded): writes on the leader are answered with
 // dense offsets, every replica stores the same messages, and after the
@@ -736,7 +629,8 @@ fn resend_after_giving_up(in_doubt: bool) {
 fn three_members_replicate_through_the_codec_and_survive_losing_the_leader() {
     runtime().block_on(async {
         let transport = InProcess::default();
-        let (members, rafts) = three_members(&transport).await;
+        let members = replay::three_members(&transport).await;
+        let rafts: Vec<Rc<BackendRaft>> = members.iter().map(|(raft, _, _)| raft.clone()).collect();
         let mut next = 0u64;
         for messages in [2u32, 7, 1] {
             let written = write_to_leader(&rafts, messages).await;

@@ -6,7 +6,7 @@
 use super::*;
 
 /// Starts three members through the codec and has them elect a leader.
-async fn three_members(
+pub(super) async fn three_members(
     transport: &InProcess,
 ) -> Vec<(Rc<BackendRaft>, SharedBackend, Rc<Applied>)> {
     let mut members = Vec::new();
@@ -276,6 +276,76 @@ fn a_resend_in_doubt_is_answered_from_its_first_attempt_not_stored_twice() {
             contents.push(read.records_bytes().into_owned());
         }
         assert!(contents.windows(2).all(|pair| pair[0] == pair[1]));
+        for raft in &rafts {
+            raft.shutdown().await.expect("shutdown");
+        }
+    });
+}
+
+// Proves a resend is resolved against everything its leader holds, not
+// only what was committed when it arrived: a first attempt whose proposer
+// gave up (its future dropped, as when a leader's lease lapses mid-write)
+// stays in the leader's log and commits later; the resend is answered
+// with that entry's offsets instead of being stored a second time, both
+// when it comes as a resend of a batch in doubt and when it comes fresh
+// (the SDK re-issues it through the leader under a new session), and the
+// same messages sent again once committed get the same offsets.
+#[test]
+fn a_resend_after_its_first_attempt_was_given_up_is_not_stored_twice() {
+    for in_doubt in [true, false] {
+        resend_after_giving_up(in_doubt);
+    }
+}
+
+fn resend_after_giving_up(in_doubt: bool) {
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let members = three_members(&transport).await;
+        let rafts: Vec<Rc<BackendRaft>> = members.iter().map(|(raft, _, _)| raft.clone()).collect();
+        write_to_leader(&rafts, 2).await;
+        let leader = leader_of(&rafts).await;
+        let leader_id = *leader.node_id();
+        let (_, _, applied) = members
+            .iter()
+            .find(|(raft, _, _)| *raft.node_id() == leader_id)
+            .expect("the leader is a member");
+        let batch = batch_of(proposal(0, 3));
+        let after = applied.replays.last_index();
+        // The followers cut off: the first attempt is appended at the
+        // leader and cannot commit; its proposer gives up.
+        for (raft, _, _) in &members {
+            if *raft.node_id() != leader_id {
+                transport.down.borrow_mut().insert(*raft.node_id());
+            }
+        }
+        let first = crate::replay::propose(&leader, &applied.replays, batch.clone(), None);
+        let gave_up = monoio::time::timeout(std::time::Duration::from_millis(60), first).await;
+        assert!(gave_up.is_err(), "nothing commits without a quorum");
+        // Back before an election timeout: the same leader, the entry
+        // still in its log, uncommitted.
+        transport.down.borrow_mut().clear();
+        let resolve_after = in_doubt.then_some(after);
+        let resend =
+            crate::replay::propose(&leader, &applied.replays, batch.clone(), resolve_after)
+                .await
+                .expect("the resend is resolved");
+        assert_eq!(resend.base_offset, 2, "the first attempt's offsets");
+        for _ in 0..200 {
+            if applied.committed_next_offset.get() >= 5 {
+                break;
+            }
+            monoio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        monoio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let again = crate::replay::propose(&leader, &applied.replays, batch, None)
+            .await
+            .expect("the same messages again");
+        assert_eq!(again.base_offset, 2, "the committed entry's offsets");
+        assert_eq!(
+            applied.committed_next_offset.get(),
+            5,
+            "2 messages, then the 3 of the batch once"
+        );
         for raft in &rafts {
             raft.shutdown().await.expect("shutdown");
         }
