@@ -292,12 +292,7 @@ where
                 raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
             })
             .await?;
-            Ok(MemberOutcome::Changed {
-                voters: changed
-                    .membership
-                    .as_ref()
-                    .map_or_else(Vec::new, |membership| membership.voter_ids().collect()),
-            })
+            Ok(changed_to(&changed))
         }
         MemberChange::Remove { id } => {
             if !voters.contains(&id) {
@@ -322,13 +317,20 @@ where
                 raft.change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
             })
             .await?;
-            Ok(MemberOutcome::Changed {
-                voters: changed
-                    .membership
-                    .as_ref()
-                    .map_or_else(Vec::new, |membership| membership.voter_ids().collect()),
-            })
+            Ok(changed_to(&changed))
         }
+    }
+}
+
+/// A change written: the voters of the membership it wrote.
+fn changed_to<C: PartitionTypes>(
+    written: &openraft::raft::ClientWriteResponse<C>,
+) -> MemberOutcome {
+    MemberOutcome::Changed {
+        voters: written
+            .membership
+            .as_ref()
+            .map_or_else(Vec::new, |membership| membership.voter_ids().collect()),
     }
 }
 
