@@ -377,6 +377,14 @@ impl<T: Transport, C: PartitionTypes> RaftNetworkV2<C> for Connection<T, C> {
 /// A local group, as the receiving side sees it.
 pub type Raft<SM, C = PartitionRaft> = openraft::Raft<C, SM>;
 
+/// Asked before a vote or pre-vote request reaches openraft, with the
+/// candidate's node id: `Some(reason)` refuses it. A group whose members
+/// do not send each other heartbeats while idle (the daemon's quiet
+/// partition groups) cannot rely on openraft's leader lease, which
+/// heartbeats renew; the guard says instead whether the leader is alive.
+/// Leadership transfers are never asked: the leader authorized them.
+pub type VoteGuard<'a> = &'a dyn Fn(u64) -> Option<String>;
+
 /// Answers one call for a local group: decodes it, hands it to `raft`,
 /// encodes its answer. Never fails: a refusal is an answer too. A
 /// partition group's `replays` let forwarded proposals resolve resends
@@ -386,6 +394,27 @@ where
     C: PartitionTypes,
     SM: openraft::storage::RaftStateMachine<C>,
 {
+    serve_guarded(raft, replays, None, body).await
+}
+
+/// [`serve`], with `guard` asked before a vote or pre-vote is handed to
+/// openraft (a refused one is answered as refused: no vote).
+pub async fn serve_guarded<SM, C>(
+    raft: &Raft<SM, C>,
+    replays: Option<&Replays>,
+    guard: Option<VoteGuard<'_>>,
+    body: &[u8],
+) -> Vec<u8>
+where
+    C: PartitionTypes,
+    SM: openraft::storage::RaftStateMachine<C>,
+{
+    let refused = |rpc: &VoteRequest<C>| {
+        if rpc.leadership_transfer {
+            return None;
+        }
+        guard.and_then(|guard| guard(rpc.vote.leader_id().voted_for))
+    };
     let Some((&kind, body)) = body.split_first() else {
         return answer_refused("an empty call");
     };
@@ -401,6 +430,7 @@ where
             Err(error) => malformed(error),
         },
         VOTE => match postcard::from_bytes::<VoteRequest<C>>(body) {
+            Ok(rpc) if let Some(reason) = refused(&rpc) => answer_refused(&reason),
             Ok(rpc) => match raft.vote(rpc).await {
                 Ok(response) => answer_ok(&response),
                 Err(error) => answer_refused(&error.to_string()),
@@ -408,6 +438,7 @@ where
             Err(error) => malformed(error),
         },
         PRE_VOTE => match postcard::from_bytes::<VoteRequest<C>>(body) {
+            Ok(rpc) if let Some(reason) = refused(&rpc) => answer_refused(&reason),
             Ok(rpc) => match raft.pre_vote(rpc).await {
                 Ok(response) => answer_ok(&response),
                 Err(error) => answer_refused(&error.to_string()),

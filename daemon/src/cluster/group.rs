@@ -22,6 +22,7 @@
 //! Must not: block the pump, or answer a proposal before it is committed.
 
 use crate::cluster::metadata::LocalFuture;
+use crate::cluster::quiet::{Lease, Quiet};
 use crate::shard::op::{AppendAck, PumpError, Reply, answer};
 use crate::shard::partition::PartitionKey;
 use crate::shard::replica::{AppliedOffsets, Group, Leadership, OffsetsDone};
@@ -100,6 +101,11 @@ pub struct PartitionGroup {
     forward_offsets: ForwardOffsets,
     in_doubt: Rc<RefCell<InDoubt>>,
     cut_off: CutOff,
+    /// Its leader's lease (openraft's, or a quorum of live voters while
+    /// the group is quiet).
+    lease: Lease,
+    /// What the shard's tick keeps for it (`crate::cluster::quiet`).
+    quiet: Quiet,
 }
 
 impl PartitionGroup {
@@ -111,6 +117,7 @@ impl PartitionGroup {
         forward: Forward,
         forward_offsets: ForwardOffsets,
         cut_off: CutOff,
+        lease: Lease,
     ) -> PartitionGroup {
         let applied = Applied::default();
         applied.committed_next_offset.set(first_offset);
@@ -124,7 +131,22 @@ impl PartitionGroup {
             forward_offsets,
             in_doubt: Rc::default(),
             cut_off,
+            quiet: Quiet::new(
+                node_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ key.storage_id,
+                lease.timing,
+            ),
+            lease,
         }
+    }
+
+    /// What the shard's tick keeps for this group.
+    pub fn quiet(&self) -> &Quiet {
+        &self.quiet
+    }
+
+    /// Its leader's lease.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
     }
 
     /// Where the state machine tells what is committed.
@@ -155,7 +177,7 @@ impl PartitionGroup {
     /// acknowledged it for a lease.
     fn leads_without_quorum(&self, raft: &GroupRaft) -> bool {
         let leads = raft.metrics().borrow_watched().current_leader == Some(self.node_id);
-        leads && !crate::cluster::lease_holds(raft)
+        leads && !self.lease.holds(raft)
     }
 }
 
@@ -169,6 +191,7 @@ impl Group for PartitionGroup {
         let forward = self.forward.clone();
         let applied = self.applied.clone();
         let in_doubt = self.in_doubt.clone();
+        let lease = self.lease.clone();
         // A resend of a batch in doubt is resolved from where its first
         // attempt began; a first attempt can only make entries after the
         // last one applied here now.
@@ -186,8 +209,16 @@ impl Group for PartitionGroup {
             return;
         }
         monoio::spawn(async move {
-            let result =
-                propose_at_leader(&raft, &applied, node_id, &forward, batch, resolve_after).await;
+            let result = propose_at_leader(
+                &raft,
+                &lease,
+                &applied,
+                node_id,
+                &forward,
+                batch,
+                resolve_after,
+            )
+            .await;
             if let (Err(error), Some(fingerprint)) = (&result, fingerprint) {
                 // Still in doubt: a first attempt that may commit, or a
                 // resend not resolved (the first attempt's outcome stays
@@ -252,8 +283,9 @@ impl Group for PartitionGroup {
         };
         let node_id = self.node_id;
         let forward = self.forward_offsets.clone();
+        let lease = self.lease.clone();
         monoio::spawn(async move {
-            let result = propose_offsets_at_leader(&raft, node_id, &forward, payload).await;
+            let result = propose_offsets_at_leader(&raft, &lease, node_id, &forward, payload).await;
             if let Ok(index) = result {
                 // Read your write here too: a follower answers once it
                 // applied the entry (committed already: a timeout only
@@ -295,14 +327,16 @@ impl Group for PartitionGroup {
 /// when another does, waiting up to `LEADER_WAIT` while none does.
 async fn propose_offsets_at_leader(
     raft: &GroupRaft,
+    lease: &Lease,
     node_id: u64,
     forward: &ForwardOffsets,
     payload: Vec<u8>,
 ) -> Result<u64, ProposeError> {
     at_leader(
         raft,
+        lease,
         node_id,
-        async || while_leased(raft, replay::propose_offsets(raft, payload.clone())).await,
+        async || while_leased(raft, lease, replay::propose_offsets(raft, payload.clone())).await,
         async |leader| forward(leader, payload.clone()).await,
     )
     .await
@@ -313,6 +347,7 @@ async fn propose_offsets_at_leader(
 /// a resend of a batch in doubt is resolved first (`resolve_after`).
 async fn propose_at_leader(
     raft: &GroupRaft,
+    lease: &Lease,
     applied: &Applied,
     node_id: u64,
     forward: &Forward,
@@ -321,10 +356,11 @@ async fn propose_at_leader(
 ) -> Result<Appended, ProposeError> {
     at_leader(
         raft,
+        lease,
         node_id,
         async || {
             let proposing = replay::propose(raft, &applied.replays, batch.clone(), resolve_after);
-            while_leased(raft, proposing).await
+            while_leased(raft, lease, proposing).await
         },
         async |leader| forward(leader, batch.clone(), resolve_after).await,
     )
@@ -337,6 +373,7 @@ async fn propose_at_leader(
 /// again against the leader as it is then, all within `LEADER_WAIT`.
 async fn at_leader<T>(
     raft: &GroupRaft,
+    lease: &Lease,
     node_id: u64,
     mut here: impl AsyncFnMut() -> Result<T, ProposeError>,
     mut there: impl AsyncFnMut(u64) -> Result<T, ProposeError>,
@@ -346,7 +383,7 @@ async fn at_leader<T>(
         let leader = raft.metrics().borrow_watched().current_leader;
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let result = match leader {
-            Some(leader) if leader == node_id && !crate::cluster::lease_holds(raft) => {
+            Some(leader) if leader == node_id && !lease.holds(raft) => {
                 // Cut off from its quorum (or just elected, before the
                 // first acknowledgement): nothing is proposed until a
                 // quorum answers again or another member leads.
@@ -359,7 +396,10 @@ async fn at_leader<T>(
                 monoio::time::sleep(RETRY_PAUSE).await;
                 continue;
             }
-            Some(leader) if leader == node_id => here().await,
+            Some(leader) if leader == node_id => {
+                lease.renew(raft).await;
+                here().await
+            }
             Some(leader) => there(leader).await,
             None => {
                 if left.is_zero() {
@@ -399,6 +439,7 @@ async fn at_leader<T>(
 /// through a later leader, so a batch is in doubt here).
 async fn while_leased<T>(
     raft: &GroupRaft,
+    lease: &Lease,
     proposing: impl std::future::Future<Output = Result<T, ProposeError>>,
 ) -> Result<T, ProposeError> {
     let every = std::time::Duration::from_millis((raft.config().election_timeout_max / 4).max(10));
@@ -406,7 +447,7 @@ async fn while_leased<T>(
     let lease_lost = std::pin::pin!(async {
         loop {
             monoio::time::sleep(every).await;
-            if !crate::cluster::lease_holds(raft) {
+            if !lease.holds(raft) {
                 return;
             }
         }

@@ -25,6 +25,7 @@ pub mod node;
 mod members_tests;
 #[cfg(test)]
 mod offsets_tests;
+pub mod quiet;
 #[cfg(test)]
 mod tests;
 
@@ -33,7 +34,7 @@ use crate::shard::replica::{Group, RaftOp, RaftQueue, Replication, ReplicationCo
 use backend::PumpBackend;
 use group::{GroupRaft, PartitionGroup};
 use iggyd_raft::backend::BackendLogStore;
-use iggyd_raft::network::{Network, Transport, no_such_group, serve};
+use iggyd_raft::network::{Network, Transport, no_such_group, serve, serve_guarded};
 use iggyd_raft::state_machine::StateMachine;
 use metadata::{ApplyMetadata, METADATA_CHANNEL, METADATA_KEY, MetadataGroup};
 use openraft::impls::BasicNode;
@@ -59,6 +60,8 @@ pub struct ClusterSettings {
     /// new partition with the same voters whatever the changes since the
     /// cluster was born.
     new_group_voters: Arc<std::sync::RwLock<BTreeMap<u64, BasicNode>>>,
+    /// When each peer node last answered a beat (`quiet.rs`).
+    pub liveness: Arc<quiet::Liveness>,
 }
 
 impl ClusterSettings {
@@ -74,6 +77,7 @@ impl ClusterSettings {
             voters,
             join,
             raft,
+            liveness: Arc::default(),
         }
     }
 
@@ -153,6 +157,11 @@ pub struct ShardCluster<T: Transport> {
     kept: RefCell<Vec<Box<dyn std::any::Any>>>,
     /// Elections and forwarded requests, for the shard's report.
     counters: counters::Counters,
+    /// openraft's configuration for partition groups: the cluster's, with
+    /// openraft's tick off (the shard's quiet tick does its work).
+    quiet_raft: Arc<openraft::Config>,
+    /// Dropped with this shard's cluster layer: its beats stop.
+    alive: Rc<()>,
 }
 
 impl<T: Transport> ShardCluster<T> {
@@ -163,6 +172,10 @@ impl<T: Transport> ShardCluster<T> {
         transport: T,
         apply_metadata: Option<ApplyMetadata>,
     ) -> Self {
+        let quiet_raft = Arc::new(openraft::Config {
+            enable_tick: false,
+            ..(*settings.raft).clone()
+        });
         ShardCluster {
             settings,
             transport,
@@ -173,6 +186,85 @@ impl<T: Transport> ShardCluster<T> {
             on_membership: None,
             kept: RefCell::new(Vec::new()),
             counters: counters::Counters::default(),
+            quiet_raft,
+            alive: Rc::new(()),
+        }
+    }
+
+    /// Starts the shard's quiet tick (`quiet.rs`): every heartbeat
+    /// interval, each partition group of this shard elects, heartbeats or
+    /// rests; with `beats` (one shard of the node), this shard also sends
+    /// every peer node its beats.
+    pub fn start_quiet(self: &Rc<Self>, beats: bool) {
+        let every = std::time::Duration::from_millis(self.settings.raft.heartbeat_interval.max(1));
+        let peers: Vec<u64> = self
+            .settings
+            .voters
+            .keys()
+            .copied()
+            .filter(|node| *node != self.settings.node_id)
+            .collect();
+        if beats {
+            for peer in &peers {
+                let running = Rc::downgrade(&self.alive);
+                monoio::spawn(quiet::beat(
+                    self.transport.clone(),
+                    *peer,
+                    self.settings.liveness.clone(),
+                    every,
+                    move || running.upgrade().is_some(),
+                ));
+            }
+        }
+        let cluster = Rc::downgrade(self);
+        monoio::spawn(async move {
+            let mut revivals = quiet::Revivals::default();
+            loop {
+                monoio::time::sleep(every).await;
+                let Some(cluster) = cluster.upgrade() else {
+                    return;
+                };
+                cluster.quiet_tick(&mut revivals, &peers);
+            }
+        });
+    }
+
+    /// One quiet tick over this shard's partition groups.
+    fn quiet_tick(&self, revivals: &mut quiet::Revivals, peers: &[u64]) {
+        let timing = quiet::Timing::of(&self.settings.raft);
+        let liveness = &self.settings.liveness;
+        let revived = revivals.look(liveness, peers, timing.lease());
+        let now = std::time::Instant::now();
+        let groups: Vec<Rc<PartitionGroup>> = self.groups.borrow().values().cloned().collect();
+        let mut campaigns = Vec::new();
+        for group in groups {
+            let Some(raft) = group.raft() else {
+                continue;
+            };
+            let action = quiet::with_metrics(&raft, |metrics| {
+                group.quiet().tick(metrics, liveness, &revived, timing, now)
+            });
+            match action {
+                quiet::Action::None => {}
+                quiet::Action::Heartbeat => {
+                    monoio::spawn(async move {
+                        let _ = raft.trigger().heartbeat().await;
+                    });
+                }
+                quiet::Action::Elect => {
+                    campaigns.push(group.key());
+                    monoio::spawn(async move {
+                        let _ = raft.trigger().elect(true).await;
+                    });
+                }
+            }
+        }
+        if let Some(first) = campaigns.first() {
+            tracing::info!(
+                groups = campaigns.len(),
+                first = %first,
+                "campaigning where no live leader was heard for an election timeout"
+            );
         }
     }
 
@@ -233,8 +325,10 @@ impl<T: Transport> ShardCluster<T> {
         monoio::spawn(async move {
             let machine = starting.machine();
             let voters = settings.voters.clone();
+            let config = settings.raft.clone();
             if let Some(raft) = start_raft(
                 &settings,
+                config,
                 voters,
                 network,
                 store,
@@ -335,6 +429,7 @@ pub fn lease_holds(
 /// comes back with the membership its log holds.
 async fn start_raft<T: Transport, SM>(
     settings: &ClusterSettings,
+    config: Arc<openraft::Config>,
     voters: BTreeMap<u64, BasicNode>,
     network: Network<T>,
     store: BackendLogStore<PumpBackend>,
@@ -347,15 +442,7 @@ where
             SnapshotData = std::io::Cursor<Vec<u8>>,
         >,
 {
-    let raft = match openraft::Raft::new(
-        settings.node_id,
-        settings.raft.clone(),
-        network,
-        store,
-        machine,
-    )
-    .await
-    {
+    let raft = match openraft::Raft::new(settings.node_id, config, network, store, machine).await {
         Ok(raft) => raft,
         Err(error) => {
             tracing::error!(group = what, %error, "a group did not start");
@@ -423,6 +510,10 @@ impl<T: Transport> Replication for ShardCluster<T> {
                     .await
             })
         });
+        let lease = quiet::Lease {
+            liveness: settings.liveness.clone(),
+            timing: quiet::Timing::of(&settings.raft),
+        };
         let group = Rc::new(PartitionGroup::new(
             key,
             settings.node_id,
@@ -430,6 +521,7 @@ impl<T: Transport> Replication for ShardCluster<T> {
             forward,
             forward_offsets,
             cut_off,
+            lease,
         ));
         // Applied offsets entries go to the pump's offsets store.
         let notify_queue = queue.clone();
@@ -444,10 +536,12 @@ impl<T: Transport> Replication for ShardCluster<T> {
         // Read now, as the shard opens the partition for the view that
         // created it (see `node.rs` `follow_membership`).
         let voters = settings.new_group_voters();
+        let config = self.quiet_raft.clone();
         monoio::spawn(async move {
             let machine = StateMachine::new(starting.applied());
             let what = key.to_string();
-            if let Some(raft) = start_raft(&settings, voters, network, store, machine, &what).await
+            if let Some(raft) =
+                start_raft(&settings, config, voters, network, store, machine, &what).await
             {
                 starting.started(Rc::new(raft));
             }
@@ -456,6 +550,10 @@ impl<T: Transport> Replication for ShardCluster<T> {
     }
 
     fn deliver(&self, channel: u64, body: Vec<u8>, reply: flume::Sender<Vec<u8>>) {
+        if channel == quiet::BEAT_CHANNEL {
+            let _ = reply.send(quiet::beat_answer());
+            return;
+        }
         if channel == METADATA_CHANNEL {
             let Some(raft) = self.metadata().and_then(|group| group.raft()) else {
                 let _ = reply.send(no_such_group(channel));
@@ -474,7 +572,25 @@ impl<T: Transport> Replication for ShardCluster<T> {
         };
         monoio::spawn(async move {
             let applied = group.applied();
-            let answer = serve(&raft, Some(&applied.replays), &body).await;
+            let lease = group.lease();
+            // A proposal forwarded to this leader appends only with
+            // openraft's lease fresh (renewed at once when it is).
+            lease.renew(&raft).await;
+            // A quiet group's votes: refused while its leader is alive.
+            let guard = |candidate: u64| {
+                let (reason, heartbeat) = quiet::with_metrics(&raft, |metrics| {
+                    quiet::Quiet::refuse_vote(metrics, &lease.liveness, lease.timing, candidate)
+                })?;
+                tracing::debug!(candidate, %reason, "a vote refused");
+                if heartbeat {
+                    let raft = raft.clone();
+                    monoio::spawn(async move {
+                        let _ = raft.trigger().heartbeat().await;
+                    });
+                }
+                Some(reason)
+            };
+            let answer = serve_guarded(&raft, Some(&applied.replays), Some(&guard), &body).await;
             let _ = reply.send(answer);
         });
     }

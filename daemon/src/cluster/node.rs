@@ -419,6 +419,8 @@ fn start_shard(
         .map_err(|error| format!("the replication listener: {error}"))?;
     let (stop, signal) = iggyd_peer::stop_signal();
     cluster.keep_until_stopped(stop);
+    // Shard 0 beats the peer nodes for all of the node's shards.
+    cluster.start_quiet(shard == 0);
     let handler = route_to_owner(context, setup.roster.clone());
     monoio::spawn(iggyd_peer::serve(
         listener,
@@ -552,6 +554,10 @@ fn route_to_owner(context: Rc<ShardContext>, roster: Arc<ClusterRoster>) -> Peer
             roster.heard_from(request.node_id);
         }
         Box::pin(async move {
+            // A beat is answered by whichever shard it reached.
+            if request.channel == super::quiet::BEAT_CHANNEL {
+                return Ok(super::quiet::beat_answer());
+            }
             let PeerRequest { channel, body, .. } = request;
             let Some(owner) = owner_of(&context, &owners, channel) else {
                 return Ok(iggyd_raft::network::no_such_group(channel));

@@ -33,6 +33,8 @@ pub(super) struct InProcess {
     from: u64,
     nodes: Rc<RefCell<BTreeMap<u64, Rc<ShardCluster<InProcess>>>>>,
     pub(super) down: Rc<RefCell<BTreeSet<u64>>>,
+    /// Calls made, by channel.
+    pub(super) calls: Rc<RefCell<BTreeMap<u64, u64>>>,
 }
 
 impl Transport for InProcess {
@@ -43,6 +45,7 @@ impl Transport for InProcess {
         body: Vec<u8>,
         _timeout: Duration,
     ) -> Result<Vec<u8>, TransportError> {
+        *self.calls.borrow_mut().entry(channel).or_default() += 1;
         let cut_off = {
             let down = self.down.borrow();
             down.contains(&self.from) || down.contains(&target)
@@ -123,6 +126,7 @@ fn start_node_with(
         apply,
     ));
     transport.nodes.borrow_mut().insert(id, cluster.clone());
+    cluster.start_quiet(true);
     let mut pump = Pump::new(
         SimIo::new(40 + id),
         Rc::new(SimClock::new(1_700_000_000_000_000)),
@@ -442,6 +446,106 @@ fn the_metadata_group_applies_every_change_on_every_node() {
         }
         for node in &nodes {
             if let Some(raft) = node.cluster.metadata().and_then(|group| group.raft()) {
+                raft.shutdown().await.expect("shutdown");
+            }
+        }
+    });
+}
+
+// Proves that an idle partition group is quiet: once the followers know
+// what is committed, nothing is sent on the group's channel (openraft's
+// tick would heartbeat every 30 ms here), only the nodes' beats; and that
+// the followers were told the commit index before the group fell quiet.
+#[test]
+fn an_idle_group_sends_nothing_but_the_nodes_beats() {
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
+        for node in &nodes {
+            ask(node, |reply| PartitionOp::Open {
+                key: KEY,
+                settings: PartitionSettings::default(),
+                reply,
+            })
+            .await
+            .expect("open");
+        }
+        let everyone: Vec<&Node> = nodes.iter().collect();
+        let ack = append(&everyone, 4, b'q').await;
+        let last = ack.last_offset;
+        // Every member learns the commit index (a quiet heartbeat carries
+        // it), then the group has nothing left to say.
+        let committed = |node: &Node| {
+            node.cluster.raft(KEY.storage_id).and_then(|raft| {
+                quiet::with_metrics(&raft, |metrics| {
+                    metrics
+                        .local_committed
+                        .as_ref()
+                        .map(|log_id| log_id.index())
+                })
+            })
+        };
+        let mut agreed = false;
+        for _ in 0..300 {
+            let indexes: BTreeSet<Option<u64>> = nodes.iter().map(committed).collect();
+            if indexes.len() == 1 && indexes.first().copied().flatten().is_some() {
+                agreed = true;
+                break;
+            }
+            monoio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(agreed, "the members never agreed on the commit index");
+        // Settle: the heartbeat that told them is answered.
+        monoio::time::sleep(Duration::from_millis(200)).await;
+        let on_group =
+            |calls: &BTreeMap<u64, u64>| calls.get(&KEY.storage_id).copied().unwrap_or(0);
+        let beats =
+            |calls: &BTreeMap<u64, u64>| calls.get(&quiet::BEAT_CHANNEL).copied().unwrap_or(0);
+        let before = transport.calls.borrow().clone();
+        monoio::time::sleep(Duration::from_secs(1)).await;
+        let after = transport.calls.borrow().clone();
+        assert_eq!(
+            on_group(&after) - on_group(&before),
+            0,
+            "an idle group sent calls ({last} messages in it)"
+        );
+        // Three nodes beat their two peers every 30 ms: about 200 a second.
+        let beaten = beats(&after) - beats(&before);
+        assert!((60..=400).contains(&beaten), "{beaten} beats in a second");
+        // And it still works after the pause, through a follower too (the
+        // leader renews openraft's lease, which lapsed while it was quiet,
+        // before it appends a forwarded batch).
+        let leader = nodes
+            .iter()
+            .find(|node| {
+                node.cluster
+                    .raft(KEY.storage_id)
+                    .is_some_and(|raft| raft.is_leader())
+            })
+            .expect("a leader");
+        let follower = nodes
+            .iter()
+            .find(|node| node.id != leader.id)
+            .expect("a follower");
+        let ack = ask(follower, |reply| PartitionOp::Append {
+            key: KEY,
+            batch: batch(1, b'r'),
+            reply,
+        })
+        .await
+        .expect("a follower's append after the pause is forwarded");
+        assert_eq!(ack.base_offset, last + 1);
+        monoio::time::sleep(Duration::from_secs(1)).await;
+        let ack = ask(leader, |reply| PartitionOp::Append {
+            key: KEY,
+            batch: batch(1, b's'),
+            reply,
+        })
+        .await
+        .expect("the leader's append after a pause");
+        assert_eq!(ack.base_offset, last + 2);
+        for node in &nodes {
+            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
                 raft.shutdown().await.expect("shutdown");
             }
         }

@@ -1,0 +1,597 @@
+//! Quiet partition groups: an idle group costs nothing.
+//!
+//! openraft keeps a group alive with timers of its own: a tick every
+//! fifth of a heartbeat interval in every group, and a heartbeat round
+//! trip to every follower every heartbeat interval. With a thousand
+//! partitions that is tens of thousands of wake-ups a second for groups
+//! where nothing happens (measured: 7–8 % of a core per node for 100 idle
+//! groups). So a partition group runs with openraft's tick off, and the
+//! shard does what the tick did, for all its groups at once:
+//!
+//! - **Liveness is per node, not per group.** Shard 0 sends every peer
+//!   node a beat each heartbeat interval ([`beat`]); the answer is when
+//!   that node was last heard ([`Liveness`], shared by the node's shards).
+//! - **Elections** ([`Quiet::tick`], a follower's side): a member whose
+//!   leader's node has been silent for its election timeout (random
+//!   between the minimum and the maximum, per group), or that knows no
+//!   leader for that long, starts a pre-vote.
+//! - **Votes** ([`Quiet::refuse_vote`]): with no heartbeats, openraft's
+//!   leader lease (renewed by heartbeats) lapses in an idle group, so a
+//!   member refuses a (pre-)vote itself while it leads with a quorum of
+//!   live voters, or while the leader it follows is alive; a leader that
+//!   refuses one heartbeats the group at once, so the candidate learns
+//!   whom to follow (a member restarted faster than an election timeout
+//!   is not missed).
+//! - **Heartbeats** (a leader's side): only when there is something to
+//!   tell: the commit index moved since the last one, a follower lags,
+//!   or a voter's node came back.
+//! - **The lease** of a leader ([`Liveness::quorum_live`]): a quorum of
+//!   the group's voters alive (this node and the nodes heard within an
+//!   election timeout), when openraft's own acknowledgements are older.
+//!
+//! The metadata group keeps openraft's timers: it is one group, and its
+//! heartbeats are what clients are told about the leader by.
+//!
+//! Must not: wait for a group (every trigger is a task of its own), or
+//! take a lock beyond the liveness map's, which is held for one lookup.
+
+use openraft::async_runtime::WatchReceiver;
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The channel of node-to-node beats: no group has it (storage ids stop
+/// short of `METADATA_CHANNEL`, `u64::MAX`).
+pub const BEAT_CHANNEL: u64 = u64::MAX - 1;
+
+/// When each peer node last answered one of this node's beats (shared by
+/// the node's shards; written by shard 0's beats).
+#[derive(Debug)]
+pub struct Liveness {
+    since: Instant,
+    /// Milliseconds since `since`, by node id.
+    heard_ms: Mutex<BTreeMap<u64, u64>>,
+}
+
+impl Default for Liveness {
+    fn default() -> Self {
+        Liveness {
+            since: Instant::now(),
+            heard_ms: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl Liveness {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Node `node` answered just now.
+    pub fn heard(&self, node: u64) {
+        let now = self.now_ms();
+        if let Ok(mut heard) = self.heard_ms.lock() {
+            heard.insert(node, now);
+        }
+    }
+
+    /// How long `node` has been silent; `None` when it never answered.
+    pub fn silence(&self, node: u64) -> Option<Duration> {
+        let at = *self.heard_ms.lock().ok()?.get(&node)?;
+        Some(Duration::from_millis(self.now_ms().saturating_sub(at)))
+    }
+
+    /// Whether `node` answered within `within`.
+    pub fn alive(&self, node: u64, within: Duration) -> bool {
+        self.silence(node).is_some_and(|silence| silence < within)
+    }
+
+    /// Whether this node (`me`) and the voters alive within `within` are a
+    /// majority of `voters`.
+    pub fn quorum_live(&self, me: u64, voters: &BTreeSet<u64>, within: Duration) -> bool {
+        let live = voters
+            .iter()
+            .filter(|voter| **voter == me || self.alive(**voter, within))
+            .count();
+        live * 2 > voters.len()
+    }
+}
+
+/// Sends node `peer` a beat every `every` for as long as `running` says,
+/// noting each answer in `liveness`. A beat that gets no answer within
+/// `every` is simply not noted.
+pub async fn beat<T: iggyd_raft::network::Transport>(
+    transport: T,
+    peer: u64,
+    liveness: std::sync::Arc<Liveness>,
+    every: Duration,
+    running: impl Fn() -> bool,
+) {
+    while running() {
+        let started = Instant::now();
+        let answered =
+            monoio::time::timeout(every, transport.call(peer, BEAT_CHANNEL, Vec::new(), every))
+                .await;
+        if matches!(answered, Ok(Ok(_))) {
+            liveness.heard(peer);
+        }
+        monoio::time::sleep(every.saturating_sub(started.elapsed())).await;
+    }
+}
+
+/// The answer to a beat.
+pub fn beat_answer() -> Vec<u8> {
+    vec![0]
+}
+
+/// What a quiet group's member keeps for the shard's tick.
+#[derive(Debug)]
+pub struct Quiet {
+    /// This member's election timeout, drawn again after each election.
+    elect_after: Cell<Duration>,
+    /// Since when this member has heard of no live leader.
+    waiting_since: Cell<Instant>,
+    /// The commit index the last heartbeat told the followers.
+    told_commit: Cell<Option<u64>>,
+    /// The state of the draws.
+    seed: Cell<u64>,
+}
+
+/// The timing a quiet group runs on (the cluster's).
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub election_min: Duration,
+    pub election_max: Duration,
+}
+
+impl Timing {
+    pub fn of(config: &openraft::Config) -> Timing {
+        Timing {
+            election_min: Duration::from_millis(config.election_timeout_min),
+            election_max: Duration::from_millis(config.election_timeout_max),
+        }
+    }
+
+    /// How long a leader's lease lasts without openraft's acknowledgements,
+    /// and how recently a leader's node must have answered to be followed.
+    pub fn lease(&self) -> Duration {
+        self.election_min
+    }
+}
+
+/// What the shard's tick asks a group to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    None,
+    Heartbeat,
+    Elect,
+}
+
+impl Quiet {
+    /// A member's state; `seed` makes its draws differ from its peers'.
+    pub fn new(seed: u64, timing: Timing) -> Quiet {
+        let quiet = Quiet {
+            elect_after: Cell::new(timing.election_max),
+            waiting_since: Cell::new(Instant::now()),
+            told_commit: Cell::new(None),
+            seed: Cell::new(seed | 1),
+        };
+        quiet.draw(timing);
+        quiet
+    }
+
+    /// A new election timeout in `[min, max)` (xorshift: the draws only
+    /// need to differ between members).
+    fn draw(&self, timing: Timing) {
+        let mut x = self.seed.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.seed.set(x);
+        let span = timing
+            .election_max
+            .saturating_sub(timing.election_min)
+            .as_millis()
+            .max(1);
+        let extra = u64::try_from(u128::from(x) % span).unwrap_or(0);
+        self.elect_after
+            .set(timing.election_min + Duration::from_millis(extra));
+    }
+
+    /// What this member should do now, from its metrics: `revived` are the
+    /// nodes heard again since the last tick.
+    pub fn tick(
+        &self,
+        metrics: &openraft::RaftMetrics<iggyd_raft::PartitionRaft>,
+        liveness: &Liveness,
+        revived: &BTreeSet<u64>,
+        timing: Timing,
+        now: Instant,
+    ) -> Action {
+        let me = metrics.id;
+        if metrics.state.is_leader() {
+            self.waiting_since.set(now);
+            let committed = metrics
+                .local_committed
+                .as_ref()
+                .map(|log_id| log_id.index());
+            let last = metrics.last_log_index;
+            // A follower alive but behind: openraft resends on a heartbeat
+            // (a dead one is not worth one each tick; it is told when it
+            // comes back).
+            let lagging = metrics.replication.as_ref().is_some_and(|followers| {
+                followers.iter().any(|(follower, matched)| {
+                    *follower != me
+                        && matched.as_ref().map(|log_id| log_id.index()) < last
+                        && liveness.alive(*follower, timing.lease())
+                })
+            });
+            let voters: BTreeSet<u64> = metrics.membership_config.voter_ids().collect();
+            let came_back = revived.iter().any(|node| voters.contains(node));
+            if committed != self.told_commit.get() || lagging || came_back {
+                self.told_commit.set(committed);
+                return Action::Heartbeat;
+            }
+            return Action::None;
+        }
+        if !metrics
+            .membership_config
+            .voter_ids()
+            .any(|voter| voter == me)
+        {
+            return Action::None;
+        }
+        let leader_alive = match metrics.current_leader {
+            Some(leader) if leader != me => liveness.alive(leader, self.elect_after.get()),
+            _ => false,
+        };
+        if leader_alive {
+            self.waiting_since.set(now);
+            return Action::None;
+        }
+        if now.saturating_duration_since(self.waiting_since.get()) < self.elect_after.get() {
+            return Action::None;
+        }
+        self.waiting_since.set(now);
+        self.draw(timing);
+        Action::Elect
+    }
+
+    /// Why this member refuses `candidate`'s (pre-)vote, if it does: it
+    /// leads with a quorum of live voters, or the leader it follows is
+    /// alive. `Some((reason, heartbeat))`: `heartbeat` when this member
+    /// leads (its heartbeat tells the candidate whom to follow).
+    pub fn refuse_vote(
+        metrics: &openraft::RaftMetrics<iggyd_raft::PartitionRaft>,
+        liveness: &Liveness,
+        timing: Timing,
+        candidate: u64,
+    ) -> Option<(String, bool)> {
+        let me = metrics.id;
+        if candidate == me {
+            return None;
+        }
+        if metrics.state.is_leader() {
+            let voters: BTreeSet<u64> = metrics.membership_config.voter_ids().collect();
+            return liveness
+                .quorum_live(me, &voters, timing.lease())
+                .then(|| ("this member leads and a quorum is alive".to_string(), true));
+        }
+        match metrics.current_leader {
+            Some(leader)
+                if leader != me
+                    && leader != candidate
+                    && liveness.alive(leader, timing.lease()) =>
+            {
+                Some((format!("the leader, node {leader}, is alive"), false))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The nodes alive now (within `within`) that were not at the last look.
+#[derive(Debug, Default)]
+pub struct Revivals {
+    alive: BTreeSet<u64>,
+}
+
+impl Revivals {
+    pub fn look(&mut self, liveness: &Liveness, peers: &[u64], within: Duration) -> BTreeSet<u64> {
+        let alive: BTreeSet<u64> = peers
+            .iter()
+            .copied()
+            .filter(|peer| liveness.alive(*peer, within))
+            .collect();
+        let revived = alive.difference(&self.alive).copied().collect();
+        self.alive = alive;
+        revived
+    }
+}
+
+/// Whether a quiet group's leader may lead clients: openraft's quorum
+/// acknowledgement within an election timeout (`crate::cluster::lease_holds`)
+/// or, in an idle group whose last acknowledgement is older, a quorum of
+/// its voters alive.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub liveness: std::sync::Arc<Liveness>,
+    pub timing: Timing,
+}
+
+impl Lease {
+    pub fn holds(&self, raft: &crate::cluster::group::GroupRaft) -> bool {
+        crate::cluster::lease_holds(raft)
+            || with_metrics(raft, |metrics| {
+                let voters: BTreeSet<u64> = metrics.membership_config.voter_ids().collect();
+                self.liveness
+                    .quorum_live(metrics.id, &voters, self.timing.lease())
+            })
+    }
+}
+
+impl Lease {
+    /// Makes openraft's own lease fresh before a write: openraft refuses
+    /// to append on a leader whose quorum last acknowledged it more than
+    /// an election timeout ago (`ForwardReason::LeaseExpired`), which an
+    /// idle quiet group always is. A heartbeat renews it (one round trip,
+    /// the first write after a pause only); waits at most an election
+    /// timeout, then the write is tried anyway (and refused, and retried,
+    /// if no quorum answered).
+    pub async fn renew(&self, raft: &crate::cluster::group::GroupRaft) {
+        let fresh = |metrics: &openraft::RaftMetrics<iggyd_raft::PartitionRaft>| {
+            match crate::cluster::quorum_acked(metrics) {
+                crate::cluster::QuorumAcked::Always => true,
+                crate::cluster::QuorumAcked::Never => false,
+                crate::cluster::QuorumAcked::Ago(ago) => ago < self.timing.election_max / 2,
+            }
+        };
+        if with_metrics(raft, |metrics| fresh(metrics) || !metrics.state.is_leader()) {
+            return;
+        }
+        let _ = raft.trigger().heartbeat().await;
+        let _ = raft
+            .wait(Some(self.timing.election_min))
+            .metrics(fresh, "a quorum's acknowledgement")
+            .await;
+    }
+}
+
+/// Reads a group's metrics without waiting.
+pub fn with_metrics<R>(
+    raft: &crate::cluster::group::GroupRaft,
+    read: impl FnOnce(&openraft::RaftMetrics<iggyd_raft::PartitionRaft>) -> R,
+) -> R {
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow_watched();
+    read(&metrics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use openraft::{Membership, ServerState, StoredMembership};
+    use std::sync::Arc;
+
+    type Metrics = openraft::RaftMetrics<iggyd_raft::PartitionRaft>;
+
+    fn timing() -> Timing {
+        Timing {
+            election_min: Duration::from_millis(1000),
+            election_max: Duration::from_millis(2000),
+        }
+    }
+
+    fn metrics(id: u64, state: ServerState, leader: Option<u64>) -> Metrics {
+        let mut metrics = Metrics::new_initial(id);
+        metrics.state = state;
+        metrics.current_leader = leader;
+        let voters: BTreeSet<u64> = [1, 2, 3].into();
+        let nodes: BTreeMap<u64, openraft::impls::BasicNode> = voters
+            .iter()
+            .map(|id| (*id, openraft::impls::BasicNode::new(format!("node-{id}"))))
+            .collect();
+        let membership = Membership::new(vec![voters], nodes).expect("a membership");
+        metrics.membership_config = Arc::new(StoredMembership::new(None, membership));
+        metrics
+    }
+
+    fn log_id(index: u64) -> Option<iggyd_raft::LogId> {
+        Some(iggyd_raft::LogId::new_term_index(1, index))
+    }
+
+    #[test]
+    fn a_follower_elects_only_after_its_leader_is_silent_for_its_timeout() {
+        let liveness = Liveness::default();
+        let quiet = Quiet::new(42, timing());
+        let start = Instant::now();
+        let follower = metrics(2, ServerState::Follower, Some(1));
+        let none = BTreeSet::new();
+        liveness.heard(1);
+        // The leader answers: nothing to do, however long it has been.
+        let later = start + Duration::from_secs(30);
+        assert_eq!(
+            quiet.tick(&follower, &liveness, &none, timing(), later),
+            Action::None
+        );
+        // A leader never heard (or silent): elect once the draw passed
+        // since this member began to wait, and then wait a whole draw
+        // again.
+        let short = Timing {
+            election_min: Duration::from_millis(2),
+            election_max: Duration::from_millis(3),
+        };
+        let silent = Liveness::default();
+        let quiet = Quiet::new(42, short);
+        let at = Instant::now();
+        assert_eq!(
+            quiet.tick(&follower, &silent, &none, short, at),
+            Action::None
+        );
+        let later = at + Duration::from_millis(5);
+        assert_eq!(
+            quiet.tick(&follower, &silent, &none, short, later),
+            Action::Elect
+        );
+        assert_eq!(
+            quiet.tick(&follower, &silent, &none, short, later),
+            Action::None
+        );
+        let again = later + Duration::from_millis(5);
+        assert_eq!(
+            quiet.tick(&follower, &silent, &none, short, again),
+            Action::Elect
+        );
+    }
+
+    #[test]
+    fn a_member_without_a_leader_elects_after_its_draw_and_not_before() {
+        let liveness = Liveness::default();
+        let quiet = Quiet::new(7, timing());
+        let start = Instant::now();
+        let leaderless = metrics(2, ServerState::Follower, None);
+        let none = BTreeSet::new();
+        assert_eq!(
+            quiet.tick(&leaderless, &liveness, &none, timing(), start),
+            Action::None
+        );
+        let draw = quiet.elect_after.get();
+        assert!(draw >= timing().election_min && draw < timing().election_max);
+        let before = start + timing().election_min - Duration::from_millis(1);
+        assert_eq!(
+            quiet.tick(&leaderless, &liveness, &none, timing(), before),
+            Action::None
+        );
+        let after = Instant::now() + timing().election_max;
+        assert_eq!(
+            quiet.tick(&leaderless, &liveness, &none, timing(), after),
+            Action::Elect
+        );
+        // A learner never campaigns.
+        let learner = metrics(9, ServerState::Learner, None);
+        let far = Instant::now() + Duration::from_secs(60);
+        assert_eq!(
+            quiet.tick(&learner, &liveness, &none, timing(), far),
+            Action::None
+        );
+    }
+
+    #[test]
+    fn a_leader_heartbeats_only_with_news() {
+        let liveness = Liveness::default();
+        let quiet = Quiet::new(3, timing());
+        let now = Instant::now();
+        let none = BTreeSet::new();
+        let mut leader = metrics(1, ServerState::Leader, Some(1));
+        leader.last_log_index = Some(5);
+        leader.local_committed = log_id(5);
+        leader.replication = Some([(1, log_id(5)), (2, log_id(5)), (3, log_id(5))].into());
+        // The commit index moved since the last heartbeat (none yet).
+        assert_eq!(
+            quiet.tick(&leader, &liveness, &none, timing(), now),
+            Action::Heartbeat
+        );
+        // Nothing new: quiet.
+        assert_eq!(
+            quiet.tick(&leader, &liveness, &none, timing(), now),
+            Action::None
+        );
+        // A voter's node came back: it is told who leads.
+        assert_eq!(
+            quiet.tick(&leader, &liveness, &[3].into(), timing(), now),
+            Action::Heartbeat
+        );
+        assert_eq!(
+            quiet.tick(&leader, &liveness, &[7].into(), timing(), now),
+            Action::None
+        );
+        // A follower behind: a heartbeat each tick while it is alive.
+        leader.replication = Some([(1, log_id(5)), (2, log_id(3)), (3, log_id(5))].into());
+        assert_eq!(
+            quiet.tick(&leader, &liveness, &none, timing(), now),
+            Action::None
+        );
+        liveness.heard(2);
+        assert_eq!(
+            quiet.tick(&leader, &liveness, &none, timing(), now),
+            Action::Heartbeat
+        );
+        assert_eq!(
+            quiet.tick(&leader, &liveness, &none, timing(), now),
+            Action::Heartbeat
+        );
+    }
+
+    #[test]
+    fn votes_are_refused_while_the_leader_is_alive() {
+        let liveness = Liveness::default();
+        // A leader with a live quorum refuses, and heartbeats.
+        let leader = metrics(1, ServerState::Leader, Some(1));
+        assert_eq!(Quiet::refuse_vote(&leader, &liveness, timing(), 2), None);
+        liveness.heard(3);
+        let refused = Quiet::refuse_vote(&leader, &liveness, timing(), 2);
+        assert!(matches!(refused, Some((_, true))), "{refused:?}");
+        // A follower refuses while its leader is alive, not for the
+        // leader itself.
+        let follower = metrics(2, ServerState::Follower, Some(3));
+        let refused = Quiet::refuse_vote(&follower, &liveness, timing(), 1);
+        assert!(matches!(refused, Some((_, false))), "{refused:?}");
+        assert_eq!(Quiet::refuse_vote(&follower, &liveness, timing(), 3), None);
+        // A leader silent, or none known: openraft decides.
+        let silent = metrics(2, ServerState::Follower, Some(1));
+        assert_eq!(Quiet::refuse_vote(&silent, &liveness, timing(), 3), None);
+        let leaderless = metrics(2, ServerState::Follower, None);
+        assert_eq!(
+            Quiet::refuse_vote(&leaderless, &liveness, timing(), 3),
+            None
+        );
+    }
+
+    #[test]
+    fn a_quorum_counts_this_node_and_the_voters_heard_lately() {
+        let liveness = Liveness::default();
+        let voters: BTreeSet<u64> = [1, 2, 3].into();
+        let lease = Duration::from_secs(1);
+        assert!(!liveness.quorum_live(1, &voters, lease));
+        liveness.heard(2);
+        assert!(liveness.quorum_live(1, &voters, lease));
+        assert!(!liveness.quorum_live(1, &voters, Duration::ZERO));
+        assert!(liveness.quorum_live(1, &[1].into(), lease));
+        assert!(!liveness.quorum_live(4, &voters, lease));
+    }
+
+    #[test]
+    fn election_timeouts_are_drawn_within_the_bounds_and_differ() {
+        let timing = Timing {
+            election_min: Duration::from_millis(1000),
+            election_max: Duration::from_millis(2000),
+        };
+        let draws: BTreeSet<Duration> = (1..=20)
+            .map(|seed| {
+                let quiet = Quiet::new(seed * 7919, timing);
+                quiet.elect_after.get()
+            })
+            .collect();
+        assert!(draws.len() > 10, "{draws:?}");
+        assert!(
+            draws
+                .iter()
+                .all(|draw| *draw >= timing.election_min && *draw < timing.election_max)
+        );
+    }
+
+    #[test]
+    fn revivals_are_the_nodes_heard_again() {
+        let liveness = Liveness::default();
+        let mut revivals = Revivals::default();
+        let lease = Duration::from_secs(1);
+        assert!(revivals.look(&liveness, &[2, 3], lease).is_empty());
+        liveness.heard(3);
+        assert_eq!(revivals.look(&liveness, &[2, 3], lease), [3].into());
+        assert!(revivals.look(&liveness, &[2, 3], lease).is_empty());
+        assert!(revivals.look(&liveness, &[2, 3], Duration::ZERO).is_empty());
+        assert_eq!(revivals.look(&liveness, &[2, 3], lease), [3].into());
+    }
+}
