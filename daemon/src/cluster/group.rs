@@ -118,6 +118,7 @@ impl PartitionGroup {
         forward_offsets: ForwardOffsets,
         cut_off: CutOff,
         lease: Lease,
+        preferred: bool,
     ) -> PartitionGroup {
         let applied = Applied::default();
         applied.committed_next_offset.set(first_offset);
@@ -134,7 +135,8 @@ impl PartitionGroup {
             quiet: Quiet::new(
                 node_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ key.storage_id,
                 lease.timing,
-            ),
+            )
+            .first_campaign(preferred, lease.timing),
             lease,
         }
     }

@@ -241,8 +241,11 @@ impl<T: Transport> ShardCluster<T> {
             let Some(raft) = group.raft() else {
                 continue;
             };
+            let may_elect = campaigns.len() < quiet::CAMPAIGNS_PER_TICK;
             let action = quiet::with_metrics(&raft, |metrics| {
-                group.quiet().tick(metrics, liveness, &revived, timing, now)
+                group
+                    .quiet()
+                    .tick(metrics, liveness, &revived, timing, now, may_elect)
             });
             match action {
                 quiet::Action::None => {}
@@ -514,6 +517,12 @@ impl<T: Transport> Replication for ShardCluster<T> {
             liveness: settings.liveness.clone(),
             timing: quiet::Timing::of(&settings.raft),
         };
+        // One member of each group campaigns first (`quiet.rs`).
+        let voters: Vec<u64> = settings.voters.keys().copied().collect();
+        let preferred = usize::try_from(key.storage_id % voters.len().max(1) as u64)
+            .ok()
+            .and_then(|at| voters.get(at))
+            == Some(&settings.node_id);
         let group = Rc::new(PartitionGroup::new(
             key,
             settings.node_id,
@@ -522,6 +531,7 @@ impl<T: Transport> Replication for ShardCluster<T> {
             forward_offsets,
             cut_off,
             lease,
+            preferred,
         ));
         // Applied offsets entries go to the pump's offsets store.
         let notify_queue = queue.clone();

@@ -120,6 +120,14 @@ pub async fn beat<T: iggyd_raft::network::Transport>(
     }
 }
 
+/// Elections a shard starts per tick at most: a node that starts (or a
+/// topic of a thousand partitions created at once) would otherwise send
+/// every group's votes in the same instant, and on a small host the
+/// answers come late enough for the groups to campaign again (measured: a
+/// storm with 1,000 partitions on three nodes of two cores). The rest wait
+/// for the next ticks.
+pub const CAMPAIGNS_PER_TICK: usize = 32;
+
 /// The answer to a beat.
 pub fn beat_answer() -> Vec<u8> {
     vec![0]
@@ -181,6 +189,22 @@ impl Quiet {
         quiet
     }
 
+    /// The first campaign of a group this node just started: one member
+    /// of each group (`preferred`, its storage id modulo the voters)
+    /// campaigns at the first tick, so that a new group gets a leader at
+    /// once and groups' leaders spread over the nodes; the others first
+    /// wait two election timeouts more than usual, so that they do not
+    /// compete with it.
+    pub fn first_campaign(self, preferred: bool, timing: Timing) -> Quiet {
+        if preferred {
+            self.elect_after.set(Duration::ZERO);
+        } else {
+            self.elect_after
+                .set(self.elect_after.get() + timing.election_max * 2);
+        }
+        self
+    }
+
     /// A new election timeout in `[min, max)` (xorshift: the draws only
     /// need to differ between members).
     fn draw(&self, timing: Timing) {
@@ -208,6 +232,7 @@ impl Quiet {
         revived: &BTreeSet<u64>,
         timing: Timing,
         now: Instant,
+        may_elect: bool,
     ) -> Action {
         let me = metrics.id;
         if metrics.state.is_leader() {
@@ -250,7 +275,9 @@ impl Quiet {
             self.waiting_since.set(now);
             return Action::None;
         }
-        if now.saturating_duration_since(self.waiting_since.get()) < self.elect_after.get() {
+        if !may_elect
+            || now.saturating_duration_since(self.waiting_since.get()) < self.elect_after.get()
+        {
             return Action::None;
         }
         self.waiting_since.set(now);
@@ -413,7 +440,7 @@ mod tests {
         // The leader answers: nothing to do, however long it has been.
         let later = start + Duration::from_secs(30);
         assert_eq!(
-            quiet.tick(&follower, &liveness, &none, timing(), later),
+            quiet.tick(&follower, &liveness, &none, timing(), later, true),
             Action::None
         );
         // A leader never heard (or silent): elect once the draw passed
@@ -427,21 +454,21 @@ mod tests {
         let quiet = Quiet::new(42, short);
         let at = Instant::now();
         assert_eq!(
-            quiet.tick(&follower, &silent, &none, short, at),
+            quiet.tick(&follower, &silent, &none, short, at, true),
             Action::None
         );
         let later = at + Duration::from_millis(5);
         assert_eq!(
-            quiet.tick(&follower, &silent, &none, short, later),
+            quiet.tick(&follower, &silent, &none, short, later, true),
             Action::Elect
         );
         assert_eq!(
-            quiet.tick(&follower, &silent, &none, short, later),
+            quiet.tick(&follower, &silent, &none, short, later, true),
             Action::None
         );
         let again = later + Duration::from_millis(5);
         assert_eq!(
-            quiet.tick(&follower, &silent, &none, short, again),
+            quiet.tick(&follower, &silent, &none, short, again, true),
             Action::Elect
         );
     }
@@ -454,26 +481,26 @@ mod tests {
         let leaderless = metrics(2, ServerState::Follower, None);
         let none = BTreeSet::new();
         assert_eq!(
-            quiet.tick(&leaderless, &liveness, &none, timing(), start),
+            quiet.tick(&leaderless, &liveness, &none, timing(), start, true),
             Action::None
         );
         let draw = quiet.elect_after.get();
         assert!(draw >= timing().election_min && draw < timing().election_max);
         let before = start + timing().election_min - Duration::from_millis(1);
         assert_eq!(
-            quiet.tick(&leaderless, &liveness, &none, timing(), before),
+            quiet.tick(&leaderless, &liveness, &none, timing(), before, true),
             Action::None
         );
         let after = Instant::now() + timing().election_max;
         assert_eq!(
-            quiet.tick(&leaderless, &liveness, &none, timing(), after),
+            quiet.tick(&leaderless, &liveness, &none, timing(), after, true),
             Action::Elect
         );
         // A learner never campaigns.
         let learner = metrics(9, ServerState::Learner, None);
         let far = Instant::now() + Duration::from_secs(60);
         assert_eq!(
-            quiet.tick(&learner, &liveness, &none, timing(), far),
+            quiet.tick(&learner, &liveness, &none, timing(), far, true),
             Action::None
         );
     }
@@ -490,36 +517,36 @@ mod tests {
         leader.replication = Some([(1, log_id(5)), (2, log_id(5)), (3, log_id(5))].into());
         // The commit index moved since the last heartbeat (none yet).
         assert_eq!(
-            quiet.tick(&leader, &liveness, &none, timing(), now),
+            quiet.tick(&leader, &liveness, &none, timing(), now, true),
             Action::Heartbeat
         );
         // Nothing new: quiet.
         assert_eq!(
-            quiet.tick(&leader, &liveness, &none, timing(), now),
+            quiet.tick(&leader, &liveness, &none, timing(), now, true),
             Action::None
         );
         // A voter's node came back: it is told who leads.
         assert_eq!(
-            quiet.tick(&leader, &liveness, &[3].into(), timing(), now),
+            quiet.tick(&leader, &liveness, &[3].into(), timing(), now, true),
             Action::Heartbeat
         );
         assert_eq!(
-            quiet.tick(&leader, &liveness, &[7].into(), timing(), now),
+            quiet.tick(&leader, &liveness, &[7].into(), timing(), now, true),
             Action::None
         );
         // A follower behind: a heartbeat each tick while it is alive.
         leader.replication = Some([(1, log_id(5)), (2, log_id(3)), (3, log_id(5))].into());
         assert_eq!(
-            quiet.tick(&leader, &liveness, &none, timing(), now),
+            quiet.tick(&leader, &liveness, &none, timing(), now, true),
             Action::None
         );
         liveness.heard(2);
         assert_eq!(
-            quiet.tick(&leader, &liveness, &none, timing(), now),
+            quiet.tick(&leader, &liveness, &none, timing(), now, true),
             Action::Heartbeat
         );
         assert_eq!(
-            quiet.tick(&leader, &liveness, &none, timing(), now),
+            quiet.tick(&leader, &liveness, &none, timing(), now, true),
             Action::Heartbeat
         );
     }
@@ -593,5 +620,36 @@ mod tests {
         assert!(revivals.look(&liveness, &[2, 3], lease).is_empty());
         assert!(revivals.look(&liveness, &[2, 3], Duration::ZERO).is_empty());
         assert_eq!(revivals.look(&liveness, &[2, 3], lease), [3].into());
+    }
+
+    #[test]
+    fn a_new_group_campaigns_first_on_its_preferred_member_and_within_the_budget() {
+        let liveness = Liveness::default();
+        let none = BTreeSet::new();
+        let leaderless = metrics(2, ServerState::Follower, None);
+        let now = Instant::now();
+        let preferred = Quiet::new(5, timing()).first_campaign(true, timing());
+        let other = Quiet::new(6, timing()).first_campaign(false, timing());
+        // Over the shard's budget this tick: nothing, and the next tick
+        // still campaigns.
+        assert_eq!(
+            preferred.tick(&leaderless, &liveness, &none, timing(), now, false),
+            Action::None
+        );
+        assert_eq!(
+            preferred.tick(&leaderless, &liveness, &none, timing(), now, true),
+            Action::Elect
+        );
+        // The others wait their draw plus two election timeouts.
+        let late = now + timing().election_max * 2;
+        assert_eq!(
+            other.tick(&leaderless, &liveness, &none, timing(), late, true),
+            Action::None
+        );
+        let later = now + timing().election_max * 3 + Duration::from_millis(1);
+        assert_eq!(
+            other.tick(&leaderless, &liveness, &none, timing(), later, true),
+            Action::Elect
+        );
     }
 }
