@@ -118,7 +118,6 @@ impl PartitionGroup {
         forward_offsets: ForwardOffsets,
         cut_off: CutOff,
         lease: Lease,
-        preferred: bool,
     ) -> PartitionGroup {
         let applied = Applied::default();
         applied.committed_next_offset.set(first_offset);
@@ -135,10 +134,16 @@ impl PartitionGroup {
             quiet: Quiet::new(
                 node_id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ key.storage_id,
                 lease.timing,
-            )
-            .first_campaign(preferred, lease.timing),
+            ),
             lease,
         }
+    }
+
+    /// Whether this member campaigns first in a group it starts
+    /// ([`Quiet::first_campaign`]).
+    pub fn with_first_campaign(mut self, preferred: bool) -> PartitionGroup {
+        self.quiet = self.quiet.first_campaign(preferred, self.lease.timing);
+        self
     }
 
     /// What the shard's tick keeps for this group.

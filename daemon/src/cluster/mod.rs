@@ -523,16 +523,18 @@ impl<T: Transport> Replication for ShardCluster<T> {
             .ok()
             .and_then(|at| voters.get(at))
             == Some(&settings.node_id);
-        let group = Rc::new(PartitionGroup::new(
-            key,
-            settings.node_id,
-            first_offset,
-            forward,
-            forward_offsets,
-            cut_off,
-            lease,
-            preferred,
-        ));
+        let group = Rc::new(
+            PartitionGroup::new(
+                key,
+                settings.node_id,
+                first_offset,
+                forward,
+                forward_offsets,
+                cut_off,
+                lease,
+            )
+            .with_first_campaign(preferred),
+        );
         // Applied offsets entries go to the pump's offsets store.
         let notify_queue = queue.clone();
         group.applied().set_offsets_notify(Box::new(move || {
