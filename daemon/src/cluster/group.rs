@@ -184,7 +184,7 @@ impl PartitionGroup {
     /// acknowledged it for a lease.
     fn leads_without_quorum(&self, raft: &GroupRaft) -> bool {
         let leads = raft.metrics().borrow_watched().current_leader == Some(self.node_id);
-        leads && !self.lease.holds(raft)
+        leads && !self.lease.renewable(raft)
     }
 }
 
@@ -388,6 +388,11 @@ async fn at_leader<T>(
     let deadline = std::time::Instant::now() + LEADER_WAIT;
     loop {
         let leader = raft.metrics().borrow_watched().current_leader;
+        if leader == Some(node_id) && !lease.holds(raft) {
+            // Idle (a quiet group's acknowledgements are old) or cut
+            // off: one heartbeat tells which.
+            lease.renew(raft).await;
+        }
         let left = deadline.saturating_duration_since(std::time::Instant::now());
         let result = match leader {
             Some(leader) if leader == node_id && !lease.holds(raft) => {

@@ -337,10 +337,13 @@ impl Revivals {
     }
 }
 
-/// Whether a quiet group's leader may lead clients: openraft's quorum
-/// acknowledgement within an election timeout (`crate::cluster::lease_holds`)
-/// or, in an idle group whose last acknowledgement is older, a quorum of
-/// its voters alive.
+/// A quiet group's leader's lease. It holds only while a quorum
+/// acknowledged this member *as its leader* within an election timeout
+/// (`crate::cluster::lease_holds`, openraft's own acknowledgements): a
+/// quorum of live nodes is not enough, since a deposed leader (paused,
+/// or cut off and healed) still hears its peers before it learns of the
+/// newer term. An idle group's acknowledgements are old, so a leader
+/// renews them with one heartbeat ([`Lease::renew`]) before it writes.
 #[derive(Debug, Clone)]
 pub struct Lease {
     pub liveness: std::sync::Arc<Liveness>,
@@ -350,6 +353,13 @@ pub struct Lease {
 impl Lease {
     pub fn holds(&self, raft: &crate::cluster::group::GroupRaft) -> bool {
         crate::cluster::lease_holds(raft)
+    }
+
+    /// Whether a renewal could succeed: the lease holds, or a quorum of
+    /// the group's voters is alive (an idle leader is not refused at
+    /// once; it renews first).
+    pub fn renewable(&self, raft: &crate::cluster::group::GroupRaft) -> bool {
+        self.holds(raft)
             || with_metrics(raft, |metrics| {
                 let voters: BTreeSet<u64> = metrics.membership_config.voter_ids().collect();
                 self.liveness
