@@ -194,39 +194,64 @@ impl<T: Transport> ShardCluster<T> {
     /// Starts the shard's quiet tick (`quiet.rs`): every heartbeat
     /// interval, each partition group of this shard elects, heartbeats or
     /// rests; with `beats` (one shard of the node), this shard also sends
-    /// every peer node its beats.
+    /// every peer node its beats. The peers are the voters of the
+    /// membership the metadata group applied last, so a node added later
+    /// is beaten and a removed one no longer.
     pub fn start_quiet(self: &Rc<Self>, beats: bool) {
         let every = std::time::Duration::from_millis(self.settings.raft.heartbeat_interval.max(1));
-        let peers: Vec<u64> = self
-            .settings
-            .voters
-            .keys()
-            .copied()
-            .filter(|node| *node != self.settings.node_id)
-            .collect();
-        if beats {
-            for peer in &peers {
-                let running = Rc::downgrade(&self.alive);
-                monoio::spawn(quiet::beat(
-                    self.transport.clone(),
-                    *peer,
-                    self.settings.liveness.clone(),
-                    every,
-                    move || running.upgrade().is_some(),
-                ));
-            }
-        }
         let cluster = Rc::downgrade(self);
         monoio::spawn(async move {
             let mut revivals = quiet::Revivals::default();
+            let beating: Rc<RefCell<std::collections::BTreeSet<u64>>> = Rc::default();
             loop {
-                monoio::time::sleep(every).await;
                 let Some(cluster) = cluster.upgrade() else {
                     return;
                 };
+                let peers: Vec<u64> = cluster
+                    .settings
+                    .new_group_voters()
+                    .into_keys()
+                    .filter(|node| *node != cluster.settings.node_id)
+                    .collect();
+                if beats {
+                    cluster.beat_new_peers(&peers, &beating, every);
+                }
                 cluster.quiet_tick(&mut revivals, &peers);
+                drop(cluster);
+                monoio::time::sleep(every).await;
             }
         });
+    }
+
+    /// Starts beating each of `peers` not beaten yet; a peer's beats stop
+    /// once it leaves the membership (or the shard stops).
+    fn beat_new_peers(
+        &self,
+        peers: &[u64],
+        beating: &Rc<RefCell<std::collections::BTreeSet<u64>>>,
+        every: std::time::Duration,
+    ) {
+        for &peer in peers {
+            if !beating.borrow_mut().insert(peer) {
+                continue;
+            }
+            let running = Rc::downgrade(&self.alive);
+            let settings = self.settings.clone();
+            let beating = beating.clone();
+            let beat = quiet::beat(
+                self.transport.clone(),
+                peer,
+                self.settings.liveness.clone(),
+                every,
+                move || {
+                    running.upgrade().is_some() && settings.new_group_voters().contains_key(&peer)
+                },
+            );
+            monoio::spawn(async move {
+                beat.await;
+                beating.borrow_mut().remove(&peer);
+            });
+        }
     }
 
     /// One quiet tick over this shard's partition groups.
@@ -518,7 +543,7 @@ impl<T: Transport> Replication for ShardCluster<T> {
             timing: quiet::Timing::of(&settings.raft),
         };
         // One member of each group campaigns first (`quiet.rs`).
-        let voters: Vec<u64> = settings.voters.keys().copied().collect();
+        let voters: Vec<u64> = settings.new_group_voters().into_keys().collect();
         let preferred = usize::try_from(key.storage_id % voters.len().max(1) as u64)
             .ok()
             .and_then(|at| voters.get(at))
