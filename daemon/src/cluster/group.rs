@@ -139,13 +139,6 @@ impl PartitionGroup {
         }
     }
 
-    /// Whether this member campaigns first in a group it starts
-    /// ([`Quiet::first_campaign`]).
-    pub fn with_first_campaign(mut self, preferred: bool) -> PartitionGroup {
-        self.quiet = self.quiet.first_campaign(preferred, self.lease.timing);
-        self
-    }
-
     /// What the shard's tick keeps for this group.
     pub fn quiet(&self) -> &Quiet {
         &self.quiet

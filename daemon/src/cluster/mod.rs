@@ -268,6 +268,17 @@ impl<T: Transport> ShardCluster<T> {
             };
             let may_elect = campaigns.len() < quiet::CAMPAIGNS_PER_TICK;
             let action = quiet::with_metrics(&raft, |metrics| {
+                if let Some(seen) = group.quiet().changed(metrics) {
+                    tracing::debug!(
+                        group = %group.key(),
+                        state = ?metrics.state,
+                        leader = ?seen.leader,
+                        term = seen.term,
+                        committed = ?seen.committed,
+                        last = ?seen.last,
+                        "a quiet group changed"
+                    );
+                }
                 group
                     .quiet()
                     .tick(metrics, liveness, &revived, timing, now, may_elect)
@@ -542,24 +553,21 @@ impl<T: Transport> Replication for ShardCluster<T> {
             liveness: settings.liveness.clone(),
             timing: quiet::Timing::of(&settings.raft),
         };
-        // One member of each group campaigns first (`quiet.rs`).
+        // One member of each new group campaigns first (`quiet.rs`).
         let voters: Vec<u64> = settings.new_group_voters().into_keys().collect();
         let preferred = usize::try_from(key.storage_id % voters.len().max(1) as u64)
             .ok()
             .and_then(|at| voters.get(at))
             == Some(&settings.node_id);
-        let group = Rc::new(
-            PartitionGroup::new(
-                key,
-                settings.node_id,
-                first_offset,
-                forward,
-                forward_offsets,
-                cut_off,
-                lease,
-            )
-            .with_first_campaign(preferred),
-        );
+        let group = Rc::new(PartitionGroup::new(
+            key,
+            settings.node_id,
+            first_offset,
+            forward,
+            forward_offsets,
+            cut_off,
+            lease,
+        ));
         // Applied offsets entries go to the pump's offsets store.
         let notify_queue = queue.clone();
         group.applied().set_offsets_notify(Box::new(move || {
@@ -580,6 +588,12 @@ impl<T: Transport> Replication for ShardCluster<T> {
             if let Some(raft) =
                 start_raft(&settings, config, voters, network, store, machine, &what).await
             {
+                // A group that never had a term is new on every member.
+                if quiet::with_metrics(&raft, |metrics| metrics.current_term == 0) {
+                    starting
+                        .quiet()
+                        .first_campaign(preferred, starting.lease().timing);
+                }
                 starting.started(Rc::new(raft));
             }
         });

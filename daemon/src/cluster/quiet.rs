@@ -140,8 +140,18 @@ pub struct Quiet {
     elect_after: Cell<Duration>,
     /// Since when this member has heard of no live leader.
     waiting_since: Cell<Instant>,
-    /// The commit index the last heartbeat told the followers.
+    /// The commit index every live follower acknowledged a heartbeat (or
+    /// an append) for.
     told_commit: Cell<Option<u64>>,
+    /// A commit index being told: sent at that instant, heartbeated again
+    /// each tick until every live follower acknowledged a later one (a
+    /// heartbeat lost under load would otherwise leave a follower with an
+    /// old commit index for as long as the group stays idle, and it serves
+    /// reads only up to it).
+    telling: Cell<Option<(Option<u64>, Instant)>>,
+    /// What the last tick saw (state, leader, term, commit index), to log
+    /// a change of it.
+    seen: Cell<Option<Seen>>,
     /// The state of the draws.
     seed: Cell<u64>,
 }
@@ -183,6 +193,8 @@ impl Quiet {
             elect_after: Cell::new(timing.election_max),
             waiting_since: Cell::new(Instant::now()),
             told_commit: Cell::new(None),
+            telling: Cell::new(None),
+            seen: Cell::new(None),
             seed: Cell::new(seed | 1),
         };
         quiet.draw(timing);
@@ -195,14 +207,17 @@ impl Quiet {
     /// once and groups' leaders spread over the nodes; the others first
     /// wait two election timeouts more than usual, so that they do not
     /// compete with it.
-    pub fn first_campaign(self, preferred: bool, timing: Timing) -> Quiet {
+    ///
+    /// Only for a group that has never had a term: a member that restarts
+    /// may hold the only complete log, and must not wait longer than its
+    /// election timeout to campaign.
+    pub fn first_campaign(&self, preferred: bool, timing: Timing) {
         if preferred {
             self.elect_after.set(Duration::ZERO);
         } else {
             self.elect_after
                 .set(self.elect_after.get() + timing.election_max * 2);
         }
-        self
     }
 
     /// A new election timeout in `[min, max)` (xorshift: the draws only
@@ -254,8 +269,22 @@ impl Quiet {
             });
             let voters: BTreeSet<u64> = metrics.membership_config.voter_ids().collect();
             let came_back = revived.iter().any(|node| voters.contains(node));
-            if committed != self.told_commit.get() || lagging || came_back {
-                self.told_commit.set(committed);
+            if let Some((commit, sent)) = self.telling.get()
+                && every_live_follower_acked_since(metrics, liveness, timing, sent)
+            {
+                self.told_commit.set(commit);
+                self.telling.set(None);
+            }
+            let news = committed != self.told_commit.get();
+            if news
+                && self
+                    .telling
+                    .get()
+                    .is_none_or(|(commit, _)| commit != committed)
+            {
+                self.telling.set(Some((committed, now)));
+            }
+            if news || lagging || came_back {
                 return Action::Heartbeat;
             }
             return Action::None;
@@ -315,6 +344,60 @@ impl Quiet {
             }
             _ => None,
         }
+    }
+}
+
+/// Whether every voter of the group but this member that is alive (a beat
+/// answered within the lease) acknowledged a heartbeat or an append sent
+/// at or after `sent` (openraft's heartbeat metrics: when each follower
+/// last acknowledged this leader). A dead follower is told when it comes
+/// back.
+fn every_live_follower_acked_since(
+    metrics: &openraft::RaftMetrics<iggyd_raft::PartitionRaft>,
+    liveness: &Liveness,
+    timing: Timing,
+    sent: Instant,
+) -> bool {
+    use openraft::async_runtime::Instant as _;
+    let acked = metrics.heartbeat.as_ref();
+    metrics
+        .membership_config
+        .voter_ids()
+        .filter(|voter| *voter != metrics.id && liveness.alive(*voter, timing.lease()))
+        .all(|voter| {
+            acked
+                .and_then(|acked| acked.get(&voter))
+                .and_then(Option::as_ref)
+                .and_then(|at| Instant::now().checked_sub(at.elapsed()))
+                .is_some_and(|at| at >= sent)
+        })
+}
+
+/// What a quiet tick saw of a group, to log its changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub leader: Option<u64>,
+    pub term: u64,
+    pub committed: Option<u64>,
+    pub last: Option<u64>,
+}
+
+impl Quiet {
+    /// What changed in `metrics` since the last call, if anything.
+    pub fn changed(
+        &self,
+        metrics: &openraft::RaftMetrics<iggyd_raft::PartitionRaft>,
+    ) -> Option<Seen> {
+        let seen = Seen {
+            leader: metrics.current_leader,
+            term: metrics.current_term,
+            committed: metrics
+                .local_committed
+                .as_ref()
+                .map(|log_id| log_id.index()),
+            last: metrics.last_log_index,
+        };
+        (self.seen.replace(Some(seen)) != Some(seen)).then_some(seen)
     }
 }
 
@@ -562,6 +645,55 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_index_is_told_again_until_every_live_follower_acknowledged_it() {
+        use openraft::async_runtime::Instant as _;
+        type At = openraft::type_config::alias::InstantOf<iggyd_raft::PartitionRaft>;
+        let liveness = Liveness::default();
+        liveness.heard(2);
+        liveness.heard(3);
+        let quiet = Quiet::new(3, timing());
+        let none = BTreeSet::new();
+        let mut leader = metrics(1, ServerState::Leader, Some(1));
+        leader.last_log_index = Some(5);
+        leader.local_committed = log_id(5);
+        leader.replication = Some([(1, log_id(5)), (2, log_id(5)), (3, log_id(5))].into());
+        let acked_before = At::now();
+        leader.heartbeat = Some(
+            [
+                (2, Some(acked_before.into())),
+                (3, Some(acked_before.into())),
+            ]
+            .into(),
+        );
+        // Sent after the last acknowledgements: told again each tick.
+        std::thread::sleep(Duration::from_millis(2));
+        let tick =
+            |leader: &Metrics| quiet.tick(leader, &liveness, &none, timing(), Instant::now(), true);
+        assert_eq!(tick(&leader), Action::Heartbeat);
+        assert_eq!(tick(&leader), Action::Heartbeat);
+        // One follower acknowledged since: still told.
+        std::thread::sleep(Duration::from_millis(2));
+        let acked = At::now();
+        leader.heartbeat = Some([(2, Some(acked.into())), (3, Some(acked_before.into()))].into());
+        assert_eq!(tick(&leader), Action::Heartbeat);
+        // Both did: quiet.
+        leader.heartbeat = Some([(2, Some(acked.into())), (3, Some(acked.into()))].into());
+        assert_eq!(tick(&leader), Action::None);
+        // A follower whose node is silent is not waited for.
+        leader.local_committed = log_id(6);
+        leader.last_log_index = Some(6);
+        leader.replication = Some([(1, log_id(6)), (2, log_id(6)), (3, log_id(6))].into());
+        let only_2 = Liveness::default();
+        only_2.heard(2);
+        let tick =
+            |leader: &Metrics| quiet.tick(leader, &only_2, &none, timing(), Instant::now(), true);
+        assert_eq!(tick(&leader), Action::Heartbeat);
+        std::thread::sleep(Duration::from_millis(2));
+        leader.heartbeat = Some([(2, Some(At::now().into())), (3, None)].into());
+        assert_eq!(tick(&leader), Action::None);
+    }
+
+    #[test]
     fn votes_are_refused_while_the_leader_is_alive() {
         let liveness = Liveness::default();
         // A leader with a live quorum refuses, and heartbeats.
@@ -638,8 +770,10 @@ mod tests {
         let none = BTreeSet::new();
         let leaderless = metrics(2, ServerState::Follower, None);
         let now = Instant::now();
-        let preferred = Quiet::new(5, timing()).first_campaign(true, timing());
-        let other = Quiet::new(6, timing()).first_campaign(false, timing());
+        let preferred = Quiet::new(5, timing());
+        preferred.first_campaign(true, timing());
+        let other = Quiet::new(6, timing());
+        other.first_campaign(false, timing());
         // Over the shard's budget this tick: nothing, and the next tick
         // still campaigns.
         assert_eq!(
