@@ -701,7 +701,9 @@ impl Drop for TestDaemon {
             let _ = child.kill();
             let _ = child.wait();
         }
-        if self.keep_dir
+        // `IGGYD_TEST_KEEP` keeps every test daemon's directory, to look
+        // into a failed run.
+        if (self.keep_dir || std::env::var_os("IGGYD_TEST_KEEP").is_some())
             && let Ok(empty) = tempfile::tempdir()
         {
             let _ = std::mem::replace(&mut self.dir, empty).keep();

@@ -184,7 +184,10 @@ impl Cluster {
         }
         builder
             .listen(&address.to_string())
-            .log_level(Some("info"))
+            // `IGGYD_TEST_LOG`: another filter, to look into a failed run.
+            .log_level(Some(
+                &std::env::var("IGGYD_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            ))
             .env("IGGY_ROOT_USERNAME", ROOT_USERNAME)
             .env("IGGY_ROOT_PASSWORD", ROOT_PASSWORD)
             .env("IGGYD_SHARDING__CPU_ALLOCATION", "1")
