@@ -172,10 +172,7 @@ impl<T: Transport> ShardCluster<T> {
         transport: T,
         apply_metadata: Option<ApplyMetadata>,
     ) -> Self {
-        let quiet_raft = Arc::new(openraft::Config {
-            enable_tick: false,
-            ..(*settings.raft).clone()
-        });
+        let quiet_raft = Arc::new(quiet::openraft_config(&settings.raft));
         ShardCluster {
             settings,
             transport,
