@@ -42,6 +42,24 @@ fn partition_key(
     Ok((route.key, route.owner))
 }
 
+/// Whether this node's metadata knows the partition `send` goes to: a
+/// cluster node that does not lead the metadata group serves such a send
+/// (`super::elsewhere`), and otherwise sends the client to the leader
+/// rather than tell it the topic does not exist (it may not have applied
+/// yet what the leader just created).
+pub(super) fn routable_here(context: &NetContext, send: &SendMessages<'_>) -> bool {
+    let view = context.view();
+    let Ok((stream, topic)) = named_topic(&view, &send.stream, &send.topic) else {
+        return false;
+    };
+    match send.partitioning {
+        Partitioning::PartitionId(partition_id) => {
+            partition_key(context, stream, topic, partition_id).is_ok()
+        }
+        Partitioning::Balanced | Partitioning::MessagesKey(_) => topic.partitions_count() > 0,
+    }
+}
+
 /// What a request does with a consumer's offset: a group's offsets belong
 /// to the group, so reading one needs only the permission to poll (lag
 /// monitors and `iggy consumer-offset get --kind consumer-group` are not

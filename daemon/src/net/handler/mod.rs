@@ -296,10 +296,19 @@ pub async fn handle_frame(
 
 /// A cluster node that does not lead the metadata group sends its clients
 /// to the one that does: every request but a ping, a login, a logout, the
-/// roster and who-am-I is answered 58 (not accepted: nothing was done), on
-/// which the SDK asks for the roster and moves to the leader; while no
-/// node leads, 57 (not committed, and nothing was done, so the SDK's
-/// same-connection replay is safe) until one does.
+/// roster, who-am-I and a send it can route is answered 58 (not accepted:
+/// nothing was done), on which the SDK asks for the roster and moves to the
+/// leader; while no node leads, 57 (not committed, and nothing was done, so
+/// the SDK's same-connection replay is safe) until one does.
+///
+/// A send is served by any node whose metadata knows its partition: the
+/// partition's group forwards it to the group's leader, node to node (a
+/// node cut off refuses a new batch there, 58, and keeps a resend of a
+/// batch in doubt waiting to be resolved rather than stored twice). So a
+/// producer that lands on a follower after its leader died is served as
+/// soon as the partition's group has a leader, not after the SDK's replays
+/// of 58 (two seconds each, `TRANSIENT_FAILOVER_CHECK_INTERVAL` in the
+/// SDK's `tcp_client.rs`) and its move to the metadata leader.
 fn elsewhere(
     context: &NetContext,
     session: &mut Session,
@@ -307,11 +316,8 @@ fn elsewhere(
     command: &Command<'_>,
 ) -> Option<Outcome> {
     let cluster = context.net.cluster.as_ref()?;
-    // A node cut off lets sends through to the partition's group: a resend
-    // of a batch in doubt waits there to be resolved rather than be sent
-    // elsewhere and stored twice; a new batch is refused there (58).
     if cluster.leads()
-        || (cluster.cut_off() && matches!(command, Command::SendMessages(_)))
+        || matches!(command, Command::SendMessages(send) if messages::routable_here(context, send))
         || matches!(
             command,
             Command::Ping
