@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// `iggyd cluster <args> --socket <socket>`.
-fn cli(socket: &Path, args: &[&str]) -> Output {
+pub(crate) fn cli(socket: &Path, args: &[&str]) -> Output {
     let mut command = iggyd_command();
     command
         .arg("cluster")
@@ -28,7 +28,7 @@ fn cli(socket: &Path, args: &[&str]) -> Output {
     run(&mut command)
 }
 
-fn status_of(cluster: &Cluster, id: u64) -> (Option<i32>, Option<ClusterStatus>) {
+pub(crate) fn status_of(cluster: &Cluster, id: u64) -> (Option<i32>, Option<ClusterStatus>) {
     let out = cli(&cluster.admin_socket(id), &["status", "--json"]);
     (out.code(), serde_json::from_str(&out.stdout).ok())
 }
@@ -36,7 +36,7 @@ fn status_of(cluster: &Cluster, id: u64) -> (Option<i32>, Option<ClusterStatus>)
 /// Every group's leader as every node sees it, once all of them answer
 /// exit 0 with the same groups and the same leader for each (`expect`:
 /// the groups there must be), within 30 s.
-fn agreed_groups(cluster: &Cluster, expect: usize) -> BTreeMap<String, u64> {
+pub(crate) fn agreed_groups(cluster: &Cluster, expect: usize) -> BTreeMap<String, u64> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut views = Vec::new();
