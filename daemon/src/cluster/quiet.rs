@@ -136,21 +136,21 @@ pub fn beat_answer() -> Vec<u8> {
 /// openraft's configuration for a quiet group: the cluster's, with the
 /// tick off, and openraft's own election timeouts (which then set nothing
 /// but its leader lease, `election_timeout_max`: a member that heard its
-/// leader within the lease refuses a vote) a heartbeat interval short of
-/// the cluster's minimum election timeout. A member's quiet tick campaigns
-/// once its leader's node was silent for at least that minimum, counted
-/// from the last beat it answered, which can be a heartbeat interval
-/// before the leader's last append; with openraft's lease as long as the
-/// cluster's maximum (its default), the other members refused such a
-/// campaign until two timeouts had passed, and the candidate waited out
-/// another draw (measured: failover p50 3.1 s with the default timing).
-/// Whether a leader is alive is the vote guard's to say
-/// ([`Quiet::refuse_vote`]).
+/// leader within the lease refuses a vote) ending at the cluster's minimum
+/// election timeout. A member's quiet tick campaigns once its leader's
+/// node was silent for at least that minimum; with openraft's lease as
+/// long as the cluster's maximum (its default), the other members refused
+/// such a campaign until two timeouts had passed, and the candidate waited
+/// out another draw (measured: failover p50 3.1 s with the default
+/// timing). Whether a leader is alive is the vote guard's to say
+/// ([`Quiet::refuse_vote`]). A lease shorter still (a heartbeat interval
+/// short of the minimum) left a deposed leader in place in the in-process
+/// membership test (`a_change_asked_as_the_leader_dies_waits_for_the_next_leader`,
+/// election 150 ms, heartbeat 30 ms), not understood yet.
 pub fn openraft_config(cluster: &openraft::Config) -> openraft::Config {
     let heartbeat = cluster.heartbeat_interval;
     let lease = cluster
         .election_timeout_min
-        .saturating_sub(heartbeat)
         .max(heartbeat.saturating_add(2));
     let quiet = openraft::Config {
         enable_tick: false,
@@ -825,7 +825,7 @@ mod tests {
     }
 
     #[test]
-    fn openrafts_lease_in_a_quiet_group_ends_a_heartbeat_before_the_first_campaign() {
+    fn openrafts_lease_in_a_quiet_group_ends_at_the_first_campaign() {
         let cluster = |election: u64, heartbeat: u64| openraft::Config {
             heartbeat_interval: heartbeat,
             election_timeout_min: election,
@@ -842,10 +842,7 @@ mod tests {
             let quiet = openraft_config(&cluster(election, heartbeat));
             assert!(!quiet.enable_tick);
             assert_eq!(quiet.heartbeat_interval, heartbeat);
-            assert!(
-                quiet.election_timeout_max + heartbeat <= election.max(3 * heartbeat),
-                "{election}/{heartbeat}: {quiet:?}"
-            );
+            assert_eq!(quiet.election_timeout_max, election, "{quiet:?}");
             assert!(quiet.election_timeout_min > heartbeat);
             assert!(quiet.election_timeout_min < quiet.election_timeout_max);
             assert!(quiet.clone().validate().is_ok());
@@ -853,7 +850,7 @@ mod tests {
         let default = openraft_config(&cluster(1000, 200));
         assert_eq!(
             (default.election_timeout_min, default.election_timeout_max),
-            (500, 800)
+            (600, 1000)
         );
     }
 
