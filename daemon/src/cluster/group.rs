@@ -234,11 +234,22 @@ impl Group for PartitionGroup {
                         base_offset: appended.base_offset,
                         last_offset: appended.last_offset,
                     })
-                    // 57: nothing was appended, or what was is in doubt
-                    // and its resend is resolved; the SDK resends on the
-                    // same connection.
-                    .map_err(|error| PumpError::NotCommitted {
-                        reason: error.to_string(),
+                    .map_err(|error| match error {
+                        // 58: a new batch that reached no leader was not
+                        // appended anywhere; the SDK looks for another
+                        // node (at one cut off from the leader, 57 kept
+                        // it replaying here for its whole budget).
+                        ProposeError::NotLeader(_) | ProposeError::NotDelivered(_)
+                            if resolve_after.is_none() =>
+                        {
+                            PumpError::NotLeader { leader: None }
+                        }
+                        // 57: what was appended is in doubt, or a resend
+                        // is not resolved yet; the SDK resends on the same
+                        // connection.
+                        error => PumpError::NotCommitted {
+                            reason: error.to_string(),
+                        },
                     }),
             );
         });

@@ -75,6 +75,9 @@ pub struct ClusterRoster {
     /// How long a quorum's acknowledgement lets this node lead clients (an
     /// election timeout: by then the others elect a leader of their own).
     lease: Duration,
+    /// When each peer node last answered a beat (`quiet.rs`; the settings'
+    /// own).
+    liveness: Arc<super::quiet::Liveness>,
 }
 
 impl ClusterRoster {
@@ -84,6 +87,7 @@ impl ClusterRoster {
         nodes: Vec<RosterNode>,
         silent_after: Duration,
         lease: Duration,
+        liveness: Arc<super::quiet::Liveness>,
     ) -> ClusterRoster {
         ClusterRoster {
             name,
@@ -96,7 +100,18 @@ impl ClusterRoster {
             silent_after,
             quorum_acked_at_ms: AtomicU64::new(0),
             lease,
+            liveness,
         }
+    }
+
+    /// Whether this node and the nodes that answered its beats within a
+    /// lease are a majority of the cluster: else it is cut off from the
+    /// others, and a client must look for the leader elsewhere (58) rather
+    /// than wait here (57) for an election it cannot take part in.
+    pub fn in_majority(&self) -> bool {
+        let nodes: std::collections::BTreeSet<u64> =
+            self.nodes().iter().map(|node| node.id).collect();
+        self.liveness.quorum_live(self.node_id, &nodes, self.lease)
     }
 
     /// Every node of the cluster as this node knows it now.
@@ -344,6 +359,7 @@ impl NodeSetup {
                 )
             })
             .collect();
+        let liveness = Arc::new(super::quiet::Liveness::default());
         let roster = ClusterRoster::new(
             config.name.clone(),
             config.node_id,
@@ -359,6 +375,7 @@ impl NodeSetup {
                 .collect(),
             config.heartbeat_interval * LEADER_SILENT_HEARTBEATS,
             config.election_timeout,
+            liveness.clone(),
         );
         let limits = PeerLimits::default()
             .validate()
@@ -367,13 +384,10 @@ impl NodeSetup {
         for (id, node) in &voters {
             peers.learn(*id, &node.addr);
         }
+        let mut settings = ClusterSettings::new(config.node_id, voters, config.join, raft);
+        settings.liveness = liveness;
         Ok(NodeSetup {
-            settings: Arc::new(ClusterSettings::new(
-                config.node_id,
-                voters,
-                config.join,
-                raft,
-            )),
+            settings: Arc::new(settings),
             tls,
             limits,
             roster: Arc::new(roster),
@@ -698,6 +712,44 @@ mod tests {
             allow_even_voters: false,
             tls,
         }
+    }
+
+    // Proves a node counts itself in the majority only while the nodes that
+    // answered its beats within a lease, with itself, are more than half
+    // of the cluster: a follower cut off from the others then sends its
+    // clients elsewhere (58) instead of keeping them replaying (57).
+    #[test]
+    fn a_node_is_in_the_majority_only_while_enough_nodes_answer_its_beats() {
+        let liveness = Arc::new(super::super::quiet::Liveness::default());
+        let node = |id: u64| RosterNode {
+            id,
+            name: format!("node-{id}"),
+            address: format!("127.0.0.1:{}", 8090 + id).parse().unwrap(),
+            replication_address: format!("127.0.0.1:{}", 9090 + id).parse().unwrap(),
+        };
+        let roster = ClusterRoster::new(
+            "demo".to_string(),
+            1,
+            vec![node(1), node(2), node(3)],
+            Duration::from_millis(600),
+            Duration::from_secs(1),
+            liveness.clone(),
+        );
+        assert!(!roster.in_majority(), "no peer answered yet");
+        liveness.heard(3);
+        assert!(roster.in_majority());
+        let alone = ClusterRoster::new(
+            "demo".to_string(),
+            1,
+            vec![node(1), node(2), node(3)],
+            Duration::from_millis(600),
+            Duration::ZERO,
+            liveness,
+        );
+        assert!(
+            !alone.in_majority(),
+            "answers older than the lease do not count"
+        );
     }
 
     // Proves the node reads `[cluster.tls]` files named

@@ -301,10 +301,12 @@ pub async fn handle_frame(
 /// leader; while no node leads, 57 (not committed, and nothing was done, so
 /// the SDK's same-connection replay is safe) until one does.
 ///
-/// A send is served by any node whose metadata knows its partition: the
-/// partition's group forwards it to the group's leader, node to node (a
-/// node cut off refuses a new batch there, 58, and keeps a resend of a
-/// batch in doubt waiting to be resolved rather than stored twice). So a
+/// A send is served by any node that hears the metadata group's leader and
+/// whose metadata knows its partition: the partition's group forwards it
+/// to the group's leader, node to node (a leader cut off refuses a new
+/// batch there, 58, and keeps a resend of a batch in doubt waiting to be
+/// resolved rather than stored twice; a node that hears no majority
+/// answers 58 to everything, so a client moves on). So a
 /// producer that lands on a follower after its leader died is served as
 /// soon as the partition's group has a leader, not after the SDK's replays
 /// of 58 (two seconds each, `TRANSIENT_FAILOVER_CHECK_INTERVAL` in the
@@ -316,8 +318,14 @@ fn elsewhere(
     command: &Command<'_>,
 ) -> Option<Outcome> {
     let cluster = context.net.cluster.as_ref()?;
+    // A node cut off lets sends through to the partition's group: a resend
+    // of a batch in doubt waits there to be resolved rather than be sent
+    // elsewhere and stored twice; a new batch is refused there (58).
+    let send = matches!(command, Command::SendMessages(_));
     if cluster.leads()
-        || matches!(command, Command::SendMessages(send) if messages::routable_here(context, send))
+        || (send && cluster.cut_off())
+        || (cluster.live_leader().is_some()
+            && matches!(command, Command::SendMessages(send) if messages::routable_here(context, send)))
         || matches!(
             command,
             Command::Ping
@@ -332,7 +340,9 @@ fn elsewhere(
     // 58: another node leads, or this one led but its quorum no longer
     // answers it (cut off: the others elect another); the SDK looks for
     // the leader. 57: an election is on; the SDK asks here again.
-    let status = if cluster.live_leader().is_some() || cluster.cut_off() {
+    // A node that hears no majority of the cluster is cut off itself: 58
+    // too, so that a client does not replay into it for its whole budget.
+    let status = if cluster.live_leader().is_some() || cluster.cut_off() || !cluster.in_majority() {
         Status::TransientNotAccepted
     } else {
         Status::TransientNotCommitted
