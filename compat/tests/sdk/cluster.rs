@@ -25,6 +25,10 @@ const KILL_AT: u64 = 40;
 /// meanwhile the leader and the node that just rejoined are the majority.
 const PAUSE_AT: u64 = 80;
 const RESUME_AT: u64 = 100;
+/// A paused follower resumes after this at the latest: the client may be
+/// on it (a follower serves the sends it gets), and then its sends wait
+/// for the resume, as they would for a paused leader.
+const PAUSE_FOR: Duration = Duration::from_secs(3);
 
 /// Free loopback ports (bound then released: the daemons bind them next).
 fn free_addresses(count: usize) -> Vec<SocketAddr> {
@@ -447,6 +451,11 @@ async fn a_three_node_cluster_keeps_every_acknowledged_message_through_losing_it
                 .node(follower)
                 .signal(nix::sys::signal::Signal::SIGSTOP);
             paused = Some(follower);
+            let pid = nix::unistd::Pid::from_raw(cluster.node(follower).pid());
+            std::thread::spawn(move || {
+                std::thread::sleep(PAUSE_FOR);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
+            });
         }
         if batch == RESUME_AT
             && let Some(node) = paused.take()
