@@ -89,6 +89,23 @@ pub(super) fn start_node(id: u64, transport: &InProcess) -> Node {
     start_node_with(id, transport, None, false)
 }
 
+/// The node that leads `KEY`'s group, and another one.
+fn leader_and_follower(nodes: &[Node]) -> (&Node, &Node) {
+    let leader = nodes
+        .iter()
+        .find(|node| {
+            node.cluster
+                .raft(KEY.storage_id)
+                .is_some_and(|raft| raft.is_leader())
+        })
+        .expect("a leader");
+    let follower = nodes
+        .iter()
+        .find(|node| node.id != leader.id)
+        .expect("a follower");
+    (leader, follower)
+}
+
 /// Node `id`, waiting to be added to the groups of nodes 1 to 3.
 pub(super) fn start_joining_node(id: u64, transport: &InProcess) -> Node {
     start_node_with(id, transport, None, true)
@@ -261,18 +278,7 @@ fn three_pumps_replicate_a_partition_and_survive_losing_the_leader() {
         }
         // A follower forwards to the leader: the batch takes the leader's
         // next offsets.
-        let leader = nodes
-            .iter()
-            .find(|node| {
-                node.cluster
-                    .raft(KEY.storage_id)
-                    .is_some_and(|raft| raft.is_leader())
-            })
-            .expect("a leader");
-        let follower = nodes
-            .iter()
-            .find(|node| node.id != leader.id)
-            .expect("a follower");
+        let (leader, follower) = leader_and_follower(&nodes);
         let ack = ask(follower, |reply| PartitionOp::Append {
             key: KEY,
             batch: batch(1, b'x'),
@@ -515,18 +521,7 @@ fn an_idle_group_sends_nothing_but_the_nodes_beats() {
         // And it still works after the pause, through a follower too (the
         // leader renews openraft's lease, which lapsed while it was quiet,
         // before it appends a forwarded batch).
-        let leader = nodes
-            .iter()
-            .find(|node| {
-                node.cluster
-                    .raft(KEY.storage_id)
-                    .is_some_and(|raft| raft.is_leader())
-            })
-            .expect("a leader");
-        let follower = nodes
-            .iter()
-            .find(|node| node.id != leader.id)
-            .expect("a follower");
+        let (leader, follower) = leader_and_follower(&nodes);
         let ack = ask(follower, |reply| PartitionOp::Append {
             key: KEY,
             batch: batch(1, b'r'),
