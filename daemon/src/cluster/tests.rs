@@ -238,7 +238,16 @@ pub(super) async fn poll_all(node: &Node) -> PollResult {
     .expect("a poll")
 }
 
+/// The in-process runtime; `IGGYD_TEST_LOG` (a tracing filter, as for the
+/// cluster tests' daemons) prints the nodes' log lines to look into a
+/// failed run.
 pub(super) fn runtime() -> monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>> {
+    if let Ok(filter) = std::env::var("IGGYD_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
     monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
         .enable_timer()
         .build()
