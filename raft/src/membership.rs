@@ -223,6 +223,45 @@ fn voters_and_alive<C: PartitionTypes>(
     (voters, alive)
 }
 
+/// Asks every member of a leading `raft` for an acknowledgement now and
+/// waits (at most `lease`) until each voter has answered: the view of
+/// who is alive is then today's, also in a group that heartbeats only
+/// with news (whose last acknowledgements may be minutes old). A voter
+/// that does not answer within the lease counts as not alive.
+async fn fresh_acknowledgements<C, SM>(raft: &openraft::Raft<C, SM>, lease: Duration)
+where
+    C: PartitionTypes,
+    SM: openraft::storage::RaftStateMachine<C>,
+{
+    if !raft.metrics().borrow_watched().state.is_leader() {
+        return;
+    }
+    let asked = C::now();
+    let _ = raft.trigger().heartbeat().await;
+    let _ = raft
+        .wait(Some(lease))
+        .metrics(
+            |metrics| {
+                let since = asked.elapsed();
+                metrics
+                    .membership_config
+                    .membership()
+                    .voter_ids()
+                    .all(|voter| {
+                        voter == metrics.id
+                            || metrics.heartbeat.as_ref().is_some_and(|heartbeat| {
+                                heartbeat
+                                    .get(&voter)
+                                    .and_then(Option::as_ref)
+                                    .is_some_and(|at| at.elapsed() <= since)
+                            })
+                    })
+            },
+            "every voter's acknowledgement",
+        )
+        .await;
+}
+
 /// Carries out `change` on `raft`, which must lead its group. `wait`
 /// bounds each step (a learner's catch-up, each commit); `allow_even`
 /// lets a removal leave an even voter count.
@@ -237,6 +276,7 @@ where
     SM: openraft::storage::RaftStateMachine<C>,
 {
     let lease = Duration::from_millis(raft.config().election_timeout_max);
+    fresh_acknowledgements(raft, lease).await;
     let (leader, voters, learners, alive) = {
         let metrics = raft.metrics();
         let metrics = metrics.borrow_watched();
@@ -259,7 +299,7 @@ where
                     voters: voters.into_iter().collect(),
                 });
             }
-            let added = within(wait, || raft.add_learner(id, node.clone(), false)).await?;
+            let added = within(raft, wait, || raft.add_learner(id, node.clone(), false)).await?;
             let needed = added.log_id.index();
             let started = C::now();
             loop {
@@ -288,7 +328,7 @@ where
                 }
                 C::sleep(POLL).await;
             }
-            let changed = within(wait, || {
+            let changed = within(raft, wait, || {
                 raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
             })
             .await?;
@@ -301,7 +341,7 @@ where
                         voters: voters.into_iter().collect(),
                     });
                 }
-                within(wait, || {
+                within(raft, wait, || {
                     raft.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
                 })
                 .await?;
@@ -313,7 +353,7 @@ where
             if id == leader {
                 return hand_off(raft, id, wait).await;
             }
-            let changed = within(wait, || {
+            let changed = within(raft, wait, || {
                 raft.change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
             })
             .await?;
@@ -405,12 +445,14 @@ where
 /// `write()` within `wait`, its errors as [`MemberError`]s; tried again
 /// while a membership change is still in progress (the previous one not
 /// committed yet, as right after a new leader's election).
-async fn within<C, F, Fut>(
+async fn within<C, SM, F, Fut>(
+    raft: &openraft::Raft<C, SM>,
     wait: Duration,
     mut write: F,
 ) -> Result<openraft::raft::ClientWriteResponse<C>, MemberError>
 where
     C: PartitionTypes,
+    SM: openraft::storage::RaftStateMachine<C>,
     F: FnMut() -> Fut,
     Fut: std::future::Future<
             Output = Result<
@@ -419,13 +461,30 @@ where
             >,
         >,
 {
-    use openraft::errors::{ChangeMembershipError, ClientWriteError, RaftError};
+    use openraft::errors::{ChangeMembershipError, ClientWriteError, ForwardReason, RaftError};
     let started = C::now();
+    // A leader whose quorum last acknowledged it more than a lease ago
+    // refuses to write (an idle group that heartbeats only with news
+    // always is such a leader): it heartbeats and tries again, for at
+    // most a lease; a leader that hears no quorum in that time is no
+    // leader to ask.
+    let lease = Duration::from_millis(raft.config().election_timeout_max);
+    let mut lapsed_since = None;
     loop {
         let left = wait.saturating_sub(started.elapsed());
         match C::timeout(left, write()).await {
             Err(_) => return Err(MemberError::TimedOut(millis(wait))),
             Ok(Ok(response)) => return Ok(response),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))))
+                if forward.reason == ForwardReason::LeaseExpired =>
+            {
+                let since = *lapsed_since.get_or_insert_with(C::now);
+                if since.elapsed() >= lease || started.elapsed() + POLL >= wait {
+                    return Err(MemberError::NotLeader(None));
+                }
+                let _ = raft.trigger().heartbeat().await;
+                C::sleep(POLL).await;
+            }
             Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
                 return Err(MemberError::NotLeader(forward.leader_id));
             }

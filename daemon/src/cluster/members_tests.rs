@@ -199,6 +199,72 @@ fn a_group_adds_a_joining_node_and_removes_its_leader() {
     });
 }
 
+// Proves a change asked of an idle group is made: its leader heartbeats
+// only with news, so openraft's lease (a quorum's acknowledgement within
+// an election timeout) has lapsed and openraft refuses the write until
+// the leader renews it with a heartbeat. Without the renewal every retry
+// found the lease lapsed again, until the change's wait ran out.
+#[test]
+fn a_change_asked_of_an_idle_group_renews_the_leaders_lease_first() {
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let mut nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
+        for node in &nodes {
+            open(node).await;
+        }
+        let everyone: Vec<&Node> = nodes.iter().collect();
+        append(&everyone, 5, b'a').await;
+        nodes.push(start_joining_node(4, &transport));
+        open(&nodes[3]).await;
+        let old: Vec<&Node> = nodes.iter().take(3).collect();
+        let leader = leader_of(&old).expect("a leader");
+        let at_leader = old
+            .iter()
+            .find(|node| node.id == leader)
+            .expect("the leader");
+        // Idle for two leases (150 ms each here).
+        monoio::time::sleep(Duration::from_millis(400)).await;
+        let card = NodeCard {
+            replication: "node-4".into(),
+            address: Some("127.0.0.1:4".into()),
+            name: Some("four".into()),
+        };
+        assert_eq!(
+            change(
+                at_leader,
+                MemberChange::Add {
+                    id: 4,
+                    node: card.node()
+                }
+            )
+            .await,
+            Ok(MemberOutcome::Changed {
+                voters: vec![1, 2, 3, 4]
+            })
+        );
+        // And again once idle: a removal.
+        monoio::time::sleep(Duration::from_millis(400)).await;
+        let other = old
+            .iter()
+            .find(|node| node.id != leader)
+            .expect("a follower");
+        assert_eq!(
+            change(at_leader, MemberChange::Remove { id: other.id }).await,
+            Ok(MemberOutcome::Changed {
+                voters: [1, 2, 3, 4]
+                    .into_iter()
+                    .filter(|id| *id != other.id)
+                    .collect()
+            })
+        );
+        for node in &nodes {
+            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
+                raft.shutdown().await.expect("shutdown");
+            }
+        }
+    });
+}
+
 // Proves a change asked right after a group's leader dies waits for the
 // next leader instead of failing on the dead one: the followers still name
 // it (no election yet), so the change is first forwarded to a node that

@@ -144,9 +144,11 @@ pub fn beat_answer() -> Vec<u8> {
 /// out another draw (measured: failover p50 3.1 s with the default
 /// timing). Whether a leader is alive is the vote guard's to say
 /// ([`Quiet::refuse_vote`]). A lease shorter still (a heartbeat interval
-/// short of the minimum) left a deposed leader in place in the in-process
-/// membership test (`a_change_asked_as_the_leader_dies_waits_for_the_next_leader`,
-/// election 150 ms, heartbeat 30 ms), not understood yet.
+/// short of the minimum) once failed the in-process membership test
+/// `a_change_asked_as_the_leader_dies_waits_for_the_next_leader`; the
+/// cause was not the lease's length but a membership change on an idle
+/// leader, whose lease had lapsed, being refused on every retry (now
+/// renewed first, `iggyd_raft::membership`).
 pub fn openraft_config(cluster: &openraft::Config) -> openraft::Config {
     let heartbeat = cluster.heartbeat_interval;
     let lease = cluster
