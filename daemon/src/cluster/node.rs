@@ -59,6 +59,9 @@ pub struct ClusterRoster {
     /// Every node: the configured ones until the metadata group applies a
     /// membership, then its voters and learners (`set_members`).
     nodes: std::sync::RwLock<Vec<RosterNode>>,
+    /// The voters among them (the configured nodes until the metadata
+    /// group applies a membership): a majority is counted of these.
+    voters: std::sync::RwLock<std::collections::BTreeSet<u64>>,
     /// The metadata group's leader as this node last heard (0: none).
     leader: AtomicU64,
     /// When a node last called this one on the metadata group (ms since
@@ -89,10 +92,12 @@ impl ClusterRoster {
         lease: Duration,
         liveness: Arc<super::quiet::Liveness>,
     ) -> ClusterRoster {
+        let voters = nodes.iter().map(|node| node.id).collect();
         ClusterRoster {
             name,
             node_id,
             nodes: std::sync::RwLock::new(nodes),
+            voters: std::sync::RwLock::new(voters),
             leader: AtomicU64::new(0),
             heard_at_ms: AtomicU64::new(0),
             heard_from: AtomicU64::new(0),
@@ -104,14 +109,21 @@ impl ClusterRoster {
         }
     }
 
-    /// Whether this node and the nodes that answered its beats within a
-    /// lease are a majority of the cluster: else it is cut off from the
-    /// others, and a client must look for the leader elsewhere (58) rather
-    /// than wait here (57) for an election it cannot take part in.
+    /// Whether this node hears a majority of the cluster's voters (itself,
+    /// if it is one, and those that answered its beats within a lease):
+    /// else it is cut off from them, and a client must look for the leader
+    /// elsewhere (58) rather than wait here (57) for an election it cannot
+    /// take part in. Learners are not counted: they elect no one.
     pub fn in_majority(&self) -> bool {
-        let nodes: std::collections::BTreeSet<u64> =
-            self.nodes().iter().map(|node| node.id).collect();
-        self.liveness.quorum_live(self.node_id, &nodes, self.lease)
+        let voters = self
+            .voters
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let heard = voters
+            .iter()
+            .filter(|voter| **voter == self.node_id || self.liveness.alive(**voter, self.lease))
+            .count();
+        heard * 2 > voters.len()
     }
 
     /// Every node of the cluster as this node knows it now.
@@ -140,6 +152,10 @@ impl ClusterRoster {
             }
         }
         nodes.sort_by_key(|node| node.id);
+        *self
+            .voters
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = membership.voter_ids().collect();
     }
 
     fn now_ms(&self) -> u64 {
@@ -750,6 +766,34 @@ mod tests {
             !alone.in_majority(),
             "answers older than the lease do not count"
         );
+
+        // Learners are not counted: with voters 1, 2, 3 and learners 4
+        // and 5, node 1 hearing both learners but no voter is cut off; a
+        // learner hearing two voters is not.
+        let five = ClusterRoster::new(
+            "demo".to_string(),
+            1,
+            (1..=5).map(node).collect(),
+            Duration::from_millis(600),
+            Duration::from_secs(1),
+            Arc::new(super::super::quiet::Liveness::default()),
+        );
+        let card = |id: u64| openraft::impls::BasicNode {
+            addr: format!("127.0.0.1:{}", 9090 + id),
+        };
+        let membership = iggyd_raft::Membership::new(
+            vec![(1..=3).collect::<std::collections::BTreeSet<u64>>()],
+            (1..=5)
+                .map(|id| (id, card(id)))
+                .collect::<std::collections::BTreeMap<u64, _>>(),
+        )
+        .expect("a membership");
+        five.set_members(&membership);
+        five.liveness.heard(4);
+        five.liveness.heard(5);
+        assert!(!five.in_majority(), "two learners heard, no voter");
+        five.liveness.heard(2);
+        assert!(five.in_majority(), "voters 1 and 2 of 3");
     }
 
     // Proves the node reads `[cluster.tls]` files named
