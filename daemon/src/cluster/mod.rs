@@ -519,15 +519,17 @@ impl<T: Transport> Replication for ShardCluster<T> {
         let network = Network::new(self.transport.clone(), key.storage_id);
         let forwarding = network.clone();
         let forwarded = self.counters.forwarded.clone();
+        let liveness = settings.liveness.clone();
+        let timing = quiet::Timing::of(&settings.raft);
         let forward: group::Forward = Rc::new(move |leader, proposal, resolve_after| {
             let network = forwarding.clone();
+            let liveness = liveness.clone();
             forwarded
                 .messages
                 .set(forwarded.messages.get().saturating_add(1));
             Box::pin(async move {
-                network
-                    .forward(leader, proposal, resolve_after, group::FORWARD_TIMEOUT)
-                    .await
+                let call = network.forward(leader, proposal, resolve_after, group::FORWARD_TIMEOUT);
+                quiet::unless_silent(call, &liveness, leader, timing).await
             })
         });
         let roster = self.roster.clone();
@@ -535,15 +537,16 @@ impl<T: Transport> Replication for ShardCluster<T> {
             Rc::new(move || roster.as_ref().is_some_and(|roster| roster.cut_off()));
         let forwarding = network.clone();
         let forwarded = self.counters.forwarded.clone();
+        let liveness = settings.liveness.clone();
         let forward_offsets: group::ForwardOffsets = Rc::new(move |leader, payload| {
             let network = forwarding.clone();
+            let liveness = liveness.clone();
             forwarded
                 .offsets
                 .set(forwarded.offsets.get().saturating_add(1));
             Box::pin(async move {
-                network
-                    .forward_offsets(leader, &payload, group::FORWARD_TIMEOUT)
-                    .await
+                let call = network.forward_offsets(leader, &payload, group::FORWARD_TIMEOUT);
+                quiet::unless_silent(call, &liveness, leader, timing).await
             })
         });
         let lease = quiet::Lease {

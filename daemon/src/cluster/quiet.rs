@@ -133,6 +133,38 @@ pub fn beat_answer() -> Vec<u8> {
     vec![0]
 }
 
+/// Waits for `call`, a request that `leader`'s node is carrying out, as
+/// long as that node is heard: once it has not answered this node's beats
+/// for a lease (cut off, paused or dead) the wait ends with the outcome
+/// unknown (the request may have reached it and may still commit there),
+/// instead of at the call's own timeout, which is much longer. A node never
+/// heard from is waited for until the call's timeout.
+pub async fn unless_silent<R>(
+    call: impl std::future::Future<Output = Result<R, iggyd_raft::replay::ProposeError>>,
+    liveness: &Liveness,
+    leader: u64,
+    timing: Timing,
+) -> Result<R, iggyd_raft::replay::ProposeError> {
+    let silent = async {
+        loop {
+            monoio::time::sleep(timing.heartbeat).await;
+            if let Some(silence) = liveness
+                .silence(leader)
+                .filter(|silence| *silence >= timing.lease())
+            {
+                return silence;
+            }
+        }
+    };
+    monoio::select! {
+        answer = call => answer,
+        silence = silent => Err(iggyd_raft::replay::ProposeError::Unknown(format!(
+            "node {leader}, which leads, has not answered for {} ms",
+            silence.as_millis()
+        ))),
+    }
+}
+
 /// openraft's configuration for a quiet group: the cluster's, with the
 /// tick off, and openraft's own election timeouts (which then set nothing
 /// but its leader lease, `election_timeout_max`: a member that heard its
@@ -854,6 +886,56 @@ mod tests {
             (default.election_timeout_min, default.election_timeout_max),
             (600, 1000)
         );
+    }
+
+    // Proves a forwarded request ends, in doubt, once the leader's node has
+    // not answered the beats for a lease, and only then: an answer that
+    // comes while it is heard is passed on, and a node never heard from
+    // is waited for until the call itself ends.
+    #[test]
+    fn a_forward_ends_in_doubt_once_the_leaders_node_is_silent_for_a_lease() {
+        use iggyd_raft::replay::ProposeError;
+        let timing = Timing {
+            election_min: Duration::from_millis(60),
+            election_max: Duration::from_millis(120),
+            heartbeat: Duration::from_millis(10),
+        };
+        let mut runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let liveness = Liveness::default();
+            liveness.heard(2);
+            let never = std::future::pending::<Result<u64, ProposeError>>();
+            match unless_silent(never, &liveness, 2, timing).await {
+                Err(ProposeError::Unknown(why)) => assert!(why.contains("node 2"), "{why}"),
+                other => panic!("expected an outcome in doubt: {other:?}"),
+            }
+
+            // Heard all along (a beat every heartbeat): the answer, late.
+            let beating = async {
+                for _ in 0..20 {
+                    liveness.heard(3);
+                    monoio::time::sleep(timing.heartbeat).await;
+                }
+            };
+            let answer = async {
+                monoio::time::sleep(Duration::from_millis(150)).await;
+                Ok::<u64, ProposeError>(7)
+            };
+            let (outcome, ()) =
+                futures_util::future::join(unless_silent(answer, &liveness, 3, timing), beating)
+                    .await;
+            assert_eq!(outcome, Ok(7));
+
+            // Never heard: waited for.
+            let answer = async {
+                monoio::time::sleep(Duration::from_millis(150)).await;
+                Ok::<u64, ProposeError>(8)
+            };
+            assert_eq!(unless_silent(answer, &liveness, 4, timing).await, Ok(8));
+        });
     }
 
     #[test]
