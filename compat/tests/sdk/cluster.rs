@@ -266,6 +266,13 @@ pub(crate) async fn leader(cluster: &Cluster, client: &IggyClient) -> Option<u64
 
 /// A client of the cluster that dialed `id` (it moves to the leader).
 pub(crate) async fn client_of(cluster: &Cluster, id: u64) -> IggyClient {
+    // `IGGYD_TEST_SDK_LOG`: a tracing filter for the SDK's own log lines
+    // (`iggy=debug` shows its failovers), to look into a failed run.
+    if let Ok(filter) = std::env::var("IGGYD_TEST_SDK_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .try_init();
+    }
     let client = IggyClient::from_connection_string(&format!(
         "iggy://{ROOT_USERNAME}:{ROOT_PASSWORD}@{}",
         cluster.address(id)

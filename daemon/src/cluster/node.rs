@@ -214,6 +214,20 @@ impl ClusterRoster {
         heard.then_some(leader)
     }
 
+    /// The leader to name in the roster clients are shown
+    /// (GetClusterMetadata): the live leader; at a node that hears no
+    /// majority of the voters, the other node it last knew to lead. That
+    /// node cannot tell whether it still leads, but the majority it is
+    /// cut off from can, and a client sent there learns the leader at
+    /// once; with no leader named, the SDK asks here again for 5 s before
+    /// it tries another node (`leader_aware.rs`).
+    pub fn leader_to_show(&self) -> Option<u64> {
+        self.live_leader().or_else(|| {
+            self.leader()
+                .filter(|leader| *leader != self.node_id && !self.in_majority())
+        })
+    }
+
     /// The metadata group's leader, when there is one.
     pub fn leader(&self) -> Option<u64> {
         match self.leader.load(Ordering::Acquire) {
@@ -794,6 +808,50 @@ mod tests {
         assert!(!five.in_majority(), "two learners heard, no voter");
         five.liveness.heard(2);
         assert!(five.in_majority(), "voters 1 and 2 of 3");
+    }
+
+    // Proves the roster shown to clients names the live leader, and at a
+    // node cut off from the majority the leader it last knew of (a client
+    // is sent there at once instead of asking a node that cannot see an
+    // election), but never a silent leader at a node in the majority
+    // (an election is on there: clients wait for it), nor this node.
+    #[test]
+    fn a_node_cut_off_shows_clients_the_leader_it_last_knew() {
+        let liveness = Arc::new(super::super::quiet::Liveness::default());
+        let node = |id: u64| RosterNode {
+            id,
+            name: format!("node-{id}"),
+            address: format!("127.0.0.1:{}", 8090 + id).parse().unwrap(),
+            replication_address: format!("127.0.0.1:{}", 9090 + id).parse().unwrap(),
+        };
+        let roster = ClusterRoster::new(
+            "demo".to_string(),
+            1,
+            vec![node(1), node(2), node(3)],
+            Duration::ZERO,
+            Duration::from_secs(1),
+            liveness.clone(),
+        );
+        roster.set_leader(Some(3));
+        // Node 3 silent (no call heard within 0 ms), node 2 answers: an
+        // election is on in the majority this node is part of.
+        liveness.heard(2);
+        assert_eq!(roster.live_leader(), None);
+        assert_eq!(roster.leader_to_show(), None);
+        // Cut off from both: the leader last known.
+        let cut_off = ClusterRoster::new(
+            "demo".to_string(),
+            1,
+            vec![node(1), node(2), node(3)],
+            Duration::ZERO,
+            Duration::from_secs(1),
+            Arc::new(super::super::quiet::Liveness::default()),
+        );
+        cut_off.set_leader(Some(3));
+        assert_eq!(cut_off.leader_to_show(), Some(3));
+        // Never itself.
+        cut_off.set_leader(Some(1));
+        assert_eq!(cut_off.leader_to_show(), None);
     }
 
     // Proves the node reads `[cluster.tls]` files named

@@ -162,7 +162,7 @@ pub(crate) fn cluster_metadata(request: &mut Request_<'_>) -> Handled<Outcome> {
             encode_cluster_metadata(&mut out, "single-node", &roster);
         }
         Some(cluster) => {
-            let leader = cluster.live_leader();
+            let leader = cluster.leader_to_show();
             let nodes = cluster.nodes();
             let ips: Vec<String> = nodes
                 .iter()
