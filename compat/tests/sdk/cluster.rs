@@ -592,6 +592,86 @@ pub(crate) async fn leader_client_with_topic(cluster: &Cluster) -> IggyClient {
     client
 }
 
+/// Sends one message to partition 0 on node `address` with a raw client
+/// that stays there (the SDK moves to the metadata leader after login):
+/// the acknowledged offset. Asked again while the node answers 58 (it
+/// does not hear the metadata leader yet, or its metadata does not know
+/// the new topic yet), for at most 10 s.
+fn raw_send_on(address: SocketAddr, payload: &str) -> u64 {
+    use iggyd_testkit::wire::client::{Client, ClientError};
+    use iggyd_testkit::wire::request::{Identifier, Partitioning, Request};
+    use iggyd_wire::batch::{MessageSpec, encode_producer_batch};
+    let mut raw = Client::login_to(address, ROOT_USERNAME, ROOT_PASSWORD).expect("a raw login");
+    let batch = encode_producer_batch(
+        1_700_000_000_000_000,
+        &[MessageSpec {
+            id: 1,
+            timestamp_delta: 0,
+            payload: payload.as_bytes().to_vec(),
+            user_headers: Vec::new(),
+        }],
+    );
+    let request = Request::send_messages(
+        Identifier::Name(STREAM),
+        Identifier::Name(TOPIC),
+        Partitioning::PartitionId(0),
+        1,
+        &batch,
+    );
+    let started = Instant::now();
+    loop {
+        match raw.call(&request) {
+            // [count u32][stream u32][topic u32][partition u32][base u64]
+            Ok(reply) => {
+                let base = reply.get(16..24).expect("a send's reply");
+                return u64::from_le_bytes(base.try_into().expect("8 bytes"));
+            }
+            Err(ClientError::Status { status: 58, .. })
+                if started.elapsed() < Duration::from_secs(10) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(error) => panic!("a send on {address}: {error}"),
+        }
+    }
+}
+
+// Proves every node serves a send, also one that does not lead the
+// partition's group: it forwards the batch to the group's leader, node to
+// node. A raw client on each node in turn has its message acknowledged,
+// the three offsets are the partition's first three (one log, appended
+// by one leader), and a poll serves the three messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_serves_a_send_and_a_follower_forwards_it_to_the_leader() {
+    let cluster = Cluster::start();
+    let client = leader_client_with_topic(&cluster).await;
+    let mut offsets = BTreeSet::new();
+    for id in 1..=NODES {
+        let address = cluster.address(id);
+        let offset =
+            tokio::task::spawn_blocking(move || raw_send_on(address, &format!("from-node-{id}")))
+                .await
+                .expect("the raw client");
+        offsets.insert(offset);
+    }
+    assert_eq!(offsets, BTreeSet::from([0, 1, 2]));
+    let polled = client
+        .poll_messages(
+            &named(STREAM),
+            &named(TOPIC),
+            Some(0),
+            &Consumer::default(),
+            &PollingStrategy::offset(0),
+            10,
+            false,
+        )
+        .await
+        .expect("a poll");
+    let mut served = payloads(&polled);
+    served.sort();
+    assert_eq!(served, ["from-node-1", "from-node-2", "from-node-3"]);
+}
+
 /// An auto-commit poll of `consumer` for up to `count` messages of
 /// partition 0 from where it left off: its payloads.
 async fn poll_next(client: &IggyClient, consumer: &Consumer, count: u32) -> Vec<String> {
