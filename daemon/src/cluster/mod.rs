@@ -19,6 +19,7 @@ pub mod admin;
 pub mod backend;
 pub mod counters;
 pub mod group;
+pub mod liveness;
 pub mod metadata;
 pub mod node;
 #[cfg(test)]
@@ -61,7 +62,7 @@ pub struct ClusterSettings {
     /// cluster was born.
     new_group_voters: Arc<std::sync::RwLock<BTreeMap<u64, BasicNode>>>,
     /// When each peer node last answered a beat (`quiet.rs`).
-    pub liveness: Arc<quiet::Liveness>,
+    pub liveness: Arc<liveness::Liveness>,
 }
 
 impl ClusterSettings {
@@ -235,7 +236,7 @@ impl<T: Transport> ShardCluster<T> {
             let running = Rc::downgrade(&self.alive);
             let settings = self.settings.clone();
             let beating = beating.clone();
-            let beat = quiet::beat(
+            let beat = liveness::beat(
                 self.transport.clone(),
                 peer,
                 self.settings.liveness.clone(),
@@ -529,7 +530,7 @@ impl<T: Transport> Replication for ShardCluster<T> {
                 .set(forwarded.messages.get().saturating_add(1));
             Box::pin(async move {
                 let call = network.forward(leader, proposal, resolve_after, group::FORWARD_TIMEOUT);
-                quiet::unless_silent(call, &liveness, leader, timing).await
+                liveness::unless_silent(call, &liveness, leader, timing).await
             })
         });
         let roster = self.roster.clone();
@@ -546,7 +547,7 @@ impl<T: Transport> Replication for ShardCluster<T> {
                 .set(forwarded.offsets.get().saturating_add(1));
             Box::pin(async move {
                 let call = network.forward_offsets(leader, &payload, group::FORWARD_TIMEOUT);
-                quiet::unless_silent(call, &liveness, leader, timing).await
+                liveness::unless_silent(call, &liveness, leader, timing).await
             })
         });
         let lease = quiet::Lease {
@@ -601,8 +602,8 @@ impl<T: Transport> Replication for ShardCluster<T> {
     }
 
     fn deliver(&self, channel: u64, body: Vec<u8>, reply: flume::Sender<Vec<u8>>) {
-        if channel == quiet::BEAT_CHANNEL {
-            let _ = reply.send(quiet::beat_answer());
+        if channel == liveness::BEAT_CHANNEL {
+            let _ = reply.send(liveness::beat_answer());
             return;
         }
         if channel == METADATA_CHANNEL {

@@ -80,7 +80,7 @@ pub struct ClusterRoster {
     lease: Duration,
     /// When each peer node last answered a beat (`quiet.rs`; the settings'
     /// own).
-    liveness: Arc<super::quiet::Liveness>,
+    liveness: Arc<super::liveness::Liveness>,
 }
 
 impl ClusterRoster {
@@ -90,7 +90,7 @@ impl ClusterRoster {
         nodes: Vec<RosterNode>,
         silent_after: Duration,
         lease: Duration,
-        liveness: Arc<super::quiet::Liveness>,
+        liveness: Arc<super::liveness::Liveness>,
     ) -> ClusterRoster {
         let voters = nodes.iter().map(|node| node.id).collect();
         ClusterRoster {
@@ -389,7 +389,7 @@ impl NodeSetup {
                 )
             })
             .collect();
-        let liveness = Arc::new(super::quiet::Liveness::default());
+        let liveness = Arc::new(super::liveness::Liveness::default());
         let roster = ClusterRoster::new(
             config.name.clone(),
             config.node_id,
@@ -599,8 +599,8 @@ fn route_to_owner(context: Rc<ShardContext>, roster: Arc<ClusterRoster>) -> Peer
         }
         Box::pin(async move {
             // A beat is answered by whichever shard it reached.
-            if request.channel == super::quiet::BEAT_CHANNEL {
-                return Ok(super::quiet::beat_answer());
+            if request.channel == super::liveness::BEAT_CHANNEL {
+                return Ok(super::liveness::beat_answer());
             }
             let PeerRequest { channel, body, .. } = request;
             let Some(owner) = owner_of(&context, &owners, channel) else {
@@ -750,7 +750,7 @@ mod tests {
     // clients elsewhere (58) instead of keeping them replaying (57).
     #[test]
     fn a_node_is_in_the_majority_only_while_enough_nodes_answer_its_beats() {
-        let liveness = Arc::new(super::super::quiet::Liveness::default());
+        let liveness = Arc::new(super::super::liveness::Liveness::default());
         let node = |id: u64| RosterNode {
             id,
             name: format!("node-{id}"),
@@ -790,7 +790,7 @@ mod tests {
             (1..=5).map(node).collect(),
             Duration::from_millis(600),
             Duration::from_secs(1),
-            Arc::new(super::super::quiet::Liveness::default()),
+            Arc::new(super::super::liveness::Liveness::default()),
         );
         let card = |id: u64| openraft::impls::BasicNode {
             addr: format!("127.0.0.1:{}", 9090 + id),
@@ -817,7 +817,7 @@ mod tests {
     // (an election is on there: clients wait for it), nor this node.
     #[test]
     fn a_node_cut_off_shows_clients_the_leader_it_last_knew() {
-        let liveness = Arc::new(super::super::quiet::Liveness::default());
+        let liveness = Arc::new(super::super::liveness::Liveness::default());
         let node = |id: u64| RosterNode {
             id,
             name: format!("node-{id}"),
@@ -845,7 +845,7 @@ mod tests {
             vec![node(1), node(2), node(3)],
             Duration::ZERO,
             Duration::from_secs(1),
-            Arc::new(super::super::quiet::Liveness::default()),
+            Arc::new(super::super::liveness::Liveness::default()),
         );
         cut_off.set_leader(Some(3));
         assert_eq!(cut_off.leader_to_show(), Some(3));

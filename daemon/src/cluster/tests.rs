@@ -515,7 +515,7 @@ fn an_idle_group_sends_nothing_but_the_nodes_beats() {
         let on_group =
             |calls: &BTreeMap<u64, u64>| calls.get(&KEY.storage_id).copied().unwrap_or(0);
         let beats =
-            |calls: &BTreeMap<u64, u64>| calls.get(&quiet::BEAT_CHANNEL).copied().unwrap_or(0);
+            |calls: &BTreeMap<u64, u64>| calls.get(&liveness::BEAT_CHANNEL).copied().unwrap_or(0);
         let before = transport.calls.borrow().clone();
         monoio::time::sleep(Duration::from_secs(1)).await;
         let after = transport.calls.borrow().clone();
