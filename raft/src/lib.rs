@@ -59,10 +59,16 @@ mod tests;
 /// leader's, so every replica stores the same bytes), or stored consumer
 /// offsets (`offsets.rs`; an entry with no messages, which takes no
 /// message offset).
+///
+/// The bytes travel as one byte string (`serde_bytes`: postcard writes
+/// their length and copies them), not as a sequence of `u8` values, which
+/// serde visits one byte at a time: that cost a replicated send 40 % of
+/// the leader's CPU (measured with `perf`). Both forms are the same bytes
+/// in postcard, so nodes of either build understand each other.
 #[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Proposal {
-    Batch(Vec<u8>),
-    Offsets(Vec<u8>),
+    Batch(#[serde(with = "serde_bytes")] Vec<u8>),
+    Offsets(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 impl std::fmt::Display for Proposal {

@@ -830,3 +830,36 @@ fn a_vote_truncation_or_purge_waits_for_the_appends_before_it() {
 }
 
 mod replay;
+
+// Proves a proposal's bytes, now encoded as one byte string, are the same
+// bytes in postcard as the sequence of `u8` values they were encoded as
+// before: nodes of either build read each other's entries. Lengths past
+// one varint byte (128 and more) are included.
+#[test]
+fn a_proposal_encodes_as_it_did_when_its_bytes_were_a_sequence() {
+    #[derive(serde::Serialize)]
+    enum Before {
+        Batch(Vec<u8>),
+        Offsets(Vec<u8>),
+    }
+    for length in [0_usize, 1, 127, 128, 300, 70_000] {
+        let bytes: Vec<u8> = (0..length).map(|at| (at % 251) as u8).collect();
+        let pairs = [
+            (Proposal::Batch(bytes.clone()), Before::Batch(bytes.clone())),
+            (
+                Proposal::Offsets(bytes.clone()),
+                Before::Offsets(bytes.clone()),
+            ),
+        ];
+        for (now, before) in pairs {
+            let encoded = postcard::to_allocvec(&now).expect("encodes");
+            assert_eq!(
+                encoded,
+                postcard::to_allocvec(&before).expect("encodes"),
+                "{length} bytes"
+            );
+            let decoded: Proposal = postcard::from_bytes(&encoded).expect("decodes");
+            assert!(decoded == now, "{length} bytes round trip");
+        }
+    }
+}
