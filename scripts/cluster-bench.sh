@@ -33,6 +33,7 @@ stop_all() {
 }
 cleanup() { stop_all; if [ "${KEEP:-0}" = 1 ]; then echo "cluster-bench: raw output kept in $T" >&2; else rm -rf "$T"; fi; }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 1 300); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 cpu_ticks() { local sum=0; for p in "$@"; do sum=$((sum + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$sum"; }
@@ -84,6 +85,7 @@ for r in $(seq 1 "$ROUNDS"); do
     bench "$T/$who.persisted.send.$r" pinned-producer 1
     echo "round $r $who: replicated $(fig "$T/$who.replicated.send.$r" 'Total throughput') MB/s p99 $(fig "$T/$who.replicated.send.$r" 'p99 latency') ms | poll $(fig "$T/$who.replicated.poll.$r" 'Total throughput') MB/s p99 $(fig "$T/$who.replicated.poll.$r" 'p99 latency') ms | persisted $(fig "$T/$who.persisted.send.$r" 'Total throughput') MB/s p99 $(fig "$T/$who.persisted.send.$r" 'p99 latency') ms"
     stop_all
+    rm -rf "${T:?}/$who.$r"   # the servers' data (GBs); the logs and figures stay
   done
 done
 
