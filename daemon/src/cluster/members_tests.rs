@@ -65,6 +65,38 @@ fn voters_at(node: &Node) -> Vec<u64> {
         .unwrap_or_default()
 }
 
+/// Node 4 added, with its card (replication address, client address,
+/// name).
+fn add_four() -> MemberChange {
+    let card = NodeCard {
+        replication: "node-4".into(),
+        address: Some("127.0.0.1:4".into()),
+        name: Some("four".into()),
+    };
+    MemberChange::Add {
+        id: 4,
+        node: card.node(),
+    }
+}
+
+/// Nodes 1 to 3 with `KEY`'s group open and five messages acknowledged
+/// (at offset 0), and node 4 started to join (its partition open): the
+/// nodes, and which of the first three leads.
+async fn three_and_a_joining_fourth(transport: &InProcess) -> (Vec<Node>, u64) {
+    let mut nodes: Vec<Node> = (1..=3).map(|id| start_node(id, transport)).collect();
+    for node in &nodes {
+        open(node).await;
+    }
+    let everyone: Vec<&Node> = nodes.iter().collect();
+    let ack = append(&everyone, 5, b'a').await;
+    assert_eq!(ack.base_offset, 0);
+    nodes.push(start_joining_node(4, transport));
+    open(&nodes[3]).await;
+    let old: Vec<&Node> = nodes.iter().take(3).collect();
+    let leader = leader_of(&old).expect("a leader");
+    (nodes, leader)
+}
+
 // Proves a partition group takes a new node and lets the leader go: node
 // 4 (joining) is added through a follower, holds every acknowledged
 // message, and then the leader is removed, handing off first; the group
@@ -73,17 +105,8 @@ fn voters_at(node: &Node) -> Vec<u64> {
 fn a_group_adds_a_joining_node_and_removes_its_leader() {
     runtime().block_on(async {
         let transport = InProcess::default();
-        let mut nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
-        for node in &nodes {
-            open(node).await;
-        }
-        let everyone: Vec<&Node> = nodes.iter().collect();
-        let ack = append(&everyone, 5, b'a').await;
-        assert_eq!(ack.base_offset, 0);
-        nodes.push(start_joining_node(4, &transport));
-        open(&nodes[3]).await;
+        let (nodes, leader) = three_and_a_joining_fourth(&transport).await;
         let old: Vec<&Node> = nodes.iter().take(3).collect();
-        let leader = leader_of(&old).expect("a leader");
         let follower = old
             .iter()
             .find(|node| node.id != leader)
@@ -102,34 +125,15 @@ fn a_group_adds_a_joining_node_and_removes_its_leader() {
             other => panic!("expected a refusal: {other:?}"),
         }
 
-        let card = NodeCard {
-            replication: "node-4".into(),
-            address: Some("127.0.0.1:4".into()),
-            name: Some("four".into()),
-        };
         assert_eq!(
-            change(
-                follower,
-                MemberChange::Add {
-                    id: 4,
-                    node: card.node()
-                }
-            )
-            .await,
+            change(follower, add_four()).await,
             Ok(MemberOutcome::Changed {
                 voters: vec![1, 2, 3, 4]
             })
         );
         // Again: nothing to do.
         assert_eq!(
-            change(
-                &nodes[0],
-                MemberChange::Add {
-                    id: 4,
-                    node: card.node()
-                }
-            )
-            .await,
+            change(&nodes[0], add_four()).await,
             Ok(MemberOutcome::Unchanged {
                 voters: vec![1, 2, 3, 4]
             })
@@ -208,36 +212,16 @@ fn a_group_adds_a_joining_node_and_removes_its_leader() {
 fn a_change_asked_of_an_idle_group_renews_the_leaders_lease_first() {
     runtime().block_on(async {
         let transport = InProcess::default();
-        let mut nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
-        for node in &nodes {
-            open(node).await;
-        }
-        let everyone: Vec<&Node> = nodes.iter().collect();
-        append(&everyone, 5, b'a').await;
-        nodes.push(start_joining_node(4, &transport));
-        open(&nodes[3]).await;
+        let (nodes, leader) = three_and_a_joining_fourth(&transport).await;
         let old: Vec<&Node> = nodes.iter().take(3).collect();
-        let leader = leader_of(&old).expect("a leader");
         let at_leader = old
             .iter()
             .find(|node| node.id == leader)
             .expect("the leader");
         // Idle for two leases (150 ms each here).
         monoio::time::sleep(Duration::from_millis(400)).await;
-        let card = NodeCard {
-            replication: "node-4".into(),
-            address: Some("127.0.0.1:4".into()),
-            name: Some("four".into()),
-        };
         assert_eq!(
-            change(
-                at_leader,
-                MemberChange::Add {
-                    id: 4,
-                    node: card.node()
-                }
-            )
-            .await,
+            change(at_leader, add_four()).await,
             Ok(MemberOutcome::Changed {
                 voters: vec![1, 2, 3, 4]
             })
@@ -274,16 +258,8 @@ fn a_change_asked_of_an_idle_group_renews_the_leaders_lease_first() {
 fn a_change_asked_as_the_leader_dies_waits_for_the_next_leader() {
     runtime().block_on(async {
         let transport = InProcess::default();
-        let mut nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
-        for node in &nodes {
-            open(node).await;
-        }
-        let everyone: Vec<&Node> = nodes.iter().collect();
-        append(&everyone, 5, b'a').await;
-        nodes.push(start_joining_node(4, &transport));
-        open(&nodes[3]).await;
+        let (nodes, leader) = three_and_a_joining_fourth(&transport).await;
         let old: Vec<&Node> = nodes.iter().take(3).collect();
-        let leader = leader_of(&old).expect("a leader");
         let follower = old
             .iter()
             .find(|node| node.id != leader)
@@ -295,20 +271,8 @@ fn a_change_asked_as_the_leader_dies_waits_for_the_next_leader() {
             raft.metrics().borrow_watched().current_leader
         });
         assert_eq!(known, Some(leader), "the follower has not noticed yet");
-        let card = NodeCard {
-            replication: "node-4".into(),
-            address: Some("127.0.0.1:4".into()),
-            name: Some("four".into()),
-        };
         assert_eq!(
-            change(
-                follower,
-                MemberChange::Add {
-                    id: 4,
-                    node: card.node()
-                }
-            )
-            .await,
+            change(follower, add_four()).await,
             Ok(MemberOutcome::Changed {
                 voters: vec![1, 2, 3, 4]
             })

@@ -744,6 +744,30 @@ mod tests {
         }
     }
 
+    /// Node 1's roster of nodes 1 to `nodes`: a leader silent for
+    /// `silent_after` is not shown, `lease` is how long answers count.
+    fn roster_of(
+        nodes: u64,
+        silent_after: Duration,
+        lease: Duration,
+        liveness: Arc<super::super::liveness::Liveness>,
+    ) -> ClusterRoster {
+        let node = |id: u64| RosterNode {
+            id,
+            name: format!("node-{id}"),
+            address: format!("127.0.0.1:{}", 8090 + id).parse().unwrap(),
+            replication_address: format!("127.0.0.1:{}", 9090 + id).parse().unwrap(),
+        };
+        ClusterRoster::new(
+            "demo".to_string(),
+            1,
+            (1..=nodes).map(node).collect(),
+            silent_after,
+            lease,
+            liveness,
+        )
+    }
+
     // Proves a node counts itself in the majority only while the nodes that
     // answered its beats within a lease, with itself, are more than half
     // of the cluster: a follower cut off from the others then sends its
@@ -751,16 +775,8 @@ mod tests {
     #[test]
     fn a_node_is_in_the_majority_only_while_enough_nodes_answer_its_beats() {
         let liveness = Arc::new(super::super::liveness::Liveness::default());
-        let node = |id: u64| RosterNode {
-            id,
-            name: format!("node-{id}"),
-            address: format!("127.0.0.1:{}", 8090 + id).parse().unwrap(),
-            replication_address: format!("127.0.0.1:{}", 9090 + id).parse().unwrap(),
-        };
-        let roster = ClusterRoster::new(
-            "demo".to_string(),
-            1,
-            vec![node(1), node(2), node(3)],
+        let roster = roster_of(
+            3,
             Duration::from_millis(600),
             Duration::from_secs(1),
             liveness.clone(),
@@ -768,14 +784,7 @@ mod tests {
         assert!(!roster.in_majority(), "no peer answered yet");
         liveness.heard(3);
         assert!(roster.in_majority());
-        let alone = ClusterRoster::new(
-            "demo".to_string(),
-            1,
-            vec![node(1), node(2), node(3)],
-            Duration::from_millis(600),
-            Duration::ZERO,
-            liveness,
-        );
+        let alone = roster_of(3, Duration::from_millis(600), Duration::ZERO, liveness);
         assert!(
             !alone.in_majority(),
             "answers older than the lease do not count"
@@ -784,10 +793,8 @@ mod tests {
         // Learners are not counted: with voters 1, 2, 3 and learners 4
         // and 5, node 1 hearing both learners but no voter is cut off; a
         // learner hearing two voters is not.
-        let five = ClusterRoster::new(
-            "demo".to_string(),
-            1,
-            (1..=5).map(node).collect(),
+        let five = roster_of(
+            5,
             Duration::from_millis(600),
             Duration::from_secs(1),
             Arc::new(super::super::liveness::Liveness::default()),
@@ -818,20 +825,7 @@ mod tests {
     #[test]
     fn a_node_cut_off_shows_clients_the_leader_it_last_knew() {
         let liveness = Arc::new(super::super::liveness::Liveness::default());
-        let node = |id: u64| RosterNode {
-            id,
-            name: format!("node-{id}"),
-            address: format!("127.0.0.1:{}", 8090 + id).parse().unwrap(),
-            replication_address: format!("127.0.0.1:{}", 9090 + id).parse().unwrap(),
-        };
-        let roster = ClusterRoster::new(
-            "demo".to_string(),
-            1,
-            vec![node(1), node(2), node(3)],
-            Duration::ZERO,
-            Duration::from_secs(1),
-            liveness.clone(),
-        );
+        let roster = roster_of(3, Duration::ZERO, Duration::from_secs(1), liveness.clone());
         roster.set_leader(Some(3));
         // Node 3 silent (no call heard within 0 ms), node 2 answers: an
         // election is on in the majority this node is part of.
@@ -839,10 +833,8 @@ mod tests {
         assert_eq!(roster.live_leader(), None);
         assert_eq!(roster.leader_to_show(), None);
         // Cut off from both: the leader last known.
-        let cut_off = ClusterRoster::new(
-            "demo".to_string(),
-            1,
-            vec![node(1), node(2), node(3)],
+        let cut_off = roster_of(
+            3,
             Duration::ZERO,
             Duration::from_secs(1),
             Arc::new(super::super::liveness::Liveness::default()),
