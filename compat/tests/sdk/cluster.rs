@@ -31,10 +31,32 @@ const RESUME_AT: u64 = 100;
 const PAUSE_FOR: Duration = Duration::from_secs(3);
 
 /// Free loopback ports (bound then released: the daemons bind them next).
+///
+/// The ports are drawn below the kernel's ephemeral range: a port from
+/// that range, released, can be taken by any outgoing connection before
+/// the daemon binds it (seen in CI: a joining node started seconds after
+/// its address was drawn found it in use). Below the range only another
+/// explicit bind can take it.
 fn free_addresses(count: usize) -> Vec<SocketAddr> {
-    let listeners: Vec<TcpListener> = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
-        .collect();
+    use std::hash::{BuildHasher, Hasher};
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let (low, high) = (10_000_u16, ephemeral_low.max(10_001));
+    let random = std::collections::hash_map::RandomState::new();
+    let mut listeners: Vec<TcpListener> = Vec::with_capacity(count);
+    let mut draw = 0_u64;
+    while listeners.len() < count {
+        draw += 1;
+        assert!(draw < 100_000, "no free port below {high}");
+        let mut hasher = random.build_hasher();
+        hasher.write_u64(draw);
+        let port = low + (hasher.finish() % u64::from(high - low)) as u16;
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", port)) {
+            listeners.push(listener);
+        }
+    }
     listeners
         .iter()
         .map(|listener| listener.local_addr().expect("address"))
@@ -655,20 +677,29 @@ async fn every_node_serves_a_send_and_a_follower_forwards_it_to_the_leader() {
         offsets.insert(offset);
     }
     assert_eq!(offsets, BTreeSet::from([0, 1, 2]));
-    let polled = client
-        .poll_messages(
-            &named(STREAM),
-            &named(TOPIC),
-            Some(0),
-            &Consumer::default(),
-            &PollingStrategy::offset(0),
-            10,
-            false,
-        )
-        .await
-        .expect("a poll");
-    let mut served = payloads(&polled);
-    served.sort();
+    // The node polled serves up to its own commit index, which a follower
+    // of the partition's group learns with the leader's next message.
+    let started = Instant::now();
+    let served = loop {
+        let polled = client
+            .poll_messages(
+                &named(STREAM),
+                &named(TOPIC),
+                Some(0),
+                &Consumer::default(),
+                &PollingStrategy::offset(0),
+                10,
+                false,
+            )
+            .await
+            .expect("a poll");
+        let mut served = payloads(&polled);
+        served.sort();
+        if served.len() == 3 || started.elapsed() > Duration::from_secs(10) {
+            break served;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(served, ["from-node-1", "from-node-2", "from-node-3"]);
 }
 
