@@ -119,11 +119,7 @@ impl ClusterRoster {
             .voters
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let heard = voters
-            .iter()
-            .filter(|voter| **voter == self.node_id || self.liveness.alive(**voter, self.lease))
-            .count();
-        heard * 2 > voters.len()
+        self.liveness.quorum_live(self.node_id, &voters, self.lease)
     }
 
     /// Every node of the cluster as this node knows it now.
