@@ -407,6 +407,15 @@ pub const APPEND_BYTES_IN_FLIGHT: u64 = 256 * 1024 * 1024;
 /// `limits.max_append_bytes_in_flight` is at least one whole frame.
 pub const APPEND_BYTES_IN_FLIGHT_MIN: u64 = FRAME_SIZE_MAX as u64;
 
+/// Bytes of the Raft entries a cluster node's shard keeps in memory after
+/// appending them, for the replication and apply reads that follow
+/// (`shard/pump/entry_cache.rs`); older entries are read from the files.
+/// 32 MiB holds a few 1 MB batches of every partition that two producers
+/// and followers a moment behind keep busy.
+pub const ENTRY_CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// Entries that cache holds at most, whatever their size.
+pub const ENTRY_CACHE_ENTRIES: usize = 16 * 1024;
+
 /// `limits.max_poll_reply_bytes`: bytes of stored records one poll reply
 /// holds at most beyond its first batch, which always comes whole; a poll
 /// asking for more gets fewer messages, as the protocol allows. 32 MiB

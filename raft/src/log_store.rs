@@ -195,7 +195,7 @@ impl<I: StorageIo + Clone, C: PartitionTypes> RaftLogStorage<C> for LogStore<I, 
                     // A proposal takes its offsets where the log continues
                     // (its proposer's stamp is stale when another proposal
                     // joined the log first), as the daemon's pump does.
-                    let mut bytes = bytes.clone();
+                    let mut bytes = bytes.to_vec();
                     let next = log.partition().next_offset();
                     let header = BatchHeader::decode(&bytes)
                         .map_err(|error| invalid(format!("entry {index}: {error}")))?;

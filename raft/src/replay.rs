@@ -378,7 +378,7 @@ where
             in_flight.answered = answered;
         }
     };
-    match raft.client_write(Proposal::Batch(proposal)).await {
+    match raft.client_write(Proposal::Batch(proposal.into())).await {
         Ok(written) => {
             answered(true);
             Ok(*written.response())

@@ -140,7 +140,7 @@ fn proposal(base_offset: u64, messages: u32) -> Proposal {
         1_700_000_000_000_000 + base_offset,
     )
     .expect("stamp");
-    Proposal::Batch(bytes)
+    Proposal::Batch(bytes.into())
 }
 
 type Raft = openraft::Raft<PartitionRaft, StateMachine>;
@@ -294,7 +294,8 @@ impl crate::backend::LogBackend for SharedBackend {
                     log.append(entry.index, entry.term, EntryBody::Offsets(&bytes))
                         .await
                 }
-                StoredBody::Data(mut bytes) => {
+                StoredBody::Data(bytes) => {
+                    let mut bytes = Vec::from(bytes);
                     let next = log.partition().next_offset();
                     let header = BatchHeader::decode(&bytes).map_err(|e| e.to_string())?;
                     if header.base_offset != next {
@@ -845,7 +846,10 @@ fn a_proposal_encodes_as_it_did_when_its_bytes_were_a_sequence() {
     for length in [0_usize, 1, 127, 128, 300, 70_000] {
         let bytes: Vec<u8> = (0..length).map(|at| (at % 251) as u8).collect();
         let pairs = [
-            (Proposal::Batch(bytes.clone()), Before::Batch(bytes.clone())),
+            (
+                Proposal::Batch(bytes.clone().into()),
+                Before::Batch(bytes.clone()),
+            ),
             (
                 Proposal::Offsets(bytes.clone()),
                 Before::Offsets(bytes.clone()),

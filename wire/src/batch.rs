@@ -640,6 +640,25 @@ impl ValidBatch {
         header
     }
 
+    /// The batch's own buffer, stamped as [`Self::stamp_copy`] stamps a
+    /// copy, and cut to the batch: the bytes a log stores for it, without
+    /// copying them again.
+    pub fn into_stored(
+        mut self,
+        partition_id: u64,
+        base_offset: u64,
+        base_timestamp: u64,
+    ) -> Vec<u8> {
+        let mut buffer = std::mem::take(&mut self.buffer);
+        let range = self.range.clone();
+        if let Some(stored) = buffer.get_mut(range.clone()) {
+            self.stamp_copy(stored, partition_id, base_offset, base_timestamp);
+        }
+        buffer.truncate(range.end);
+        buffer.drain(..range.start);
+        buffer
+    }
+
     #[expect(
         clippy::indexing_slicing,
         reason = "new() checked buffer.get(range); both fields are private and never change"

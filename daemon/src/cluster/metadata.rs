@@ -290,7 +290,7 @@ impl MetadataGroup {
                 tracing::error!(%error, "a metadata command that does not encode");
                 Status::Error
             })?;
-            match raft.client_write(Proposal::Batch(record)).await {
+            match raft.client_write(Proposal::Batch(record.into())).await {
                 Ok(written) => outcomes
                     .borrow_mut()
                     .remove(&written.log_id.index)

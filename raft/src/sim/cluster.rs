@@ -770,7 +770,7 @@ impl Cluster {
                     ));
                 }
                 match &stored {
-                    None => stored = Some((node.id, bytes)),
+                    None => stored = Some((node.id, bytes.to_vec())),
                     Some((first, first_bytes)) if *first_bytes != bytes => self.fail(&format!(
                         "entry {log_id} (acknowledged attempt {attempt}) differs between node {first} and node {}",
                         node.id

@@ -296,8 +296,9 @@ impl LogBackend for SimBackend {
                     log.append(entry.index, entry.term, EntryBody::Offsets(&bytes))
                         .await
                 }
-                StoredBody::Data(mut bytes) => {
+                StoredBody::Data(bytes) => {
                     // As the pump: a proposal takes its offsets here.
+                    let mut bytes = Vec::from(bytes);
                     let next = log.partition().next_offset();
                     let header = BatchHeader::decode(&bytes).map_err(error_text)?;
                     if header.base_offset != next {

@@ -30,7 +30,7 @@ fn proposal(name: &str) -> Proposal {
     };
     let mut bytes = encode_producer_batch(1_700_000_000_000_000, &[spec]);
     stamp(&mut bytes, 0, 0, 1_700_000_000_000_000).expect("a fresh batch stamps");
-    Proposal::Batch(bytes)
+    Proposal::Batch(bytes.into())
 }
 
 /// The node that leads, once one does (within 10 s).

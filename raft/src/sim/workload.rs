@@ -136,7 +136,7 @@ fn proposal(attempt: u64, messages: u32, base_offset: u64, timestamp: u64) -> Pr
         .collect();
     let mut bytes = encode_producer_batch(timestamp, &specs);
     stamp(&mut bytes, 0, base_offset, timestamp).expect("a fresh batch stamps");
-    Proposal::Batch(bytes)
+    Proposal::Batch(bytes.into())
 }
 
 /// One client: writes its batches until `stop`, retrying each until it is

@@ -52,7 +52,7 @@ async fn all_applied(members: &[&Rc<Applied>], next: u64) {
 /// A batch proposal's bytes.
 fn batch_of(proposal: Proposal) -> Vec<u8> {
     match proposal {
-        Proposal::Batch(bytes) => bytes,
+        Proposal::Batch(bytes) => bytes.to_vec(),
         Proposal::Offsets(_) => panic!("a batch proposal"),
     }
 }

@@ -36,7 +36,7 @@ pub mod state;
 mod tests;
 
 use crate::io::StorageIo;
-use crate::partition_log::{Clock, PartitionConfig, PartitionLog};
+use crate::partition_log::{AppendResult, Clock, PartitionConfig, PartitionLog};
 use crate::{BufferPool, StorageError};
 use configs::Configs;
 use entries::{EntryKind, EntryRecord, EntryTable, MESSAGES_MAX};
@@ -64,8 +64,9 @@ pub enum EntryBody<'a> {
 /// What an entry carries, read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoredBody {
-    /// The stored batch record, as consumers are served it.
-    Data(Vec<u8>),
+    /// The stored batch record, as consumers are served it (shared:
+    /// cloning an entry copies no batch).
+    Data(bytes::Bytes),
     Blank,
     Membership(Vec<u8>),
     Offsets(Vec<u8>),
@@ -291,15 +292,15 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
     }
 
     /// Appends one entry (`index` one past the last) to the files and a
-    /// data entry's batch to `log`. Nothing is written until
-    /// [`Self::write_pending`].
+    /// data entry's batch to `log`, whose offsets and stamp it answers.
+    /// Nothing is written until [`Self::write_pending`].
     pub async fn append(
         &mut self,
         log: &mut PartitionLog<I>,
         index: u64,
         term: u64,
         body: EntryBody<'_>,
-    ) -> Result<(), StorageError> {
+    ) -> Result<Option<AppendResult>, StorageError> {
         if let Some((last_index, last_term)) = self.last()
             && (index != last_index + 1 || term < last_term)
         {
@@ -310,6 +311,7 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
                 ),
             });
         }
+        let mut stored = None;
         let record = match body {
             EntryBody::Data(batch) => {
                 let count = batch.message_count();
@@ -321,6 +323,7 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
                 }
                 let appended = log.append_replica(batch).await?;
                 assert!(appended.last_offset + 1 == appended.base_offset + u64::from(count));
+                stored = Some(appended);
                 EntryRecord {
                     index,
                     term,
@@ -357,7 +360,8 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
                 }
             }
         };
-        self.entries.append(record).await
+        self.entries.append(record).await?;
+        Ok(stored)
     }
 
     /// Writes the records appended (after `log`'s data they name: write
@@ -423,7 +427,7 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
                         ),
                     });
                 }
-                StoredBody::Data(read.records_bytes().into_owned())
+                StoredBody::Data(read.records_bytes().into_owned().into())
             }
         };
         Ok(Some(StoredEntry {
@@ -653,7 +657,7 @@ impl<I: StorageIo + Clone> RaftLog<I> {
         index: u64,
         term: u64,
         body: EntryBody<'_>,
-    ) -> Result<(), StorageError> {
+    ) -> Result<Option<AppendResult>, StorageError> {
         self.files.append(&mut self.log, index, term, body).await
     }
 

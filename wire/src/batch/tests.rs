@@ -160,6 +160,25 @@ fn stamp_then_iterate() {
     assert_eq!(&bytes[frames[1].user_headers.clone()], &[0xA1u8; 7]);
 }
 
+// A batch's own buffer, stamped in place and cut to the batch, is what
+// stamping a copy gives (what a log stores), wherever in its frame the
+// batch sat.
+#[test]
+fn into_stored_is_the_stamped_copy() {
+    let batch = encode_producer_batch(1_000, &[message(0, 5, 0), message(1, 9, 0)]);
+    for (before, after) in [(0, 0), (9, 0), (0, 5), (13, 21)] {
+        let mut frame = vec![0xEE; before];
+        frame.extend_from_slice(&batch);
+        frame.extend(std::iter::repeat_n(0xDD, after));
+        let valid = ValidBatch::new(frame.clone(), before..before + batch.len()).unwrap();
+        let mut copy = batch.clone();
+        valid.stamp_copy(&mut copy, 3, 77, 9_000);
+        let stored = valid.into_stored(3, 77, 9_000);
+        assert_eq!(stored, copy, "batch at {before}, {after} bytes after");
+        assert_eq!(validate(&stored).unwrap().header.base_offset, 77);
+    }
+}
+
 // A slice is a well-formed record (checksums valid) whose frames keep
 // their offsets; only the dense-delta rule differs when start > 0.
 #[test]

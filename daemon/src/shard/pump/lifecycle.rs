@@ -60,6 +60,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
     /// by the trash.
     pub(super) async fn remove(&mut self, key: PartitionKey) -> Result<(), PumpError> {
         self.removed.insert(key.storage_id);
+        self.entry_cache.remove(key);
         if self.removed.len() > crate::limits::REMOVED_PARTITIONS_REMEMBERED {
             self.removed.pop_first();
         }

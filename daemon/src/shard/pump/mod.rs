@@ -34,6 +34,7 @@ pub use super::op::{
     StoredOffset,
 };
 mod commit;
+mod entry_cache;
 mod lifecycle;
 mod offsets;
 mod raft;
@@ -206,6 +207,9 @@ pub struct Pump<I: StorageIo + Clone + 'static> {
     /// Replicated partitions' offset writes of this round, proposed as one
     /// offsets entry per partition at the commit phase (`offsets.rs`).
     offset_proposals: BTreeMap<PartitionKey, offsets::PendingOffsets>,
+    /// The entries replicated partitions appended last, for the reads
+    /// that follow (`entry_cache.rs`).
+    entry_cache: entry_cache::EntryCache,
 }
 
 fn latency_histogram() -> hdrhistogram::Histogram<u64> {
@@ -258,6 +262,10 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             auto_commit: None,
             offset_proposals: BTreeMap::new(),
             raft_queue: crate::shard::replica::RaftQueue::default(),
+            entry_cache: entry_cache::EntryCache::new(
+                crate::limits::ENTRY_CACHE_BYTES,
+                crate::limits::ENTRY_CACHE_ENTRIES,
+            ),
         }
     }
 

@@ -14,6 +14,7 @@
 //! Must not: wait for the group (it waits for the pump), or decide what is
 //! committed (the group tells, through `Applied`).
 
+use super::entry_cache::EntryCache;
 use super::*;
 use crate::shard::partition::Replica;
 use crate::shard::replica::{Group, RaftLogState, RaftOp, Replication};
@@ -155,6 +156,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 send(reply, result);
             }
             RaftOp::Purge { through, reply } => {
+                self.entry_cache.purge_through(key, through.0);
                 let partition = self.partitions.get_mut(&key).expect("checked above");
                 let result = async {
                     partition.log.write_pending().await?;
@@ -213,76 +215,38 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         key: PartitionKey,
         entries: Vec<StoredEntry>,
     ) -> Result<(), PumpError> {
-        let partition = self.partition(key)?;
+        let result = self.append_to_files(key, entries).await;
+        if result.is_err() {
+            // The files may hold part of the entries: none stay cached.
+            self.entry_cache.remove(key);
+        }
+        result
+    }
+
+    /// Appends `entries` to the partition's files and their cache.
+    async fn append_to_files(
+        &mut self,
+        key: PartitionKey,
+        entries: Vec<StoredEntry>,
+    ) -> Result<(), PumpError> {
+        let partition = self
+            .partitions
+            .get_mut(&key)
+            .ok_or(PumpError::NotHere(key))?;
         let replica = partition.replica.as_mut().ok_or(PumpError::NotHere(key))?;
         let mut messages = 0u64;
         let mut bytes_in = 0u64;
         for entry in entries {
-            match entry.body {
-                StoredBody::Data(mut bytes) => {
-                    let next = partition.log.next_offset();
-                    let header = iggyd_wire::batch::BatchHeader::decode(&bytes)
-                        .map_err(|error| PumpError::Storage(StorageError::InvalidBatch(error)))?;
-                    if header.base_offset != next {
-                        // A leader's proposal takes its offsets here.
-                        iggyd_wire::batch::stamp(
-                            &mut bytes,
-                            header.partition_id,
-                            next,
-                            header.base_timestamp,
-                        )
-                        .map_err(|error| PumpError::Storage(StorageError::InvalidBatch(error)))?;
-                    }
-                    let len = bytes.len();
-                    let batch = ValidBatch::new(bytes, 0..len)
-                        .map_err(|error| PumpError::Storage(StorageError::InvalidBatch(error)))?;
-                    messages += u64::from(batch.message_count());
-                    bytes_in += len as u64;
-                    replica
-                        .files
-                        .append(
-                            &mut partition.log,
-                            entry.index,
-                            entry.term,
-                            EntryBody::Data(&batch),
-                        )
-                        .await?;
-                    assert!(partition.log.next_offset() == next + u64::from(batch.message_count()));
-                }
-                StoredBody::Blank => {
-                    replica
-                        .files
-                        .append(
-                            &mut partition.log,
-                            entry.index,
-                            entry.term,
-                            EntryBody::Blank,
-                        )
-                        .await?;
-                }
-                StoredBody::Membership(payload) => {
-                    replica
-                        .files
-                        .append(
-                            &mut partition.log,
-                            entry.index,
-                            entry.term,
-                            EntryBody::Membership(&payload),
-                        )
-                        .await?;
-                }
-                StoredBody::Offsets(payload) => {
-                    replica
-                        .files
-                        .append(
-                            &mut partition.log,
-                            entry.index,
-                            entry.term,
-                            EntryBody::Offsets(&payload),
-                        )
-                        .await?;
-                }
-            }
+            let (count, bytes) = append_entry(
+                &mut replica.files,
+                &mut partition.log,
+                &mut self.entry_cache,
+                key,
+                entry,
+            )
+            .await?;
+            messages += count;
+            bytes_in += bytes;
         }
         self.counters.messages_in += messages;
         self.counters.bytes_in += bytes_in;
@@ -297,6 +261,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         key: PartitionKey,
         keep: Option<u64>,
     ) -> Result<(), PumpError> {
+        self.entry_cache.truncate_after(key, keep);
         self.log_sync.insert(key);
         self.commit().await;
         if let Some(fatal) = &self.fatal {
@@ -320,34 +285,128 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         end: u64,
         bytes_max: u64,
     ) -> Result<Vec<StoredEntry>, PumpError> {
-        let partition = self.partition(key)?;
-        // Entries are read from the files: what is appended is written
-        // first (the commit phase would have; a replication read may come
-        // sooner).
-        partition.log.write_pending().await?;
+        let partition = self
+            .partitions
+            .get_mut(&key)
+            .ok_or(PumpError::NotHere(key))?;
         let replica = partition.replica.as_mut().ok_or(PumpError::NotHere(key))?;
-        replica.files.write_pending().await?;
-        let mut entries = Vec::new();
-        let mut bytes = 0u64;
-        // The range may start before what the log still holds.
-        let held = replica.files.first_index().unwrap_or(first);
-        let after_purge = replica.files.purged().map_or(0, |(index, _)| index + 1);
-        let mut index = first.max(held).max(after_purge);
-        while index < end {
-            let Some(entry) = replica.files.get(&partition.log, index).await? else {
-                break;
-            };
-            if let StoredBody::Data(data) = &entry.body {
-                bytes += data.len() as u64;
-            }
-            entries.push(entry);
-            if bytes >= bytes_max {
-                break;
-            }
-            index += 1;
-        }
-        Ok(entries)
+        read_entries(
+            &mut replica.files,
+            &mut partition.log,
+            &mut self.entry_cache,
+            key,
+            (first, end),
+            bytes_max,
+        )
+        .await
     }
+}
+
+/// Appends one entry to a replicated partition's files (a data entry's
+/// batch to its log, restamped where the log continues when its proposer
+/// could not know that), and to `cache` with the bytes the files keep for
+/// it. Answers the entry's messages and batch bytes.
+pub(super) async fn append_entry<I: StorageIo + Clone>(
+    files: &mut RaftFiles<I>,
+    log: &mut PartitionLog<I>,
+    cache: &mut EntryCache,
+    key: PartitionKey,
+    entry: StoredEntry,
+) -> Result<(u64, u64), PumpError> {
+    let body = match entry.body {
+        StoredBody::Data(bytes) => {
+            // Unshared (the proposal's own, or decoded from the leader's
+            // call): taken back as a vector without a copy.
+            let mut bytes = Vec::from(bytes);
+            let next = log.next_offset();
+            let header = iggyd_wire::batch::BatchHeader::decode(&bytes)
+                .map_err(|error| PumpError::Storage(StorageError::InvalidBatch(error)))?;
+            if header.base_offset != next {
+                // A leader's proposal takes its offsets here.
+                iggyd_wire::batch::stamp(
+                    &mut bytes,
+                    header.partition_id,
+                    next,
+                    header.base_timestamp,
+                )
+                .map_err(|error| PumpError::Storage(StorageError::InvalidBatch(error)))?;
+            }
+            let len = bytes.len();
+            let batch = ValidBatch::new(bytes, 0..len)
+                .map_err(|error| PumpError::Storage(StorageError::InvalidBatch(error)))?;
+            let count = batch.message_count();
+            let appended = files
+                .append(log, entry.index, entry.term, EntryBody::Data(&batch))
+                .await?;
+            assert!(log.next_offset() == next + u64::from(count));
+            let Some(appended) = appended else {
+                cache.remove(key);
+                return Ok((u64::from(count), len as u64));
+            };
+            // The bytes the files keep: the batch as the log stamped it
+            // where it joined.
+            let stored = batch.into_stored(
+                log.config().partition_id,
+                appended.base_offset,
+                appended.timestamp,
+            );
+            cache.insert(
+                key,
+                StoredEntry {
+                    index: entry.index,
+                    term: entry.term,
+                    body: StoredBody::Data(stored.into()),
+                },
+            );
+            return Ok((u64::from(count), len as u64));
+        }
+        StoredBody::Blank => EntryBody::Blank,
+        StoredBody::Membership(ref payload) => EntryBody::Membership(payload),
+        StoredBody::Offsets(ref payload) => EntryBody::Offsets(payload),
+    };
+    files.append(log, entry.index, entry.term, body).await?;
+    cache.insert(key, entry);
+    Ok((0, 0))
+}
+
+/// A replicated partition's entries from `first` on, before `end`, until
+/// `bytes_max` of data (the entry that passes it included): from `cache`
+/// while it holds them (entries appended a moment ago, which replication
+/// and apply read most), else from the files, whose pending data is
+/// written first (the commit phase would have; a read may come sooner).
+/// A range starting before what the log still holds starts where it does.
+pub(super) async fn read_entries<I: StorageIo + Clone>(
+    files: &mut RaftFiles<I>,
+    log: &mut PartitionLog<I>,
+    cache: &mut EntryCache,
+    key: PartitionKey,
+    (first, end): (u64, u64),
+    bytes_max: u64,
+) -> Result<Vec<StoredEntry>, PumpError> {
+    let held = files.first_index().unwrap_or(first);
+    let after_purge = files.purged().map_or(0, |(index, _)| index + 1);
+    let mut index = first.max(held).max(after_purge);
+    if let Some(entries) = cache.read(key, files.last(), index, end, bytes_max) {
+        return Ok(entries);
+    }
+    log.write_pending().await?;
+    files.write_pending().await?;
+    let mut entries = Vec::new();
+    let mut bytes = 0u64;
+    while index < end {
+        let Some(entry) = files.get(log, index).await? else {
+            break;
+        };
+        if let StoredBody::Data(data) = &entry.body {
+            bytes += data.len() as u64;
+        }
+        entries.push(entry);
+        if bytes >= bytes_max {
+            break;
+        }
+        index += 1;
+    }
+    Ok(entries)
 }
 
 /// Stops a removed partition's group.
