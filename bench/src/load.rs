@@ -906,9 +906,11 @@ pub fn idle_rss(
     std::thread::sleep(settle);
     let before = read()?;
     let stream = admin.create_stream(&name).map_err(err)?;
+    let creating = std::time::Instant::now();
     admin
         .create_topic(stream, "bench", config.partitions, config.durability)
         .map_err(err)?;
+    let created = creating.elapsed();
     std::thread::sleep(settle);
     let after = read()?;
     if !config.keep_data {
@@ -928,6 +930,16 @@ pub fn idle_rss(
             samples: vec![mib(after)],
         },
         Row {
+            name: format!("creating the topic of {} partitions", config.partitions),
+            value: created.as_secs_f64(),
+            baseline_name: String::new(),
+            baseline: None,
+            unit: "s".into(),
+            higher_is_better: false,
+            target: Target::None,
+            samples: vec![created.as_secs_f64()],
+        },
+        Row {
             name: "idle RSS growth per partition".into(),
             value: per_partition,
             baseline_name: String::new(),
@@ -940,7 +952,7 @@ pub fn idle_rss(
     ];
     let json = json!({
         "partitions": config.partitions, "rss_before_kib": before, "rss_after_kib": after,
-        "growth_per_partition_kib": per_partition,
+        "growth_per_partition_kib": per_partition, "create_topic_seconds": created.as_secs_f64(),
     });
     Ok((rows, json))
 }

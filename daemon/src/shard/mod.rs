@@ -633,10 +633,21 @@ impl ShardLoop {
         let owned = owned_partitions(view, &self.context);
         let listed: std::collections::BTreeSet<PartitionKey> =
             owned.iter().map(|(key, _)| *key).collect();
+        let held = self.pump.partitions();
+        let started = Instant::now();
         for (key, settings) in owned {
             if let Err(error) = self.pump.open(key, settings).await {
                 tracing::error!(partition = %key, %error, "a replicated partition did not open");
             }
+        }
+        let opened = self.pump.partitions().saturating_sub(held);
+        if opened > 0 {
+            tracing::info!(
+                shard = self.context.shard,
+                opened,
+                ms = started.elapsed().as_millis() as u64,
+                "replicated partitions opened"
+            );
         }
         for key in self.pump.keys() {
             if key == replica::METADATA_KEY || listed.contains(&key) {
