@@ -347,23 +347,9 @@ impl crate::backend::LogBackend for SharedBackend {
     ) -> Result<Vec<iggyd_storage::raft::StoredEntry>, String> {
         let mut log = self.log.lock().await;
         log.write_pending().await.map_err(|e| e.to_string())?;
-        let mut entries = Vec::new();
-        let mut bytes = 0u64;
-        let held = log.first_index().unwrap_or(first);
-        let after_purge = log.purged().map_or(0, |(index, _)| index + 1);
-        for index in first.max(held).max(after_purge)..end {
-            let Some(entry) = log.get(index).await.map_err(|e| e.to_string())? else {
-                break;
-            };
-            if let iggyd_storage::raft::StoredBody::Data(data) = &entry.body {
-                bytes += data.len() as u64;
-            }
-            entries.push(entry);
-            if bytes >= bytes_max {
-                break;
-            }
-        }
-        Ok(entries)
+        log.read_range(first, end, bytes_max)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -381,6 +381,41 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         self.entries.has_pending()
     }
 
+    /// Where a read from `first` starts: there, or at the first entry the
+    /// log still holds.
+    pub fn first_readable(&self, first: u64) -> u64 {
+        let held = self.first_index().unwrap_or(first);
+        let after_purge = self.state.purged.map_or(0, |(index, _)| index + 1);
+        first.max(held).max(after_purge)
+    }
+
+    /// The entries from [`Self::first_readable`]`(first)` on, before
+    /// `end`, until `bytes_max` of data is reached (the entry that reaches
+    /// it included). Written data only, as [`Self::get`].
+    pub async fn read_range(
+        &self,
+        log: &PartitionLog<I>,
+        first: u64,
+        end: u64,
+        bytes_max: u64,
+    ) -> Result<Vec<StoredEntry>, StorageError> {
+        let mut entries = Vec::new();
+        let mut bytes = 0u64;
+        for index in self.first_readable(first)..end {
+            let Some(entry) = self.get(log, index).await? else {
+                break;
+            };
+            if let StoredBody::Data(data) = &entry.body {
+                bytes += data.len() as u64;
+            }
+            entries.push(entry);
+            if bytes >= bytes_max {
+                break;
+            }
+        }
+        Ok(entries)
+    }
+
     /// The entry at `index` (written data only: write `log`'s pending
     /// data first), or `None` when the log does not hold it (purged, or
     /// past the end).
@@ -683,6 +718,19 @@ impl<I: StorageIo + Clone> RaftLog<I> {
     /// The term of entry `index` (also of the purge point), if known.
     pub async fn term_of(&self, index: u64) -> Result<Option<u64>, StorageError> {
         self.files.term_of(index).await
+    }
+
+    /// The entries from `first` (or the first the log still holds) before
+    /// `end`, until `bytes_max` of data (see [`RaftFiles::read_range`]).
+    pub async fn read_range(
+        &self,
+        first: u64,
+        end: u64,
+        bytes_max: u64,
+    ) -> Result<Vec<StoredEntry>, StorageError> {
+        self.files
+            .read_range(&self.log, first, end, bytes_max)
+            .await
     }
 
     /// The offset one past the last message of the data entries up to

@@ -169,9 +169,7 @@ fn the_cache_answers_every_read_as_the_files_do() {
                         _ => u64::MAX,
                     };
                     let expected = files.read(first, end, bytes_max);
-                    let held = files.files.first_index().unwrap_or(first);
-                    let after_purge = files.files.purged().map_or(0, |(index, _)| index + 1);
-                    let start = first.max(held).max(after_purge);
+                    let start = files.files.first_readable(first);
                     let cached = cache.read(KEY, files.files.last(), start, end, bytes_max);
                     reads += 1;
                     if let Some(cached) = cached {

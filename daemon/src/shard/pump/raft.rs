@@ -383,30 +383,13 @@ pub(super) async fn read_entries<I: StorageIo + Clone>(
     (first, end): (u64, u64),
     bytes_max: u64,
 ) -> Result<Vec<StoredEntry>, PumpError> {
-    let held = files.first_index().unwrap_or(first);
-    let after_purge = files.purged().map_or(0, |(index, _)| index + 1);
-    let mut index = first.max(held).max(after_purge);
-    if let Some(entries) = cache.read(key, files.last(), index, end, bytes_max) {
+    let start = files.first_readable(first);
+    if let Some(entries) = cache.read(key, files.last(), start, end, bytes_max) {
         return Ok(entries);
     }
     log.write_pending().await?;
     files.write_pending().await?;
-    let mut entries = Vec::new();
-    let mut bytes = 0u64;
-    while index < end {
-        let Some(entry) = files.get(log, index).await? else {
-            break;
-        };
-        if let StoredBody::Data(data) = &entry.body {
-            bytes += data.len() as u64;
-        }
-        entries.push(entry);
-        if bytes >= bytes_max {
-            break;
-        }
-        index += 1;
-    }
-    Ok(entries)
+    Ok(files.read_range(log, start, end, bytes_max).await?)
 }
 
 /// Stops a removed partition's group.
