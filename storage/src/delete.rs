@@ -24,7 +24,7 @@ use super::StorageError;
 use super::io::OpenMode;
 use super::io::StorageIo;
 use super::partition_log::{DeletedSegments, PartitionLog, open_active};
-use super::recovery::recover;
+use super::recovery::{create_segment_files, recover};
 use super::trash::{DiscardError, Trash};
 
 impl<I: StorageIo> PartitionLog<I> {
@@ -136,6 +136,73 @@ impl<I: StorageIo> PartitionLog<I> {
             return Err(self.poison(format!("purge: {error}")));
         }
         self.reload_from_disk("purge").await?;
+        self.durable_next_offset = self.next_offset;
+        self.synced_bytes = self.written_bytes;
+        self.synced_messages = self.written_messages;
+        Ok(deleted)
+    }
+
+    /// Deletes every segment and starts the log again, empty, at
+    /// `next_offset` (at or past its end): a replica that installs its
+    /// group's snapshot of a point its own log never reached (the
+    /// messages before it were deleted by the leader's retention). The
+    /// segments go to the trash like retention's, oldest first, then the
+    /// new segment is created; the caller records `next_offset` durably
+    /// first, so a crash midway leaves a prefix deleted (or no segment at
+    /// all, which recovery makes segment 0) that the caller restarts
+    /// again. A failure after the first move poisons the log.
+    pub async fn restart_at(
+        &mut self,
+        next_offset: u64,
+        trash: &mut Trash<I>,
+    ) -> Result<DeletedSegments, StorageError> {
+        self.check_writable()?;
+        if next_offset < self.next_offset {
+            return Err(StorageError::Layout {
+                path: self.dir.clone(),
+                reason: format!(
+                    "a restart at offset {next_offset} would drop messages up to {}",
+                    self.next_offset
+                ),
+            });
+        }
+        if next_offset == self.next_offset && self.segments.len() == 1 && self.active().is_empty() {
+            // Already an empty log starting there.
+            return Ok(DeletedSegments::default());
+        }
+        let label = self.trash_label();
+        let mut deleted = DeletedSegments::default();
+        for segment in &self.segments {
+            let log = segment.log_path(&self.dir);
+            let log_label = format!("{label}-{:020}.log", segment.start_offset);
+            if let Err(error) = trash.discard(&log, &log_label, segment.size_bytes).await {
+                return Err(match error {
+                    DiscardError::NotMoved { path, source } if deleted.segments == 0 => {
+                        StorageError::io("move segment to the trash", path, source)
+                    }
+                    error => self.poison(format!("restart at {next_offset}: {error}")),
+                });
+            }
+            let index = segment.index_path(&self.dir);
+            let index_label = format!("{label}-{:020}.index", segment.start_offset);
+            if let Err(error) = trash.discard(&index, &index_label, 0).await {
+                tracing::warn!(%error, "segment deleted, its index left behind (ignored by recovery)");
+            }
+            deleted.segments += 1;
+            deleted.messages += segment.message_count();
+            deleted.bytes += segment.size_bytes;
+        }
+        // The old data is unreachable from here on.
+        self.tail.drop_pending();
+        self.epoch.purges += 1;
+        self.forget_reads();
+        if let Err(error) = create_segment_files(&self.io, &self.dir, next_offset).await {
+            return Err(self.poison(format!("restart at {next_offset}: {error}")));
+        }
+        if let Err(error) = trash.make_durable(&self.dir).await {
+            return Err(self.poison(format!("restart at {next_offset}: {error}")));
+        }
+        self.reload_from_disk("restart").await?;
         self.durable_next_offset = self.next_offset;
         self.synced_bytes = self.written_bytes;
         self.synced_messages = self.written_messages;

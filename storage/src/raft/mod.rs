@@ -38,7 +38,7 @@ mod tests;
 use crate::io::StorageIo;
 use crate::partition_log::{AppendResult, Clock, PartitionConfig, PartitionLog};
 use crate::{BufferPool, StorageError};
-use configs::Configs;
+use configs::{Configs, StoredConfig};
 use entries::{EntryKind, EntryRecord, EntryTable, MESSAGES_MAX};
 use iggyd_wire::batch::ValidBatch;
 use offsets::OffsetPayloads;
@@ -164,7 +164,11 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
             recovery.entries_dropped += before.unwrap_or(0) - keep.unwrap_or(0);
             entries.truncate_after(keep).await?;
         }
-        configs.truncate_after(keep).await?;
+        // A configuration stored at the purge point (an installed
+        // snapshot's) stays with the entries kept.
+        configs
+            .truncate_after(keep.max(state.purged.map(|(index, _)| index)))
+            .await?;
         if let Some(position) = offsets_cut {
             offsets.truncate_at(position).await?;
         }
@@ -590,6 +594,64 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
             .min(self.entries.last().map_or(position.0, |last| last.index));
         self.state.purged_next_offset = self.messages_end_through(log, through).await?;
         self.state.purged = Some(position);
+        self.state.save(&self.io, &self.raft_dir).await?;
+        self.committed_unsaved = false;
+        self.entries.purge_through(position.0).await
+    }
+
+    /// One past the last message of the data entries through the purge
+    /// point (where a log purged past its end starts again).
+    pub fn purged_next_offset(&self) -> u64 {
+        self.state.purged_next_offset
+    }
+
+    /// The membership configuration in force at entry `index`: the last
+    /// one stored at or before it.
+    pub fn membership_through(&self, index: u64) -> Option<&StoredConfig> {
+        self.configs
+            .all()
+            .iter()
+            .rev()
+            .find(|config| config.index <= index)
+    }
+
+    /// Installs the group's snapshot of `position`, past every entry this
+    /// log holds: the entries go, the purge point becomes `position` with
+    /// its messages ending at `next_offset`, and `membership` (the
+    /// snapshot's configuration) is stored as entry `position`'s, so a
+    /// restart rebuilds the snapshot. The state is saved before any entry
+    /// file goes (a crash between keeps the entries below the purge point,
+    /// which reads skip). The caller then starts `log` again at
+    /// `next_offset` (`PartitionLog::restart_at`), which [`Self::open`]'s
+    /// caller repeats when a crash came first.
+    pub async fn install_snapshot(
+        &mut self,
+        position: LogPosition,
+        next_offset: u64,
+        membership: &[u8],
+    ) -> Result<(), StorageError> {
+        if let Some(last) = self.entries.last()
+            && last.index >= position.0
+        {
+            return Err(StorageError::Layout {
+                path: self.raft_dir.clone(),
+                reason: format!(
+                    "a snapshot of entry {} installed where the log holds entry {}",
+                    position.0, last.index
+                ),
+            });
+        }
+        self.entries.write_pending().await?;
+        if self
+            .membership_through(position.0)
+            .is_none_or(|config| config.payload != membership)
+        {
+            self.configs
+                .append(position.0, position.1, membership)
+                .await?;
+        }
+        self.state.purged = Some(position);
+        self.state.purged_next_offset = next_offset;
         self.state.save(&self.io, &self.raft_dir).await?;
         self.committed_unsaved = false;
         self.entries.purge_through(position.0).await

@@ -403,6 +403,108 @@ fn purging_every_entry_keeps_the_messages_and_the_log_continues() {
     });
 }
 
+/// The trash of the tests' data directory (created).
+fn trash(io: &SimIo) -> crate::trash::Trash<SimIo> {
+    let data = Path::new("/data");
+    block_on(io.create_dir_all(&data.join("trash"))).expect("trash dir");
+    crate::trash::Trash::new(io.clone(), data, crate::trash::TrashStart::default())
+}
+
+// Proves a follower that installs its group's snapshot of a point past its
+// own log (its leader's retention deleted the messages before it) starts
+// again there: the entries go, the purge point and its next offset hold,
+// the snapshot's configuration is kept for the point, the segment log is
+// empty from the snapshot's next offset on, and the next entry continues
+// it; all of it survives a power loss. A crash between the state's save
+// and the log's restart leaves a log the caller restarts again.
+#[test]
+fn a_snapshot_past_the_log_starts_it_again_at_the_snapshots_offset() {
+    let io = SimIo::new(6);
+    let (mut log, _) = open(&io);
+    let mut trash = trash(&io);
+    block_on(async {
+        log.append(1, 1, EntryBody::Membership(b"voters 1,2"))
+            .await
+            .unwrap();
+        log.append(2, 1, EntryBody::Data(&stamped(0, 4, 10)))
+            .await
+            .unwrap();
+        log.append(3, 1, EntryBody::Data(&stamped(4, 2, 11)))
+            .await
+            .unwrap();
+        log.sync().await.unwrap();
+        // Not while the log holds the point.
+        assert!(
+            log.files
+                .install_snapshot((3, 1), 6, b"voters 1,2")
+                .await
+                .is_err()
+        );
+        log.files
+            .install_snapshot((10, 3), 20, b"voters 1,2,3")
+            .await
+            .unwrap();
+        assert_eq!(log.last(), Some((10, 3)));
+        assert!(log.get(2).await.unwrap().is_none());
+        // Below its end: refused, nothing lost.
+        assert!(log.log.restart_at(5, &mut trash).await.is_err());
+        assert_eq!(log.partition().next_offset(), 6);
+    });
+    // A crash before the restart: the state holds, the log is behind it.
+    io.crash();
+    let (mut log, _) = open(&io);
+    let mut trash = crate::trash::Trash::new(
+        io.clone(),
+        Path::new("/data"),
+        crate::trash::TrashStart::default(),
+    );
+    assert_eq!(log.purged(), Some((10, 3)));
+    assert_eq!(log.files.purged_next_offset(), 20);
+    assert_eq!(log.partition().next_offset(), 6);
+    assert_eq!(
+        log.files.membership_through(10).map(|c| c.payload.clone()),
+        Some(b"voters 1,2,3".to_vec())
+    );
+    assert_eq!(
+        log.files.membership_through(9).map(|c| c.payload.clone()),
+        Some(b"voters 1,2".to_vec())
+    );
+    block_on(async {
+        let deleted = log.log.restart_at(20, &mut trash).await.unwrap();
+        assert_eq!(deleted.messages, 6);
+        assert_eq!(log.partition().next_offset(), 20);
+        assert_eq!(log.partition().first_offset(), 20);
+        assert_eq!(log.messages_end_through(10).await.unwrap(), 20);
+        // Again: nothing to do.
+        assert_eq!(
+            log.log.restart_at(20, &mut trash).await.unwrap().segments,
+            0
+        );
+        log.append(11, 3, EntryBody::Data(&stamped(20, 3, 12)))
+            .await
+            .unwrap();
+        log.sync().await.unwrap();
+    });
+    io.crash();
+    let (log, recovery) = open(&io);
+    assert_eq!(recovery, RaftRecovery::default(), "nothing to repair");
+    assert_eq!(log.last(), Some((11, 3)));
+    assert_eq!(log.partition().first_offset(), 20);
+    assert_eq!(log.partition().next_offset(), 23);
+    assert_eq!(
+        log.files.membership_through(10).map(|c| c.payload.clone()),
+        Some(b"voters 1,2,3".to_vec())
+    );
+    block_on(async {
+        match log.get(11).await.unwrap().map(|entry| entry.body) {
+            Some(StoredBody::Data(bytes)) => {
+                assert_eq!(BatchHeader::decode(&bytes).unwrap().base_offset, 20);
+            }
+            other => panic!("entry 11: {other:?}"),
+        }
+    });
+}
+
 /// What the crash simulation expects of one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Expected {
