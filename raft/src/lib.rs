@@ -11,7 +11,8 @@
 //!   every replica appends the leader's stamped batch as is.
 //! - `state_machine.rs`: `RaftStateMachine`: applying an entry makes its
 //!   messages committed, which is what consumers may see; the log itself
-//!   is the state, so a snapshot is the applied position and membership.
+//!   is the state, so a snapshot is a position (where retention deleted
+//!   the messages before), its membership and the offsets store.
 //! - `backend.rs`, `network.rs`: the log store over a backend (the
 //!   daemon's pump), and the RPCs as bytes over a transport.
 //! - `offsets.rs`: stored consumer offsets as an entry of their own
@@ -105,9 +106,12 @@ impl std::fmt::Debug for Proposal {
 /// `config` with what every group on this adapter needs of openraft,
 /// whatever its timing:
 ///
-/// - no snapshots (`SnapshotPolicy::Never`): the state machine's snapshots
-///   do not carry the messages yet, so no log is purged behind one and a
-///   lagging follower is sent entries;
+/// - snapshots only where asked (`SnapshotPolicy::Never`): a partition's
+///   retention asks for one at the end of the messages it deletes
+///   (`state_machine.rs`), and openraft purges every entry through it
+///   (`max_in_snapshot_log_to_keep` 0: the entries name messages that are
+///   about to go); a follower behind it is sent the snapshot, which
+///   carries no messages, so sending it is quick whatever the timing;
 /// - no leader restore (`enable_leader_restore`, on by default in openraft
 ///   0.10): a leader that restarts campaigns for a new term. Its log may
 ///   have lost entries it had already sent (an append is flushed by a
@@ -118,6 +122,9 @@ impl std::fmt::Debug for Proposal {
 pub fn required_config(config: openraft::Config) -> openraft::Config {
     openraft::Config {
         snapshot_policy: openraft::SnapshotPolicy::Never,
+        max_in_snapshot_log_to_keep: 0,
+        purge_batch_size: 1,
+        install_snapshot_timeout: config.install_snapshot_timeout.max(5_000),
         enable_leader_restore: Some(false),
         // Six ring buffers of this many entries are allocated per group
         // for latency figures that only openraft's `runtime-stats`

@@ -10,8 +10,11 @@
 //! postcard `ProposeError` saying why it has no offsets. Bodies come from authenticated peers but are
 //! still decoded as untrusted: a malformed one is refused, never a panic.
 //!
-//! Must not: retry a call (openraft decides), hold a connection (the
-//! transport does), or send snapshots (a later step: sealed segments).
+//! A snapshot (`state_machine.rs`: a position, its membership and the
+//! offsets store, never messages) goes as one call.
+//!
+//! Must not: retry a call (openraft decides), or hold a connection (the
+//! transport does).
 
 use crate::replay::{ProposeError, Replays, propose};
 use crate::{Appended, PartitionRaft, PartitionTypes, Vote};
@@ -46,6 +49,10 @@ const FORWARD_OFFSETS: u8 = 7;
 /// add-node|remove-node` run on another node): the postcard
 /// [`ForwardedChange`] follows the kind.
 const CHANGE_MEMBERS: u8 = 8;
+
+/// A snapshot for the receiver to install: the postcard `(vote, meta,
+/// bytes)` follows the kind.
+const INSTALL_SNAPSHOT: u8 = 9;
 
 /// The longest a forwarded membership change's steps may each wait.
 const MAX_CHANGE_WAIT_MS: u64 = 60_000;
@@ -354,16 +361,18 @@ impl<T: Transport, C: PartitionTypes> RaftNetworkV2<C> for Connection<T, C> {
 
     async fn full_snapshot(
         &mut self,
-        _vote: Vote,
-        _snapshot: openraft::alias::SnapshotOf<C, Self::SnapshotData>,
-        _cancel: impl Future<Output = ReplicationClosed> + 'static,
-        _option: RPCOption,
+        vote: Vote,
+        snapshot: openraft::alias::SnapshotOf<C, Self::SnapshotData>,
+        cancel: impl Future<Output = ReplicationClosed> + 'static,
+        option: RPCOption,
     ) -> Result<SnapshotResponse<C>, StreamingError<C>> {
-        // Groups never build snapshots yet (their policy is `Never`, so
-        // no log is purged and a lagging follower is sent entries).
-        Err(StreamingError::Unreachable(Unreachable::new(&io_error(
-            "snapshots are not sent yet".to_string(),
-        ))))
+        let call = (vote, snapshot.meta, snapshot.snapshot.into_inner());
+        let answer = self.call(INSTALL_SNAPSHOT, &call, &option);
+        futures_util::pin_mut!(answer, cancel);
+        match futures_util::future::select(answer, cancel).await {
+            futures_util::future::Either::Left((answer, _)) => answer.map_err(StreamingError::from),
+            futures_util::future::Either::Right((closed, _)) => Err(StreamingError::Closed(closed)),
+        }
     }
 
     async fn transfer_leader(
@@ -393,7 +402,7 @@ pub type VoteGuard<'a> = &'a dyn Fn(u64) -> Option<String>;
 pub async fn serve<SM, C>(raft: &Raft<SM, C>, replays: Option<&Replays>, body: &[u8]) -> Vec<u8>
 where
     C: PartitionTypes,
-    SM: openraft::storage::RaftStateMachine<C>,
+    SM: openraft::storage::RaftStateMachine<C, SnapshotData = std::io::Cursor<Vec<u8>>>,
 {
     serve_guarded(raft, replays, None, body).await
 }
@@ -408,7 +417,7 @@ pub async fn serve_guarded<SM, C>(
 ) -> Vec<u8>
 where
     C: PartitionTypes,
-    SM: openraft::storage::RaftStateMachine<C>,
+    SM: openraft::storage::RaftStateMachine<C, SnapshotData = std::io::Cursor<Vec<u8>>>,
 {
     let refused = |rpc: &VoteRequest<C>| {
         if rpc.leadership_transfer {
@@ -484,6 +493,22 @@ where
                         last_offset: index,
                     }),
             )
+        }
+        INSTALL_SNAPSHOT => {
+            match postcard::from_bytes::<(Vote, openraft::alias::SnapshotMetaOf<C>, Vec<u8>)>(body)
+            {
+                Ok((vote, meta, data)) => {
+                    let snapshot = openraft::alias::SnapshotOf::<C, std::io::Cursor<Vec<u8>>> {
+                        meta,
+                        snapshot: std::io::Cursor::new(data),
+                    };
+                    match raft.install_full_snapshot(vote, snapshot).await {
+                        Ok(response) => answer_ok(&response),
+                        Err(error) => answer_refused(&error.to_string()),
+                    }
+                }
+                Err(error) => malformed(error),
+            }
         }
         CHANGE_MEMBERS => match postcard::from_bytes::<ForwardedChange>(body) {
             Ok(forwarded) => {

@@ -59,6 +59,16 @@ pub fn encode(writes: &[OffsetWrite]) -> Vec<u8> {
 
 /// The writes of an offsets entry's payload, or why it is not one.
 pub fn decode(bytes: &[u8]) -> Result<Vec<OffsetWrite>, String> {
+    decode_at_most(bytes, WRITES_MAX)
+}
+
+/// The writes of a payload of any count (a snapshot's whole store, which
+/// [`encode`] writes too), bounded by the bytes given.
+pub fn decode_all(bytes: &[u8]) -> Result<Vec<OffsetWrite>, String> {
+    decode_at_most(bytes, bytes.len() / WRITE)
+}
+
+fn decode_at_most(bytes: &[u8], writes_max: usize) -> Result<Vec<OffsetWrite>, String> {
     let (head, body) = bytes
         .split_at_checked(HEAD)
         .ok_or_else(|| "an offsets entry shorter than its head".to_string())?;
@@ -73,7 +83,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<OffsetWrite>, String> {
             .try_into()
             .map_err(|_| "an offsets entry's count".to_string())?,
     ) as usize;
-    if count > WRITES_MAX || body.len() != count * WRITE {
+    if count > writes_max || body.len() != count * WRITE {
         return Err(format!(
             "an offsets entry of {count} writes in {} bytes",
             body.len()

@@ -34,6 +34,14 @@ impl PumpBackend {
     }
 }
 
+impl PumpBackend {
+    /// The partition's offsets store, whole (a snapshot being sent carries
+    /// it).
+    pub async fn stored_offsets(&self) -> Result<iggyd_raft::state_machine::StoredOffsets, String> {
+        self.ask(|reply| RaftOp::StoredOffsets { reply }).await
+    }
+}
+
 impl LogBackend for PumpBackend {
     async fn state(&self) -> Result<BackendState, String> {
         let state = self.ask(|reply| RaftOp::State { reply }).await?;

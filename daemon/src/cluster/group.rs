@@ -27,7 +27,7 @@ use crate::shard::op::{AppendAck, PumpError, Reply, answer};
 use crate::shard::partition::PartitionKey;
 use crate::shard::replica::{AppliedOffsets, Group, Leadership, OffsetsDone};
 use iggyd_raft::replay::{self, ProposeError};
-use iggyd_raft::state_machine::{Applied, StateMachine};
+use iggyd_raft::state_machine::{Applied, SnapshotPoint, StateMachine, StoredOffsets};
 use iggyd_raft::{Appended, PartitionRaft};
 use openraft::async_runtime::WatchReceiver;
 use std::cell::{Cell, RefCell};
@@ -331,6 +331,25 @@ impl Group for PartitionGroup {
 
     fn take_offsets(&self) -> AppliedOffsets {
         self.applied.take_offsets()
+    }
+
+    fn snapshot_at(&self, point: SnapshotPoint) {
+        if !self.applied.snapshot_at(point) {
+            return;
+        }
+        if let Some(raft) = self.raft() {
+            monoio::spawn(async move {
+                let _ = raft.trigger().snapshot().await;
+            });
+        }
+    }
+
+    fn installed(&self) -> Option<(SnapshotPoint, Vec<u8>)> {
+        self.applied.installed()
+    }
+
+    fn take_installed_offsets(&self) -> Option<StoredOffsets> {
+        self.applied.take_installed_offsets()
     }
 }
 

@@ -28,16 +28,22 @@ mod members_tests;
 mod offsets_tests;
 pub mod quiet;
 #[cfg(test)]
+mod snapshot_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::shard::partition::PartitionKey;
-use crate::shard::replica::{Group, RaftOp, RaftQueue, Replication, ReplicationCounters};
+use crate::shard::replica::{
+    Group, RaftOp, RaftQueue, Replication, ReplicationCounters, SnapshotSeed,
+};
 use backend::PumpBackend;
 use group::{GroupRaft, PartitionGroup};
+use iggyd_raft::PartitionRaft;
 use iggyd_raft::backend::BackendLogStore;
 use iggyd_raft::network::{Network, Transport, no_such_group, serve, serve_guarded};
 use iggyd_raft::state_machine::StateMachine;
 use metadata::{ApplyMetadata, METADATA_CHANNEL, METADATA_KEY, MetadataGroup};
+use openraft::alias::StoredMembershipOf;
 use openraft::impls::BasicNode;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -512,7 +518,13 @@ impl<T: Transport> Replication for ShardCluster<T> {
         true
     }
 
-    fn start_group(&self, key: PartitionKey, queue: RaftQueue, first_offset: u64) -> Rc<dyn Group> {
+    fn start_group(
+        &self,
+        key: PartitionKey,
+        queue: RaftQueue,
+        first_offset: u64,
+        snapshot: Option<SnapshotSeed>,
+    ) -> Rc<dyn Group> {
         if key == METADATA_KEY {
             return self.start_metadata_group(queue);
         }
@@ -574,6 +586,12 @@ impl<T: Transport> Replication for ShardCluster<T> {
         group.applied().set_offsets_notify(Box::new(move || {
             notify_queue.push(key, RaftOp::OffsetsApplied);
         }));
+        // A snapshot being sent carries the pump's offsets store.
+        let source = PumpBackend::new(key, queue.clone());
+        group.applied().set_offsets_source(Box::new(move || {
+            let source = source.clone();
+            Box::pin(async move { source.stored_offsets().await })
+        }));
         self.groups
             .borrow_mut()
             .insert(key.storage_id, group.clone());
@@ -584,7 +602,19 @@ impl<T: Transport> Replication for ShardCluster<T> {
         let voters = settings.new_group_voters();
         let config = self.quiet_raft.clone();
         monoio::spawn(async move {
-            let machine = StateMachine::new(starting.applied());
+            let machine = match snapshot.and_then(|seed| {
+                let membership = iggyd_raft::codec::decode_membership(&seed.membership)?;
+                let at = openraft::LogId::new_term_index(seed.point.term, seed.point.index);
+                Some((
+                    seed.point,
+                    StoredMembershipOf::<PartitionRaft>::new(Some(at), membership),
+                ))
+            }) {
+                Some((point, membership)) => {
+                    StateMachine::with_snapshot(starting.applied(), point, membership)
+                }
+                None => StateMachine::new(starting.applied()),
+            };
             let what = key.to_string();
             if let Some(raft) =
                 start_raft(&settings, config, voters, network, store, machine, &what).await

@@ -13,13 +13,13 @@ use iggyd_storage::consumer_offsets::{ConsumerKey, ConsumerKind};
 use iggyd_wire::protocol::primitives::PollingStrategy;
 use std::time::Duration;
 
-const CONSUMER: ConsumerKey = ConsumerKey {
+pub(super) const CONSUMER: ConsumerKey = ConsumerKey {
     kind: ConsumerKind::Consumer,
     id: 9,
 };
 
 /// The offset `node` serves for `CONSUMER`, once it may (58 retried).
-async fn stored(node: &Node) -> Option<u64> {
+pub(super) async fn stored(node: &Node) -> Option<u64> {
     for _ in 0..300 {
         match ask(node, |reply| PartitionOp::GetOffset {
             key: KEY,
@@ -39,7 +39,7 @@ async fn stored(node: &Node) -> Option<u64> {
 }
 
 /// Waits until `node` serves `want` for `CONSUMER`.
-async fn serves(node: &Node, want: u64) {
+pub(super) async fn serves(node: &Node, want: u64) {
     for _ in 0..300 {
         if stored(node).await == Some(want) {
             return;
@@ -49,7 +49,7 @@ async fn serves(node: &Node, want: u64) {
     assert_eq!(stored(node).await, Some(want), "node {}", node.id);
 }
 
-async fn store(node: &Node, offset: u64) -> Result<(), PumpError> {
+pub(super) async fn store(node: &Node, offset: u64) -> Result<(), PumpError> {
     ask(node, |reply| PartitionOp::StoreOffset {
         key: KEY,
         consumer: CONSUMER,

@@ -72,6 +72,28 @@ pub(super) struct Node {
     pub(super) id: u64,
     ops: flume::Sender<PartitionOp>,
     pub(super) cluster: Rc<ShardCluster<InProcess>>,
+    /// Its disk (kept over a restart).
+    io: SimIo,
+}
+
+/// Kills `node` (its groups stop, its pump is dropped, its disk loses what
+/// was not synced) and starts it again on the same disk; the partitions
+/// are opened again by the caller.
+pub(super) async fn restart(node: Node, transport: &InProcess) -> Node {
+    let Node {
+        id,
+        ops,
+        cluster,
+        io,
+        ..
+    } = node;
+    if let Some(raft) = cluster.raft(KEY.storage_id) {
+        raft.shutdown().await.expect("shutdown");
+    }
+    drop(ops);
+    drop(cluster);
+    io.crash();
+    start_node_on(id, transport, io, None, false)
 }
 
 fn storage() -> PumpStorage {
@@ -117,6 +139,16 @@ fn start_node_with(
     apply: Option<metadata::ApplyMetadata>,
     join: bool,
 ) -> Node {
+    start_node_on(id, transport, SimIo::new(40 + id), apply, join)
+}
+
+fn start_node_on(
+    id: u64,
+    transport: &InProcess,
+    io: SimIo,
+    apply: Option<metadata::ApplyMetadata>,
+    join: bool,
+) -> Node {
     let raft = ClusterSettings::raft_config(Duration::from_millis(30), Duration::from_millis(150))
         .expect("timing");
     let settings = Arc::new(ClusterSettings::new(
@@ -145,7 +177,7 @@ fn start_node_with(
     transport.nodes.borrow_mut().insert(id, cluster.clone());
     cluster.start_quiet(true);
     let mut pump = Pump::new(
-        SimIo::new(40 + id),
+        io.clone(),
         Rc::new(SimClock::new(1_700_000_000_000_000)),
         storage(),
     );
@@ -175,7 +207,12 @@ fn start_node_with(
             pump.commit().await;
         }
     });
-    Node { id, ops, cluster }
+    Node {
+        id,
+        ops,
+        cluster,
+        io,
+    }
 }
 
 pub(super) async fn ask<T>(
@@ -185,6 +222,14 @@ pub(super) async fn ask<T>(
     let (reply, answer) = flume::bounded(1);
     node.ops.send(make(reply)).expect("the node runs");
     answer.recv_async().await.expect("an answer")
+}
+
+/// Runs retention on `node` once (as its `retention.check_interval`
+/// does).
+pub(super) fn tick_retention(node: &Node) {
+    node.ops
+        .send(PartitionOp::RetentionTick)
+        .expect("the node runs");
 }
 
 fn batch(messages: usize, tag: u8) -> ValidBatch {

@@ -98,6 +98,11 @@ pub enum RaftOp {
     /// The group applied offsets entries: the pump takes them
     /// ([`Group::take_offsets`]) into the partition's offsets store.
     OffsetsApplied,
+    /// The partition's offsets store, whole (for a snapshot being sent):
+    /// the offsets entries applied are taken into it first.
+    StoredOffsets {
+        reply: LocalReply<iggyd_raft::state_machine::StoredOffsets>,
+    },
     /// Entries `first..end` (fewer when they pass `bytes_max`, at least
     /// one when there is one).
     Read {
@@ -119,6 +124,7 @@ impl std::fmt::Debug for RaftOp {
             RaftOp::SaveCommitted { .. } => "SaveCommitted",
             RaftOp::Read { .. } => "Read",
             RaftOp::OffsetsApplied => "OffsetsApplied",
+            RaftOp::StoredOffsets { .. } => "StoredOffsets",
         };
         f.write_str(name)
     }
@@ -143,6 +149,9 @@ impl RaftOp {
                 let _ = reply.send(Err(error()));
             }
             RaftOp::Read { reply, .. } => {
+                let _ = reply.send(Err(error()));
+            }
+            RaftOp::StoredOffsets { reply } => {
                 let _ = reply.send(Err(error()));
             }
             RaftOp::OffsetsApplied => {}
@@ -251,6 +260,33 @@ pub trait Group {
     fn take_offsets(&self) -> AppliedOffsets {
         Vec::new()
     }
+    /// Retention asks for a snapshot at `point` (an applied entry and the
+    /// offset its messages end at), so the entries through it are purged
+    /// and the messages before the offset may be deleted.
+    fn snapshot_at(&self, point: SnapshotPoint) {
+        let _ = point;
+    }
+    /// The last snapshot installed from a leader and its membership
+    /// (encoded): a purge past the log's end starts the log again there.
+    fn installed(&self) -> Option<(SnapshotPoint, Vec<u8>)> {
+        None
+    }
+    /// An installed snapshot's offsets store, once: it replaces the
+    /// partition's (when newer), before the entries taken after it.
+    fn take_installed_offsets(&self) -> Option<iggyd_raft::state_machine::StoredOffsets> {
+        None
+    }
+}
+
+/// Where a group's snapshot is (`iggyd_raft::state_machine`).
+pub use iggyd_raft::state_machine::SnapshotPoint;
+
+/// A restarted group's snapshot: its log's purge point and the membership
+/// stored for it (encoded).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotSeed {
+    pub point: SnapshotPoint,
+    pub membership: Vec<u8>,
 }
 
 /// The replication above a shard (implemented by `cluster`).
@@ -262,7 +298,14 @@ pub trait Replication {
     /// store reaches the pump through `queue`; `first_offset` is where its
     /// messages start (nothing is committed below it). Must not wait for
     /// the pump.
-    fn start_group(&self, key: PartitionKey, queue: RaftQueue, first_offset: u64) -> Rc<dyn Group>;
+    /// `snapshot` is the group's snapshot when its log was purged.
+    fn start_group(
+        &self,
+        key: PartitionKey,
+        queue: RaftQueue,
+        first_offset: u64,
+        snapshot: Option<SnapshotSeed>,
+    ) -> Rc<dyn Group>;
     /// A node-to-node call for group `channel`, which this shard owns;
     /// `reply` gets the answer's bytes.
     fn deliver(&self, channel: u64, body: Vec<u8>, reply: flume::Sender<Vec<u8>>);

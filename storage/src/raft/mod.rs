@@ -599,6 +599,43 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         self.entries.purge_through(position.0).await
     }
 
+    /// The index of the data entry whose batch starts at `offset`, if the
+    /// log holds one after its purge point (a binary search over the
+    /// entries: data entries' offsets grow with their index).
+    pub async fn data_entry_at(&self, offset: u64) -> Result<Option<u64>, StorageError> {
+        let (Some(first), Some(last)) = (self.entries.first_index(), self.entries.last()) else {
+            return Ok(None);
+        };
+        let mut low = first.max(self.state.purged.map_or(0, |(index, _)| index + 1));
+        let mut high = last.index;
+        while low <= high {
+            let middle = low + (high - low) / 2;
+            // The first data entry at or after the middle, up to `high`.
+            let mut at = middle;
+            let mut found = None;
+            while at <= high {
+                match self.entries.get(at).await? {
+                    Some(record) if record.kind == EntryKind::Data => {
+                        found = Some(record);
+                        break;
+                    }
+                    Some(_) => at += 1,
+                    None => return Ok(None),
+                }
+            }
+            match found {
+                Some(record) if record.value == offset => return Ok(Some(record.index)),
+                Some(record) if record.value < offset => low = record.index + 1,
+                // Only later data, or none from the middle on: look below.
+                _ => match middle.checked_sub(1) {
+                    Some(below) => high = below,
+                    None => break,
+                },
+            }
+        }
+        Ok(None)
+    }
+
     /// One past the last message of the data entries through the purge
     /// point (where a log purged past its end starts again).
     pub fn purged_next_offset(&self) -> u64 {

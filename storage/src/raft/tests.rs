@@ -403,6 +403,50 @@ fn purging_every_entry_keeps_the_messages_and_the_log_continues() {
     });
 }
 
+// Proves the data entry of a batch is found by its base offset whatever
+// entries lie between batches, and that neither an offset inside a batch,
+// past the log, nor one whose entry is purged names an entry.
+#[test]
+fn a_batch_entry_is_found_by_its_offset() {
+    let io = SimIo::new(7);
+    let (mut log, _) = open(&io);
+    block_on(async {
+        log.append(1, 1, EntryBody::Membership(b"voters 1"))
+            .await
+            .unwrap();
+        let mut offset = 0;
+        let mut expected = Vec::new();
+        for index in 2..40u64 {
+            if index % 3 == 0 {
+                log.append(index, 1, EntryBody::Blank).await.unwrap();
+            } else {
+                let count = 1 + (index % 4) as u32;
+                log.append(index, 1, EntryBody::Data(&stamped(offset, count, 10)))
+                    .await
+                    .unwrap();
+                expected.push((offset, index));
+                offset += u64::from(count);
+            }
+        }
+        log.sync().await.unwrap();
+        for (offset, index) in &expected {
+            assert_eq!(
+                log.files.data_entry_at(*offset).await.unwrap(),
+                Some(*index),
+                "offset {offset}"
+            );
+            if log.files.data_of(*index).await.unwrap().unwrap().1 > 1 {
+                assert_eq!(log.files.data_entry_at(offset + 1).await.unwrap(), None);
+            }
+        }
+        assert_eq!(log.files.data_entry_at(offset).await.unwrap(), None);
+        log.purge_through((10, 1)).await.unwrap();
+        assert_eq!(log.files.data_entry_at(0).await.unwrap(), None);
+        let (after, index) = expected.iter().find(|(_, index)| *index > 10).unwrap();
+        assert_eq!(log.files.data_entry_at(*after).await.unwrap(), Some(*index));
+    });
+}
+
 /// The trash of the tests' data directory (created).
 fn trash(io: &SimIo) -> crate::trash::Trash<SimIo> {
     let data = Path::new("/data");

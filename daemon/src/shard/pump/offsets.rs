@@ -148,7 +148,8 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
     }
 
     /// Writes the offsets entries `key`'s group applied into its offsets
-    /// store (a follower's too), in log order.
+    /// store (a follower's too), in log order, after the offsets store of
+    /// a snapshot it installed.
     pub(super) async fn apply_offsets(&mut self, key: PartitionKey) -> Result<(), PumpError> {
         let Some(partition) = self.partitions.get_mut(&key) else {
             return Ok(());
@@ -156,9 +157,32 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         let Some(replica) = &partition.replica else {
             return Ok(());
         };
+        let installed = replica.group.take_installed_offsets();
         let applied = replica.group.take_offsets();
-        if applied.is_empty() {
+        if installed.is_none() && applied.is_empty() {
             return Ok(());
+        }
+        // An installed snapshot's store replaces this one when newer: its
+        // consumers' offsets stored, the others deleted.
+        if let Some((index, writes)) = installed
+            && index > partition.offsets.raft_index()
+        {
+            let kept: std::collections::HashSet<ConsumerKey> =
+                writes.iter().map(OffsetWrite::consumer).collect();
+            let gone: Vec<ConsumerKey> = partition
+                .offsets
+                .iter()
+                .map(|(consumer, _)| consumer)
+                .filter(|consumer| !kept.contains(consumer))
+                .collect();
+            for consumer in gone {
+                partition.offsets.delete_at(consumer, index).await?;
+            }
+            for write in writes {
+                if let OffsetWrite::Store { consumer, offset } = write {
+                    partition.offsets.store_at(consumer, offset, index).await?;
+                }
+            }
         }
         for (index, writes) in applied {
             if index <= partition.offsets.raft_index() {

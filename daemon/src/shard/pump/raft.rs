@@ -17,7 +17,10 @@
 use super::entry_cache::EntryCache;
 use super::*;
 use crate::shard::partition::Replica;
-use crate::shard::replica::{Group, RaftLogState, RaftOp, Replication};
+use crate::shard::replica::{
+    Group, RaftLogState, RaftOp, Replication, SnapshotPoint, SnapshotSeed,
+};
+use iggyd_raft::offsets::OffsetWrite;
 use iggyd_storage::raft::{EntryBody, RaftFiles, StoredBody, StoredEntry};
 
 impl<I: StorageIo + Clone + 'static> Pump<I> {
@@ -55,12 +58,37 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 "the Raft log lost an unacknowledged tail in a crash; the leader sends it again"
             );
         }
-        // Messages start after what is purged (their entries are gone).
-        let first_offset = match files.purged() {
-            Some((index, _)) => files.messages_end_through(log, index).await?,
-            None => log.first_offset(),
+        // A snapshot installed past the log's end: the log starts again at
+        // its offset (again, when a crash came between the two).
+        if files.purged().is_some() && log.next_offset() < files.purged_next_offset() {
+            let deleted = log
+                .restart_at(files.purged_next_offset(), &mut self.trash)
+                .await?;
+            tracing::warn!(
+                partition = %key,
+                next_offset = files.purged_next_offset(),
+                messages = deleted.messages,
+                "finished starting the log again at an installed snapshot"
+            );
+        }
+        // Messages start after what is purged (their entries are gone),
+        // and the group's snapshot is there.
+        let (first_offset, snapshot) = match files.purged() {
+            Some((index, term)) => {
+                let next_offset = files.messages_end_through(log, index).await?;
+                let seed = files.membership_through(index).map(|config| SnapshotSeed {
+                    point: SnapshotPoint {
+                        index,
+                        term,
+                        next_offset,
+                    },
+                    membership: config.payload.clone(),
+                });
+                (next_offset, seed)
+            }
+            None => (log.first_offset(), None),
         };
-        let group = replication.start_group(key, self.raft_queue.clone(), first_offset);
+        let group = replication.start_group(key, self.raft_queue.clone(), first_offset, snapshot);
         Ok(Some(Replica { files, group }))
     }
 
@@ -158,14 +186,50 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             RaftOp::Purge { through, reply } => {
                 self.entry_cache.purge_through(key, through.0);
                 let partition = self.partitions.get_mut(&key).expect("checked above");
+                let trash = &mut self.trash;
                 let result = async {
                     partition.log.write_pending().await?;
                     let replica = partition.replica.as_mut().expect("checked above");
                     replica.files.write_pending().await?;
-                    replica.files.purge_through(&partition.log, through).await
+                    if replica
+                        .files
+                        .last()
+                        .is_some_and(|(last, _)| through.0 <= last)
+                    {
+                        replica.files.purge_through(&partition.log, through).await?;
+                        return Ok(());
+                    }
+                    // Past the log's end: a snapshot installed from the
+                    // leader, whose retention deleted the messages before
+                    // its offset; the log starts again there.
+                    let Some((point, membership)) = replica
+                        .group
+                        .installed()
+                        .filter(|(point, _)| (point.index, point.term) == through)
+                    else {
+                        return Err(PumpError::Storage(StorageError::Layout {
+                            path: partition.log.dir().to_path_buf(),
+                            reason: format!(
+                                "a purge through entry {} past the log's end, with no snapshot installed there",
+                                through.0
+                            ),
+                        }));
+                    };
+                    replica
+                        .files
+                        .install_snapshot(through, point.next_offset, &membership)
+                        .await?;
+                    let deleted = partition.log.restart_at(point.next_offset, trash).await?;
+                    tracing::info!(
+                        partition = %key,
+                        entry = through.0,
+                        next_offset = point.next_offset,
+                        messages_dropped = deleted.messages,
+                        "installed the leader's snapshot: the log starts again at its offset"
+                    );
+                    Ok(())
                 }
-                .await
-                .map_err(PumpError::from);
+                .await;
                 if let Err(error) = &result {
                     self.note_fatal(key, error);
                 }
@@ -189,6 +253,21 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 let replica = partition.replica.as_mut().expect("checked above");
                 replica.files.set_committed(committed);
                 send(reply, Ok(()));
+            }
+            RaftOp::StoredOffsets { reply } => {
+                let result = self.apply_offsets(key).await.map(|()| {
+                    let partition = self.partitions.get(&key).expect("checked above");
+                    let writes = partition
+                        .offsets
+                        .iter()
+                        .map(|(consumer, offset)| OffsetWrite::Store { consumer, offset })
+                        .collect();
+                    (partition.offsets.raft_index(), writes)
+                });
+                if let Err(error) = &result {
+                    self.note_fatal(key, error);
+                }
+                send(reply, result);
             }
             RaftOp::OffsetsApplied => {
                 if let Err(error) = self.apply_offsets(key).await {

@@ -3,10 +3,22 @@
 //! over `max_topic_size` (each partition trimmed to its share), through the
 //! trash. Never the active segment.
 //!
-//! Must not: touch the active segment, or delete anything a consumer of a
-//! `persisted` topic may still be sent (only whole sealed segments go).
+//! On a replicated partition the entries naming a segment's messages go
+//! first: retention asks the group for a snapshot at the last entry before
+//! the first message kept (`Group::snapshot_at`), openraft purges the
+//! entries through it, and a later tick deletes the segments whose messages
+//! end at or before the purge point's offset. Only committed messages go,
+//! and each replica decides for itself, as every replica's retention sees
+//! the same messages with the same timestamps.
+//!
+//! Must not: touch the active segment, delete anything a consumer of a
+//! `persisted` topic may still be sent (only whole sealed segments go), or
+//! delete a replicated partition's messages whose entries are not purged.
 
 use super::*;
+use crate::shard::partition::Replica;
+use crate::shard::replica::SnapshotPoint;
+use iggyd_storage::partition_log::SegmentInfo;
 
 impl<I: StorageIo + Clone + 'static> Pump<I> {
     /// Retention, once per `retention.check_interval`: delete the sealed
@@ -19,12 +31,6 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         let now = self.clock.now_micros();
         let mut failures = Vec::new();
         for partition in self.partitions.values_mut() {
-            // A replicated partition's entries name its segments; deleting
-            // them needs the group's snapshot of sealed segments (a later
-            // step), so replicated partitions keep theirs for now.
-            if partition.replica.is_some() {
-                continue;
-            }
             let sealed = partition.log.sealed_segments();
             let expired = match partition.settings.message_expiry_us {
                 Some(expiry) => {
@@ -51,9 +57,21 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 }
                 None => 0,
             };
-            let count = expired.max(oversize);
+            let mut count = expired.max(oversize);
             if count == 0 {
                 continue;
+            }
+            if let Some(replica) = &partition.replica {
+                match purge_for_retention(replica, &sealed, count).await {
+                    Ok(deletable) => count = deletable,
+                    Err(error) => {
+                        failures.push((partition.key, PumpError::from(error)));
+                        continue;
+                    }
+                }
+                if count == 0 {
+                    continue;
+                }
             }
             match partition
                 .log
@@ -77,4 +95,58 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             self.note_fatal(key, &error);
         }
     }
+}
+
+/// How many of the `count` oldest `sealed` segments of a replicated
+/// partition may go now: those whose messages end at or before its purge
+/// point's offset. When that is fewer than `count`, the group is asked
+/// for a snapshot at the last committed segment end among them (the entry
+/// before the batch that starts there), so a later tick may delete more.
+async fn purge_for_retention<I: StorageIo + Clone>(
+    replica: &Replica<I>,
+    sealed: &[SegmentInfo],
+    count: usize,
+) -> Result<usize, StorageError> {
+    let files = &replica.files;
+    let purged_end = if files.purged().is_some() {
+        files.purged_next_offset()
+    } else {
+        0
+    };
+    let wanted = &sealed[..count.min(sealed.len())];
+    let deletable = wanted
+        .iter()
+        .take_while(|segment| segment.next_offset <= purged_end)
+        .count();
+    let committed_end = replica.group.committed_end();
+    let Some(end) = wanted
+        .iter()
+        .rev()
+        .map(|segment| segment.next_offset)
+        .find(|end| *end > purged_end && *end <= committed_end)
+    else {
+        return Ok(deletable);
+    };
+    // The batch that starts where the deleted messages end, and the entry
+    // before it: the snapshot's point.
+    let Some(first_kept) = files.data_entry_at(end).await? else {
+        return Ok(deletable);
+    };
+    let Some(index) = first_kept.checked_sub(1) else {
+        return Ok(deletable);
+    };
+    let Some(term) = files.term_of(index).await? else {
+        return Ok(deletable);
+    };
+    tracing::debug!(
+        entry = index,
+        next_offset = end,
+        "retention: asking the group for a snapshot before deleting"
+    );
+    replica.group.snapshot_at(SnapshotPoint {
+        index,
+        term,
+        next_offset: end,
+    });
+    Ok(deletable)
 }

@@ -1,0 +1,183 @@
+//! Retention on a replicated partition (the in-process nodes of
+//! `tests.rs`): each replica deletes its oldest segments only after its
+//! group purged the entries naming them, through a snapshot at the end of
+//! the deleted messages; a follower that was cut off while its leader
+//! deleted is sent that snapshot, starts its log again at the snapshot's
+//! offset, holds the consumer offsets stored meanwhile, and then every
+//! message acknowledged after it; and a node restarted after its log was
+//! purged starts from the snapshot of its purge point.
+
+use super::offsets_tests::{serves, store};
+use super::tests::*;
+use crate::shard::op::{PartitionOp, PartitionReport};
+use crate::shard::partition::{Durability, PartitionSettings};
+use iggyd_storage::PartitionStats;
+use std::time::Duration;
+
+/// Small segments and a size cap a few segments above one, so retention
+/// always has sealed segments to delete.
+fn settings() -> PartitionSettings {
+    PartitionSettings {
+        durability: Durability::Persisted,
+        offset_durability: Durability::Persisted,
+        segment_size_bytes: 4 * 1024,
+        max_size_bytes: Some(12 * 1024),
+        ..PartitionSettings::default()
+    }
+}
+
+async fn open(node: &Node) {
+    ask(node, |reply| PartitionOp::Open {
+        key: KEY,
+        settings: settings(),
+        reply,
+    })
+    .await
+    .expect("open");
+}
+
+async fn stats(node: &Node) -> PartitionStats {
+    let reports: Vec<PartitionReport> = ask(node, |reply| PartitionOp::Report { reply })
+        .await
+        .expect("a report");
+    reports
+        .into_iter()
+        .find(|report| report.key == KEY)
+        .expect("the partition")
+        .stats
+}
+
+/// Ticks retention on `node` until its messages start at `first` or
+/// later; its first offset then.
+async fn retained(node: &Node, first: u64) -> u64 {
+    for _ in 0..200 {
+        tick_retention(node);
+        let now = stats(node).await.first_offset;
+        if now >= first {
+            return now;
+        }
+        monoio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "node {}: retention never deleted below offset {first}: {:?}",
+        node.id,
+        stats(node).await
+    );
+}
+
+/// Waits until `node` serves the messages `first..next`.
+async fn holds(node: &Node, first: u64, next: u64) {
+    for _ in 0..300 {
+        let now = stats(node).await;
+        let served = poll_all(node).await.message_count;
+        if now.first_offset == first && now.next_offset == next && u64::from(served) == next - first
+        {
+            return;
+        }
+        monoio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "node {} never held {first}..{next}: {:?}, serving {}",
+        node.id,
+        stats(node).await,
+        poll_all(node).await.message_count
+    );
+}
+
+// Proves a replicated partition's retention, and the snapshot it leaves:
+// node 3 is cut off while the other two take 40 batches and a stored
+// consumer offset, then delete their oldest segments (after their groups
+// purged the entries naming them); node 3 is back, gets the leader's
+// snapshot, starts its log at the snapshot's offset, serves the stored
+// offset and takes the next batches; a restarted node (its log purged)
+// starts from the snapshot of its purge point and goes on.
+#[test]
+fn a_follower_behind_retention_installs_the_snapshot_and_goes_on() {
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let mut nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
+        for node in &nodes {
+            open(node).await;
+        }
+        let everyone: Vec<&Node> = nodes.iter().collect();
+        append(&everyone, 5, b'a').await;
+        transport.down.borrow_mut().insert(3);
+        let live: Vec<&Node> = nodes.iter().take(2).collect();
+        let mut next = 5;
+        for round in 0..40u8 {
+            let ack = append(&live, 10, round).await;
+            assert_eq!(ack.base_offset, next, "dense offsets");
+            next = ack.last_offset + 1;
+            if round == 3 {
+                // Stored while node 3 is away, long before the point
+                // retention purges through.
+                for node in &live {
+                    if store(node, 42).await.is_ok() {
+                        break;
+                    }
+                }
+            }
+        }
+        // Both live nodes delete, each once its group purged.
+        let mut first = 0;
+        for node in &live {
+            first = retained(node, 1).await;
+            assert!(first > 5, "node {} deleted only {first}", node.id);
+        }
+        let leader_first = {
+            let leader = live
+                .iter()
+                .find(|node| {
+                    node.cluster
+                        .raft(KEY.storage_id)
+                        .is_some_and(|raft| raft.is_leader())
+                })
+                .expect("a leader");
+            stats(leader).await.first_offset
+        };
+        assert!(first > 0);
+
+        // Node 3 is back: it is sent the snapshot (the leader no longer
+        // holds the entries it lacks) and starts where the leader's
+        // messages do.
+        transport.down.borrow_mut().clear();
+        holds(&nodes[2], leader_first, next).await;
+        serves(&nodes[2], 42).await;
+
+        // Everyone takes what comes next.
+        let everyone: Vec<&Node> = nodes.iter().collect();
+        let ack = append(&everyone, 3, b'z').await;
+        assert_eq!(ack.base_offset, next);
+        next = ack.last_offset + 1;
+        for node in &nodes {
+            let now = stats(node).await;
+            for _ in 0..300 {
+                if stats(node).await.next_offset == next {
+                    break;
+                }
+                monoio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert_eq!(stats(node).await.next_offset, next, "node {}", node.id);
+            assert!(now.first_offset > 0, "node {}: {now:?}", node.id);
+        }
+
+        // Node 1 restarts on its purged log: its group starts from the
+        // snapshot of its purge point and takes the next batches.
+        let node = nodes.remove(0);
+        let node = restart(node, &transport).await;
+        open(&node).await;
+        nodes.insert(0, node);
+        let everyone: Vec<&Node> = nodes.iter().collect();
+        let ack = append(&everyone, 4, b'y').await;
+        assert_eq!(ack.base_offset, next);
+        next = ack.last_offset + 1;
+        let restarted_first = stats(&nodes[0]).await.first_offset;
+        holds(&nodes[0], restarted_first, next).await;
+        serves(&nodes[0], 42).await;
+        for node in &nodes {
+            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
+                raft.shutdown().await.expect("shutdown");
+            }
+        }
+    });
+}
