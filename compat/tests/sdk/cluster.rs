@@ -66,6 +66,8 @@ fn free_addresses(count: usize) -> Vec<SocketAddr> {
 pub(crate) struct Cluster {
     nodes: Vec<(u64, SocketAddr, TestDaemon)>,
     _certs: tempfile::TempDir,
+    /// Environment every node starts with besides the cluster's own.
+    env: Vec<(String, String)>,
 }
 
 /// Where a cluster's nodes listen, and in which network namespace each
@@ -135,6 +137,16 @@ impl Cluster {
         timing: Option<(&str, &str)>,
         certified: u64,
     ) -> Cluster {
+        Cluster::start_with_env(layout, timing, certified, &[])
+    }
+
+    /// [`Cluster::start_certified`], every node with `env` too.
+    pub(crate) fn start_with_env(
+        layout: &Layout,
+        timing: Option<(&str, &str)>,
+        certified: u64,
+        env: &[(&str, &str)],
+    ) -> Cluster {
         let certs = tempfile::tempdir().expect("certs dir");
         let certified: Vec<u64> = (1..=certified.max(NODES)).collect();
         iggyd_peer::ClusterCerts::generate("compat", &certified)
@@ -144,6 +156,10 @@ impl Cluster {
         let mut cluster = Cluster {
             nodes: Vec::new(),
             _certs: certs,
+            env: env
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
         };
         for id in &ids {
             let daemon = cluster.spawn_node(layout, timing, *id, &ids, false);
@@ -194,6 +210,9 @@ impl Cluster {
         let address = layout.clients[index];
         let path = |file: std::path::PathBuf| file.display().to_string();
         let mut builder = TestDaemon::builder();
+        for (key, value) in &self.env {
+            builder = builder.env(key, value);
+        }
         if let Some((election, heartbeat)) = timing {
             builder = builder
                 .env("IGGYD_CLUSTER__ELECTION_TIMEOUT", election)

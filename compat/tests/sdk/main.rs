@@ -11,6 +11,7 @@ mod cluster;
 mod cluster_admin;
 mod cluster_members;
 mod cluster_metrics;
+mod cluster_retention;
 mod deletion;
 mod deletion_race;
 mod errors;

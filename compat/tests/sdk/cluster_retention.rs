@@ -1,0 +1,207 @@
+//! Retention on a replicated topic, real processes: a node killed while
+//! the other two delete their oldest segments (`max_topic_size`) comes
+//! back behind their purge point, is sent its partition group's snapshot,
+//! starts its log at the snapshot's offset, and then holds every message
+//! acknowledged after it, the same bytes as the others.
+
+use crate::cluster::{Cluster, Layout, NODES, agreed_leader, client_of};
+use crate::cluster_admin::cli;
+use crate::common::*;
+use iggy::prelude::*;
+use std::time::Duration;
+
+const MIB: u64 = 1 << 20;
+/// Messages of 16 KiB, eight to a send: 1 MiB every eight sends.
+const PAYLOAD: usize = 16 * 1024;
+const PER_SEND: u64 = 8;
+
+/// Sends messages `first..end` (each payload starts with its number, so
+/// message `n` of one producer lands at offset `n`).
+async fn send(client: &IggyClient, first: u64, end: u64) {
+    let mut next = first;
+    while next < end {
+        let mut batch: Vec<IggyMessage> = (next..end.min(next + PER_SEND))
+            .map(|number| {
+                let mut bytes = vec![b'r'; PAYLOAD];
+                bytes[..8].copy_from_slice(&number.to_le_bytes());
+                IggyMessage::from(bytes)
+            })
+            .collect();
+        let count = batch.len() as u64;
+        client
+            .send_messages(
+                &named("r"),
+                &named("t"),
+                &Partitioning::partition_id(0),
+                &mut batch,
+            )
+            .await
+            .expect("a send");
+        next += count;
+    }
+}
+
+/// What node `id` serves of partition 0 as the metadata leader (only the
+/// metadata leader answers polls; it serves its own copy): each message's
+/// offset and the number its payload starts with, from its first message
+/// on. The leadership is moved to `id` first (`iggyd cluster
+/// transfer-leader` on the leader).
+async fn copy_of(cluster: &Cluster, id: u64) -> Vec<(u64, u64)> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let leader = agreed_leader(cluster, &[1, 2, 3]).await;
+        if leader == id {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "node {id} never led");
+        let socket = cluster.admin_socket(leader);
+        let to = id.to_string();
+        let out =
+            tokio::task::spawn_blocking(move || cli(&socket, &["transfer-leader", "--to", &to]))
+                .await
+                .expect("the transfer");
+        if out.code() != Some(0) {
+            eprintln!("cluster retention: transfer to {id}: {out:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let client = client_of(cluster, id).await;
+    let consumer = Consumer::new(named("checker"));
+    let mut copy = Vec::new();
+    let mut strategy = PollingStrategy::first();
+    loop {
+        let polled = client
+            .poll_messages(
+                &named("r"),
+                &named("t"),
+                Some(0),
+                &consumer,
+                &strategy,
+                64,
+                false,
+            )
+            .await
+            .expect("a poll");
+        if polled.messages.is_empty() {
+            return copy;
+        }
+        for message in &polled.messages {
+            let number = u64::from_le_bytes(message.payload[..8].try_into().expect("8 bytes"));
+            copy.push((message.header.offset, number));
+        }
+        let last = copy.last().map_or(0, |(offset, _)| *offset);
+        strategy = PollingStrategy::offset(last + 1);
+    }
+}
+
+// Proves retention on a replicated topic with a node away: node `away` is
+// SIGKILLed after the first 1 MiB, 6 MiB more are sent, the two nodes
+// left delete their oldest segments down to the 3 MiB cap (each once its
+// group purged the entries naming them); `away` restarts behind their
+// purge point, installs the snapshot (its log starts again at the
+// snapshot's offset, past messages no node holds any more), and then
+// serves every message from there to the last one acknowledged, dense and
+// the same as the others serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_away_while_retention_ran_installs_the_snapshot_and_holds_the_rest() {
+    let layout = Layout::loopback_for(NODES);
+    let mut cluster = Cluster::start_with_env(
+        &layout,
+        Some(("500ms", "100ms")),
+        NODES,
+        &[("IGGYD_RETENTION__CHECK_INTERVAL", "200ms")],
+    );
+    let leader = agreed_leader(&cluster, &[1, 2, 3]).await;
+    let client = client_of(&cluster, leader).await;
+    client.create_stream("r").await.expect("stream");
+    let options = TopicCreateOptions {
+        segment_size: Some(IggyByteSize::from(MIB)),
+        max_topic_size: Some(MaxTopicSize::Custom(IggyByteSize::from(3 * MIB))),
+        ..topic_options(1)
+    };
+    client
+        .create_topic(&named("r"), "t", &options)
+        .await
+        .expect("topic");
+    let first_mib = MIB / PAYLOAD as u64;
+    send(&client, 0, first_mib).await;
+    // A node other than the metadata leader, which stays up.
+    let away = (1..=NODES).find(|id| *id != leader).expect("a follower");
+    cluster.node(away).kill();
+
+    let end = 7 * first_mib;
+    send(&client, first_mib, end).await;
+    let size = || async {
+        client
+            .get_topic(&named("r"), &named("t"))
+            .await
+            .expect("get topic")
+            .expect("the topic")
+            .size
+            .as_bytes_u64()
+    };
+    eventually(
+        Duration::from_secs(30),
+        "the nodes left back under max_topic_size",
+        || async { size().await <= 3 * MIB },
+    )
+    .await;
+    let up: Vec<u64> = (1..=NODES).filter(|id| *id != away).collect();
+    for id in &up {
+        let copy = copy_of(&cluster, *id).await;
+        assert!(
+            copy.first().is_some_and(|(offset, _)| *offset >= first_mib),
+            "node {id} deleted past what node {away} holds: starts at {:?}",
+            copy.first()
+        );
+    }
+
+    cluster.node(away).restart();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !cluster
+        .node(away)
+        .log()
+        .contains("installed the leader's snapshot")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node {away} never installed the snapshot"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut starts = Vec::new();
+    for id in 1..=NODES {
+        // A leader elected a moment ago serves what it knows committed.
+        let mut copy = copy_of(&cluster, id).await;
+        for _ in 0..50 {
+            if copy.last().is_some_and(|(offset, _)| *offset == end - 1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            copy = copy_of(&cluster, id).await;
+        }
+        let first = copy.first().map(|(offset, _)| *offset).expect("messages");
+        for (at, (offset, number)) in copy.iter().enumerate() {
+            assert_eq!(*offset, first + at as u64, "node {id}: dense offsets");
+            assert_eq!(number, offset, "node {id}: message {offset}'s bytes");
+        }
+        assert_eq!(
+            copy.last().map(|(offset, _)| *offset),
+            Some(end - 1),
+            "node {id}"
+        );
+        starts.push((id, first));
+    }
+    eprintln!(
+        "cluster retention: first offsets {starts:?}, last {}",
+        end - 1
+    );
+    let (_, away_first) = starts.iter().find(|(id, _)| *id == away).expect("away");
+    assert!(
+        *away_first >= first_mib,
+        "node {away} starts at {away_first}, below the snapshot: {starts:?}"
+    );
+    for id in 1..=NODES {
+        cluster.node(id).assert_clean_log();
+    }
+}
