@@ -36,7 +36,8 @@ pub mod state;
 mod tests;
 
 use crate::io::StorageIo;
-use crate::partition_log::{AppendResult, Clock, PartitionConfig, PartitionLog};
+use crate::partition_log::{AppendResult, Clock, DeletedSegments, PartitionConfig, PartitionLog};
+use crate::trash::Trash;
 use crate::{BufferPool, StorageError};
 use configs::{Configs, StoredConfig};
 use entries::{EntryKind, EntryRecord, EntryTable, MESSAGES_MAX};
@@ -132,6 +133,13 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
             entries_dropped: dropped,
             messages_cut: 0,
         };
+        // The entry files wholly at or below the purge point go, as the
+        // purge (or a snapshot's install, past the log's end) that saved
+        // it does right after: a crash between the two left them, and
+        // the next entry must not follow them.
+        if let Some((purged, _)) = state.purged {
+            entries.purge_through(purged).await?;
+        }
         // The entries whose data or configuration is missing go, with
         // everything after them. Data is lost only as a suffix of the
         // offsets, so the walk back ends at the last data entry whose
@@ -175,7 +183,7 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         // Messages no entry names go too (those through the purge point
         // are named by the state file).
         let floor = log.first_offset().max(state.purged_next_offset);
-        let named_end = Self::data_end(&entries, floor).await?;
+        let named_end = Self::data_end(&entries, state.purged, floor).await?;
         if log.next_offset() > named_end {
             recovery.messages_cut = log.next_offset() - named_end;
             log.truncate_from(named_end).await?;
@@ -233,11 +241,16 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
     }
 
     /// Where the data named by the table ends: one past the last data
-    /// entry's last message, or `floor` when none is named.
-    async fn data_end(entries: &EntryTable<I>, floor: u64) -> Result<u64, StorageError> {
+    /// entry's last message after the purge point, or `floor` when none is
+    /// named (the purge point's messages end there).
+    async fn data_end(
+        entries: &EntryTable<I>,
+        purged: Option<LogPosition>,
+        floor: u64,
+    ) -> Result<u64, StorageError> {
         let mut index = entries.last().map(|last| last.index);
         while let Some(at) = index {
-            if Some(at) < entries.first_index() {
+            if Some(at) < entries.first_index() || purged.is_some_and(|(purged, _)| at <= purged) {
                 break;
             }
             match entries.get(at).await? {
@@ -642,6 +655,13 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         self.state.purged_next_offset
     }
 
+    /// Where `log` must start again, if it must: a crash came between an
+    /// installed snapshot's save and the log's restart at its offset.
+    pub fn restart_needed(&self, log: &PartitionLog<I>) -> Option<u64> {
+        (self.state.purged.is_some() && log.next_offset() < self.state.purged_next_offset)
+            .then_some(self.state.purged_next_offset)
+    }
+
     /// The membership configuration in force at entry `index`: the last
     /// one stored at or before it.
     pub fn membership_through(&self, index: u64) -> Option<&StoredConfig> {
@@ -689,6 +709,14 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         }
         self.state.purged = Some(position);
         self.state.purged_next_offset = next_offset;
+        // A snapshot holds only committed entries.
+        if self
+            .state
+            .committed
+            .is_none_or(|(committed, _)| committed < position.0)
+        {
+            self.state.committed = Some(position);
+        }
         self.state.save(&self.io, &self.raft_dir).await?;
         self.committed_unsaved = false;
         self.entries.purge_through(position.0).await
@@ -848,6 +876,35 @@ impl<I: StorageIo + Clone> RaftLog<I> {
     pub async fn purge_through(&mut self, position: LogPosition) -> Result<(), StorageError> {
         self.log.write_pending().await?;
         self.files.purge_through(&self.log, position).await
+    }
+
+    /// Installs the group's snapshot of `position`, past every entry the
+    /// log holds, and starts the segment log again at `next_offset` (see
+    /// [`RaftFiles::install_snapshot`]).
+    pub async fn install_snapshot(
+        &mut self,
+        position: LogPosition,
+        next_offset: u64,
+        membership: &[u8],
+        trash: &mut Trash<I>,
+    ) -> Result<DeletedSegments, StorageError> {
+        self.log.write_pending().await?;
+        self.files
+            .install_snapshot(position, next_offset, membership)
+            .await?;
+        self.log.restart_at(next_offset, trash).await
+    }
+
+    /// Finishes a restart a crash interrupted ([`RaftFiles::restart_needed`]);
+    /// what it deleted, if it had to.
+    pub async fn finish_restart(
+        &mut self,
+        trash: &mut Trash<I>,
+    ) -> Result<Option<DeletedSegments>, StorageError> {
+        match self.files.restart_needed(&self.log) {
+            Some(next_offset) => Ok(Some(self.log.restart_at(next_offset, trash).await?)),
+            None => Ok(None),
+        }
     }
 
     /// Shutdown: everything durable, the committed entry saved.
