@@ -19,6 +19,8 @@
 //!   (`Proposal::Offsets`, no messages), applied in log order on every
 //!   replica.
 //! - `replay.rs`: resends left in doubt.
+//! - `retention.rs`: what retention may delete of a replicated partition
+//!   now, and where its group should take a snapshot so more may go.
 //! - `sim/` (tests only): the seeded cluster simulation of these on
 //!   virtual time.
 //!
@@ -48,6 +50,7 @@ pub mod membership;
 pub mod network;
 pub mod offsets;
 pub mod replay;
+pub mod retention;
 pub mod state_machine;
 
 #[cfg(test)]

@@ -331,13 +331,6 @@ impl<C: PartitionTypes> RaftSnapshotBuilder<C> for StateMachine<C> {
                     last_log_id: Some(LogId::new_term_index(point.term, point.index)),
                     last_membership: self.membership_at(point.index),
                 };
-                // The memberships before the point are the snapshot's.
-                let keep_from = self
-                    .memberships
-                    .iter()
-                    .rposition(|stored| stored.log_id().is_some_and(|id| id.index <= point.index))
-                    .unwrap_or(0);
-                self.memberships.drain(..keep_from);
                 *self.snapshot.borrow_mut() = Some((meta.clone(), point));
                 self.applied.snapshot_index.set(Some(point.index));
                 (meta, point)
@@ -446,6 +439,16 @@ impl<C: PartitionTypes> RaftStateMachine<C> for StateMachine<C> {
                     self.membership =
                         StoredMembershipOf::<C>::new(Some(entry.log_id), membership.clone());
                     self.memberships.push(self.membership.clone());
+                    // Those before the one in force at the current
+                    // snapshot are no snapshot's any more.
+                    if let Some(at) = self.applied.snapshot_index.get()
+                        && let Some(keep_from) = self
+                            .memberships
+                            .iter()
+                            .rposition(|stored| stored.log_id().is_some_and(|id| id.index <= at))
+                    {
+                        self.memberships.drain(..keep_from);
+                    }
                     Appended::default()
                 }
             };

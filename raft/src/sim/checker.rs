@@ -112,6 +112,8 @@ pub struct Checker {
     /// `(leader, term)` → the first committed index not yet found in its
     /// log.
     leader_verified: BTreeMap<(u64, u64), u64>,
+    /// Retention runs: logs are purged through snapshots.
+    pub snapshots: bool,
     pub violations: Vec<String>,
     pub stats: CheckStats,
 }
@@ -146,23 +148,34 @@ impl Checker {
     /// Checks one node's log: its committed prefix not verified yet and
     /// its uncommitted tail, against everything seen before, and what its
     /// state machine made visible (`applied_end`, one past the last
-    /// offset).
+    /// offset; up to `installed_end`, the offset of a snapshot its state
+    /// machine installed, which the log follows once openraft purges it).
     pub async fn check_log(
         &mut self,
         node: u64,
         log: &RaftLog<SimIo>,
         applied_end: u64,
+        installed_end: u64,
     ) -> Result<(), StorageError> {
-        if let Some(purged) = log.purged() {
-            self.violations.push(format!(
+        match log.purged() {
+            Some(purged) if !self.snapshots => self.violations.push(format!(
                 "node {node}: its log was purged through {purged:?} (no snapshot is ever built)"
-            ));
+            )),
+            // A purge point is a committed entry (a snapshot's).
+            Some((index, term)) => match self.committed.get(&index) {
+                Some(known) if known.term != term => self.violations.push(format!(
+                    "node {node}: purged through ({index}, {term}) where entry {index} of term {} was committed",
+                    known.term
+                )),
+                _ => {}
+            },
+            None => {}
         }
         let committed_end = match log.committed() {
             Some((committed, _)) => log.messages_end_through(committed).await?,
             None => log.partition().first_offset(),
         };
-        if applied_end > committed_end {
+        if applied_end > committed_end.max(installed_end) {
             self.violations.push(format!(
                 "node {node}: offsets below {applied_end} are visible, its committed entries end at {committed_end}"
             ));
@@ -172,7 +185,14 @@ impl Checker {
         };
         let committed = log.committed();
         let first = log.first_index().unwrap_or(0);
-        let from = self.verified.get(&node).copied().unwrap_or(0).max(first);
+        let after_purge = log.purged().map_or(0, |(index, _)| index + 1);
+        let from = self
+            .verified
+            .get(&node)
+            .copied()
+            .unwrap_or(0)
+            .max(first)
+            .max(after_purge);
         let mut next_offset = match from.checked_sub(1) {
             Some(before) => log.messages_end_through(before).await?,
             None => log.partition().first_offset(),
@@ -268,11 +288,14 @@ impl Checker {
         if term < self.newest_term() {
             return Ok(());
         }
+        // What its snapshot covers it holds as the snapshot.
+        let after_purge = log.purged().map_or(0, |(index, _)| index + 1);
         let from = self
             .leader_verified
             .get(&(node, term))
             .copied()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(after_purge);
         let committed: Vec<(u64, Digest)> = self
             .committed
             .range(from..)
@@ -338,34 +361,58 @@ pub async fn committed_messages(log: &RaftLog<SimIo>, end: u64) -> Result<Vec<Me
 
 /// Checks the healed cluster's messages against the ledger; returns the
 /// violations.
+///
+/// Retention may have deleted each replica's oldest messages (whole
+/// batches, up to its own purge point): each replica's messages are dense
+/// from its first, the replicas agree wherever they all hold messages, and
+/// the acknowledged attempts are checked against the replica that holds
+/// the most (an attempt below its first message was deleted).
 pub fn check_messages(ledger: &Ledger, replicas: &BTreeMap<u64, Vec<Message>>) -> Vec<String> {
     let mut violations = Vec::new();
-    let Some((&first_node, messages)) = replicas.iter().next() else {
+    let first_of = |messages: &Vec<Message>| messages.first().map_or(0, |(offset, _)| *offset);
+    let Some((&first_node, messages)) = replicas
+        .iter()
+        .min_by_key(|(node, messages)| (first_of(messages), **node))
+    else {
         return vec!["no replica to read".to_string()];
     };
+    let floor = replicas.values().map(first_of).max().unwrap_or(0);
+    let held_from = |messages: &Vec<Message>| -> Vec<Message> {
+        messages
+            .iter()
+            .filter(|(offset, _)| *offset >= floor)
+            .copied()
+            .collect()
+    };
+    let common = held_from(messages);
     for (node, other) in replicas {
-        if other != messages {
+        let other = held_from(other);
+        if other != common {
             let at = other
                 .iter()
-                .zip(messages)
+                .zip(&common)
                 .position(|(a, b)| a != b)
-                .unwrap_or(other.len().min(messages.len()));
+                .unwrap_or(other.len().min(common.len()));
             violations.push(format!(
-                "node {node}'s committed messages differ from node {first_node}'s at position {at} ({} and {} messages)",
+                "node {node}'s committed messages from offset {floor} differ from node {first_node}'s at position {at} ({} and {} messages)",
                 other.len(),
-                messages.len()
+                common.len()
             ));
         }
     }
-    // Dense offsets from the first.
-    for (position, (offset, _)) in messages.iter().enumerate() {
-        if *offset != position as u64 {
-            violations.push(format!(
-                "message {position} has offset {offset}: offsets are not dense"
-            ));
-            break;
+    // Dense offsets from each replica's first.
+    for (node, other) in replicas {
+        let first = first_of(other);
+        for (position, (offset, _)) in other.iter().enumerate() {
+            if *offset != first + position as u64 {
+                violations.push(format!(
+                    "node {node}: message {position} has offset {offset} after {first}: offsets are not dense"
+                ));
+                break;
+            }
         }
     }
+    let deleted_below = first_of(messages);
     // Where each attempt's messages are.
     let mut found: BTreeMap<u64, Vec<(u32, u64)>> = BTreeMap::new();
     for (offset, id) in messages {
@@ -398,6 +445,8 @@ pub fn check_messages(ledger: &Ledger, replicas: &BTreeMap<u64, Vec<Message>>) -
                     Some((_, offset)) => violations.push(format!(
                         "acknowledged attempt {attempt} (entry {log_id}) was answered offset {expected} but is at {offset}"
                     )),
+                    // Deleted by retention on every replica.
+                    None if expected < deleted_below => {}
                     None => violations.push(format!(
                         "acknowledged attempt {attempt} (client {}, batch {}, entry {log_id}, offsets {appended}) is missing",
                         record.client, record.sequence

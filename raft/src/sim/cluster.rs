@@ -67,6 +67,13 @@ pub struct Coverage {
     /// as already held (a restart applying its log again).
     pub offsets_entries: u64,
     pub offsets_skipped: u64,
+    /// Runs with retention on (pump-like backend only).
+    pub retention_runs: u64,
+    /// Segments retention deleted, snapshots it asked for, and snapshots
+    /// installed from a leader.
+    pub segments_deleted: u64,
+    pub snapshots_asked: u64,
+    pub snapshots_installed: u64,
     pub net: NetStats,
 }
 
@@ -95,6 +102,10 @@ impl std::ops::AddAssign for Coverage {
         self.messages += other.messages;
         self.offsets_entries += other.offsets_entries;
         self.offsets_skipped += other.offsets_skipped;
+        self.retention_runs += other.retention_runs;
+        self.segments_deleted += other.segments_deleted;
+        self.snapshots_asked += other.snapshots_asked;
+        self.snapshots_installed += other.snapshots_installed;
         self.net.sent += other.net.sent;
         self.net.delivered += other.net.delivered;
         self.net.lost += other.net.lost;
@@ -115,6 +126,9 @@ struct Plan {
     segment_size_bytes: u64,
     pre_vote: bool,
     max_payload_entries: u64,
+    /// Retention deletes the oldest segments on every node (drawn apart
+    /// from the run's stream, so a seed's other draws stay as they were).
+    retention: bool,
 }
 
 impl Plan {
@@ -136,6 +150,7 @@ impl Plan {
             segment_size_bytes: [2 * 1024, 8 * 1024, 64 * 1024][rng.below(3) as usize],
             pre_vote: rng.chance(1, 2),
             max_payload_entries: [1, 4, 64][rng.below(3) as usize],
+            retention: false,
         }
     }
 }
@@ -157,8 +172,13 @@ struct Cluster {
     clock_skews: BTreeMap<u64, i64>,
     sightings: Sightings,
     checker: Checker,
-    /// Every replica's stored consumer offsets (`offsets.rs`).
-    offset_stores: OffsetStores,
+    /// Every replica's stored consumer offsets (`offsets.rs`), shared
+    /// with the snapshots the nodes send.
+    offset_stores: Rc<RefCell<OffsetStores>>,
+    /// The snapshot each node installed last, as seen by the checks.
+    installed: BTreeMap<u64, (u64, u64)>,
+    /// The highest offset any node's purge point reached.
+    purged_offset_max: u64,
     coverage: Coverage,
     step: u64,
 }
@@ -167,7 +187,9 @@ struct Cluster {
 /// covered; panics with the first violation found.
 pub async fn run(seed: u64, steps: u64) -> Coverage {
     let mut rng = SimRng::new(seed);
-    let plan = Plan::draw(&mut rng, steps);
+    let mut plan = Plan::draw(&mut rng, steps);
+    plan.retention =
+        plan.store == StoreKind::Backend && SimRng::new(seed ^ 0x7265_7465_6e74_696f).chance(1, 2);
     // As the daemon's groups (`daemon/src/cluster/mod.rs`): what the
     // adapter requires (no snapshots, so no purges; no leader restore),
     // pre-vote on or off.
@@ -207,11 +229,14 @@ pub async fn run(seed: u64, steps: u64) -> Coverage {
         clock_skews,
         sightings: Rc::new(RefCell::new(Vec::new())),
         checker: Checker::default(),
-        offset_stores: OffsetStores::default(),
+        offset_stores: Rc::new(RefCell::new(OffsetStores::default())),
+        installed: BTreeMap::new(),
+        purged_offset_max: 0,
         coverage: Coverage {
             nodes: plan.nodes,
             five_node_runs: u64::from(plan.nodes == 5),
             backend_runs: u64::from(plan.store == StoreKind::Backend),
+            retention_runs: u64::from(plan.retention),
             steps: plan.steps,
             ..Coverage::default()
         },
@@ -258,9 +283,13 @@ pub async fn run(seed: u64, steps: u64) -> Coverage {
         stop.clone(),
     ));
 
+    cluster.checker.snapshots = plan.retention;
     for step in 0..plan.steps {
         cluster.step = step;
         cluster.nemesis().await;
+        if plan.retention {
+            cluster.retain().await;
+        }
         let pause = cluster.rng.range(20, 300);
         sleep(Duration::from_millis(pause)).await;
         cluster.check().await;
@@ -291,14 +320,15 @@ pub async fn run(seed: u64, steps: u64) -> Coverage {
     cluster.check().await;
     cluster.final_check(&ledger).await;
     let ids: Vec<u64> = (1..=cluster.plan.nodes).collect();
-    if let Err(violation) = cluster
+    let checked = cluster
         .offset_stores
-        .check_final(&ids, &offsets_ledger.borrow())
-    {
+        .borrow()
+        .check_final(&ids, &offsets_ledger.borrow());
+    if let Err(violation) = checked {
         cluster.fail(&violation);
     }
-    cluster.coverage.offsets_entries = cluster.offset_stores.entries_applied;
-    cluster.coverage.offsets_skipped = cluster.offset_stores.entries_skipped;
+    cluster.coverage.offsets_entries = cluster.offset_stores.borrow().entries_applied;
+    cluster.coverage.offsets_skipped = cluster.offset_stores.borrow().entries_skipped;
 
     cluster.coverage.acknowledged = ledger.acknowledged() as u64;
     cluster.coverage.rejected = ledger.count(|outcome| *outcome == Outcome::Rejected) as u64;
@@ -370,6 +400,22 @@ impl Cluster {
         }
         self.down.remove(&id);
         self.checker.restarted(id);
+        self.installed.remove(&id);
+        {
+            // A snapshot this node sends carries its offsets store, as the
+            // pump's does (the entries applied taken into it first).
+            let up = self.nodes[(id - 1) as usize]
+                .up
+                .as_ref()
+                .expect("just started");
+            let stores = self.offset_stores.clone();
+            let applied = up.applied.clone();
+            up.applied.set_offsets_source(Box::new(move || {
+                let taken = stores.borrow_mut().take(id, &applied);
+                let stored = taken.map(|()| stores.borrow().stored(id));
+                Box::pin(std::future::ready(stored))
+            }));
+        }
         let up = self.nodes[(id - 1) as usize]
             .up
             .as_ref()
@@ -592,6 +638,24 @@ impl Cluster {
         });
     }
 
+    /// Retention on every node that is up, keeping its two newest sealed
+    /// segments.
+    async fn retain(&mut self) {
+        for id in 1..=self.plan.nodes {
+            // A stalled or failing disk: next step.
+            if self.node(id).syncs_held || self.node(id).disk_failing {
+                continue;
+            }
+            match self.node(id).retain(2).await {
+                Ok((deleted, asked)) => {
+                    self.coverage.segments_deleted += deleted as u64;
+                    self.coverage.snapshots_asked += u64::from(asked);
+                }
+                Err(error) => self.fail(&format!("node {id}: retention: {error}")),
+            }
+        }
+    }
+
     /// The checks after a step (see `checker.rs`); a group that stopped on
     /// an injected disk failure is crashed and restarted.
     async fn check(&mut self) {
@@ -616,10 +680,29 @@ impl Cluster {
                 continue;
             };
             let applied_end = up.applied.committed_next_offset.get();
-            if let Err(violation) = self.offset_stores.take(node.id, &up.applied) {
+            let taken = self.offset_stores.borrow_mut().take(node.id, &up.applied);
+            if let Err(violation) = taken {
                 self.checker.violations.push(violation);
             }
-            if let Err(error) = self.checker.check_log(node.id, &log, applied_end).await {
+            if let Some((point, _)) = up.applied.installed()
+                && self.installed.get(&node.id) != Some(&(point.index, point.term))
+            {
+                self.installed.insert(node.id, (point.index, point.term));
+                self.coverage.snapshots_installed += 1;
+            }
+            if log.purged().is_some() {
+                self.purged_offset_max =
+                    self.purged_offset_max.max(log.files().purged_next_offset());
+            }
+            let installed_end = up
+                .applied
+                .installed()
+                .map_or(0, |(point, _)| point.next_offset);
+            let checked = self
+                .checker
+                .check_log(node.id, &log, applied_end, installed_end)
+                .await;
+            if let Err(error) = checked {
                 self.fail(&format!("node {}: reading the log: {error}", node.id));
             }
         }
@@ -734,6 +817,13 @@ impl Cluster {
             for node in &self.nodes {
                 let up = node.up.as_ref().expect("every node is up");
                 let log = up.log.lock().await;
+                // Purged by retention, its messages deleted or about to be.
+                if log
+                    .purged()
+                    .is_some_and(|(purged, _)| log_id.index <= purged)
+                {
+                    continue;
+                }
                 let entry = match log.get(log_id.index).await {
                     Ok(Some(entry)) => entry,
                     Ok(None) => self.fail(&format!(
@@ -812,7 +902,20 @@ impl Cluster {
                 Err(error) => self.fail(&format!("node {}: {error}", node.id)),
             }
         }
-        self.coverage.messages = replicas.values().next().map_or(0, |m| m.len() as u64);
+        self.coverage.messages = replicas.values().map(|m| m.len() as u64).max().unwrap_or(0);
+        // Retention deletes only what a snapshot covers: no replica's
+        // messages start past the furthest purge point any node reached.
+        for (node, messages) in &replicas {
+            if let Some((first, _)) = messages.first()
+                && *first > self.purged_offset_max
+                && *first > 0
+            {
+                self.fail(&format!(
+                    "node {node}'s messages start at {first}, past every purge point (at most {})",
+                    self.purged_offset_max
+                ));
+            }
+        }
         self.check_acknowledged_entries(ledger).await;
         let violations = check_messages(ledger, &replicas);
         if let Some(violation) = violations.first() {

@@ -28,15 +28,17 @@ use super::network::{SimNet, SimTransport};
 use super::runtime::{cancel_group, new_group, spawn_in};
 use super::{SimGroup, SimRaft};
 use crate::backend::{BackendLogStore, BackendState, FlushedCallback, LogBackend};
+use crate::codec::decode_membership;
 use crate::log_store::LogStore;
 use crate::network::Network;
-use crate::state_machine::{Applied, StateMachine};
+use crate::state_machine::{Applied, SnapshotPoint, StateMachine};
 use futures_util::lock::Mutex;
 use iggyd_storage::BufferPool;
 use iggyd_storage::io::Access;
 use iggyd_storage::partition_log::{Clock, PartitionConfig};
 use iggyd_storage::raft::{EntryBody, LogPosition, RaftLog, RaftRecovery, StoredBody, StoredEntry};
 use iggyd_storage::sim::{SimClock, SimIo};
+use iggyd_storage::trash::{Trash, TrashStart};
 use iggyd_wire::batch::{BatchHeader, ValidBatch, stamp};
 use openraft::Config;
 use std::cell::{Cell, RefCell};
@@ -46,7 +48,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 
-/// Where each node keeps its partition.
+/// Where each node keeps its data, and its partition.
+pub const DATA_DIR: &str = "/data";
 pub const PARTITION_DIR: &str = "/data/partitions/1";
 
 /// Which of the adapter's log stores a run uses.
@@ -115,6 +118,7 @@ impl Node {
         let tasks = new_group();
         let (id, io, partition, store) =
             (self.id, self.io.clone(), self.partition.clone(), self.store);
+        let io_for_trash = io.clone();
         let network = Network::<SimTransport, SimRaft>::new(
             SimTransport {
                 from: id,
@@ -133,17 +137,60 @@ impl Node {
             )
             .await
             .unwrap_or_else(|error| panic!("node {id}: the log does not open: {error}"));
+            // As the pump opens a replicated partition: a restart at an
+            // installed snapshot finished, the group seeded with the
+            // snapshot of the purge point.
+            let mut log = log;
+            let trash = Rc::new(Mutex::new(Trash::new(
+                io_for_trash,
+                Path::new(DATA_DIR),
+                TrashStart::default(),
+            )));
+            log.finish_restart(&mut *trash.lock().await)
+                .await
+                .unwrap_or_else(|error| panic!("node {id}: the restart does not finish: {error}"));
+            let seed = match log.purged() {
+                Some((index, term)) => {
+                    let next_offset = log
+                        .messages_end_through(index)
+                        .await
+                        .unwrap_or_else(|error| panic!("node {id}: {error}"));
+                    log.files()
+                        .membership_through(index)
+                        .and_then(|config| decode_membership(&config.payload))
+                        .map(|membership| {
+                            let at = crate::LogId::new_term_index(term, index);
+                            (
+                                SnapshotPoint {
+                                    index,
+                                    term,
+                                    next_offset,
+                                },
+                                openraft::alias::StoredMembershipOf::<SimRaft>::new(
+                                    Some(at),
+                                    membership,
+                                ),
+                            )
+                        })
+                }
+                None => None,
+            };
             let shared = LogStore::<SimIo, SimRaft>::new(log);
             let log = shared.log();
             let applied = Rc::new(Applied::default());
-            let machine = StateMachine::<SimRaft>::new(applied.clone());
+            let machine = match seed {
+                Some((point, membership)) => {
+                    StateMachine::<SimRaft>::with_snapshot(applied.clone(), point, membership)
+                }
+                None => StateMachine::<SimRaft>::new(applied.clone()),
+            };
             let (group, backend) = match store {
                 StoreKind::Shared => (
                     SimGroup::new(id, config, network, shared, machine).await,
                     None,
                 ),
                 StoreKind::Backend => {
-                    let backend = SimBackend::new(log.clone());
+                    let backend = SimBackend::new(log.clone(), applied.clone(), trash);
                     spawn_in(tasks, backend.clone().flusher());
                     let store = BackendLogStore::<SimBackend, SimRaft>::new(backend.clone());
                     (
@@ -199,6 +246,60 @@ impl Node {
         true
     }
 
+    /// Retention as the daemon's pump runs it on a replicated partition
+    /// (`crate::retention`): of the sealed segments beyond the newest
+    /// `keep`, those whose entries are purged are deleted, and the group
+    /// is asked for a snapshot so that the rest may go later. Runs on the
+    /// pump-like backend only (the shared log store cannot install a
+    /// snapshot). The segments deleted, and whether a snapshot was asked.
+    pub async fn retain(&self, keep: usize) -> Result<(usize, bool), String> {
+        let Some(up) = &self.up else {
+            return Ok((0, false));
+        };
+        let Some(backend) = &up.backend else {
+            return Ok((0, false));
+        };
+        // A log busy with I/O: next step.
+        let Some(mut log) = up.log.try_lock() else {
+            return Ok((0, false));
+        };
+        let sealed = log.partition().sealed_segments();
+        let count = sealed.len().saturating_sub(keep);
+        if count == 0 {
+            return Ok((0, false));
+        }
+        let plan = crate::retention::plan(
+            log.files(),
+            &sealed,
+            count,
+            up.applied.committed_next_offset.get(),
+        )
+        .await
+        .map_err(error_text)?;
+        let mut deleted = 0;
+        if plan.deletable > 0 {
+            let mut trash = backend.trash.lock().await;
+            deleted = log
+                .partition_mut()
+                .delete_oldest_segments(plan.deletable, &mut trash)
+                .await
+                .map_err(error_text)?
+                .segments;
+        }
+        drop(log);
+        let asked = match plan.snapshot {
+            Some(point) if up.applied.snapshot_at(point) => {
+                let group = up.group.clone();
+                spawn_in(up.tasks, async move {
+                    let _ = group.trigger().snapshot().await;
+                });
+                true
+            }
+            _ => false,
+        };
+        Ok((deleted, asked))
+    }
+
     /// The group stopped by itself (a storage error): why, if it did.
     pub fn stopped(&self) -> Option<String> {
         let up = self.up.as_ref()?;
@@ -228,13 +329,22 @@ struct Flushes {
 pub struct SimBackend {
     log: Rc<Mutex<RaftLog<SimIo>>>,
     flushes: Rc<Flushes>,
+    /// The group's applied state: the snapshot it installed last.
+    applied: Rc<Applied>,
+    trash: Rc<Mutex<Trash<SimIo>>>,
 }
 
 impl SimBackend {
-    fn new(log: Rc<Mutex<RaftLog<SimIo>>>) -> SimBackend {
+    fn new(
+        log: Rc<Mutex<RaftLog<SimIo>>>,
+        applied: Rc<Applied>,
+        trash: Rc<Mutex<Trash<SimIo>>>,
+    ) -> SimBackend {
         SimBackend {
             log,
             flushes: Rc::new(Flushes::default()),
+            applied,
+            trash,
         }
     }
 
@@ -329,7 +439,26 @@ impl LogBackend for SimBackend {
 
     async fn purge_through(&self, through: LogPosition) -> Result<(), String> {
         let mut log = self.log.lock().await;
-        log.purge_through(through).await.map_err(error_text)
+        if log.last().is_some_and(|(last, _)| through.0 <= last) {
+            return log.purge_through(through).await.map_err(error_text);
+        }
+        // As the pump: past the log's end, a snapshot installed from the
+        // leader, and the log starts again at its offset.
+        let Some((point, membership)) = self
+            .applied
+            .installed()
+            .filter(|(point, _)| (point.index, point.term) == through)
+        else {
+            return Err(format!(
+                "a purge through entry {} past the log's end, with no snapshot installed there",
+                through.0
+            ));
+        };
+        let mut trash = self.trash.lock().await;
+        log.install_snapshot(through, point.next_offset, &membership, &mut trash)
+            .await
+            .map(|_| ())
+            .map_err(error_text)
     }
 
     async fn save_vote(&self, vote: Vec<u8>) -> Result<(), String> {

@@ -4,7 +4,10 @@
 //! writes of the entries its state machine applied, in log order, skipping
 //! the entries at or below the highest index it already holds (a restarted
 //! node applies its log again from the start). The store outlives a
-//! node's crashes, as the offsets file does.
+//! node's crashes, as the offsets file does. A snapshot a node sends
+//! carries its store, and a node that installs one replaces its own with
+//! it (when newer), as the pump does; that too must never take an offset
+//! back.
 //!
 //! The client writes one consumer's offset, one attempt at a time, each a
 //! higher value than the last (also after a failed attempt), straight to
@@ -112,6 +115,8 @@ pub struct OffsetStores {
     pub entries_applied: u64,
     /// Entries skipped as already held (a restart's replay).
     pub entries_skipped: u64,
+    /// Stores replaced by an installed snapshot's.
+    pub snapshots_taken: u64,
 }
 
 impl OffsetStores {
@@ -119,6 +124,29 @@ impl OffsetStores {
     /// returns a violation when a stored offset would go back.
     pub fn take(&mut self, id: u64, applied: &Applied) -> Result<(), String> {
         let store = self.stores.entry(id).or_default();
+        // An installed snapshot's store first, as the pump takes it: it
+        // replaces this one when newer, and never takes an offset back.
+        if let Some((index, writes)) = applied.take_installed_offsets()
+            && index > store.raft_index
+        {
+            self.snapshots_taken += 1;
+            let mut offsets = BTreeMap::new();
+            for write in writes {
+                if let OffsetWrite::Store { consumer, offset } = write {
+                    offsets.insert(consumer, offset);
+                }
+            }
+            for (consumer, before) in &store.offsets {
+                if offsets.get(consumer).is_none_or(|now| now < before) {
+                    return Err(format!(
+                        "node {id}: the snapshot of entry {index} took {consumer:?}'s stored offset back from {before} to {:?}",
+                        offsets.get(consumer)
+                    ));
+                }
+            }
+            store.offsets = offsets;
+            store.raft_index = index;
+        }
         for (index, writes) in applied.take_offsets() {
             if index <= store.raft_index {
                 self.entries_skipped += 1;
@@ -143,6 +171,22 @@ impl OffsetStores {
             }
         }
         Ok(())
+    }
+
+    /// Node `id`'s whole store, as a snapshot it sends carries it.
+    pub fn stored(&self, id: u64) -> crate::state_machine::StoredOffsets {
+        let Some(store) = self.stores.get(&id) else {
+            return (0, Vec::new());
+        };
+        let writes = store
+            .offsets
+            .iter()
+            .map(|(consumer, offset)| OffsetWrite::Store {
+                consumer: *consumer,
+                offset: *offset,
+            })
+            .collect();
+        (store.raft_index, writes)
     }
 
     /// Every replica in `ids` holds at least the last acknowledged value.

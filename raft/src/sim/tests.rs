@@ -67,6 +67,10 @@ fn cluster_simulation() {
     assert!(total.unknown > 0, "{total:?}");
     assert!(total.offsets_entries > seeds, "{total:?}");
     assert!(total.offsets_skipped > 0, "{total:?}");
+    assert!(total.retention_runs > 0, "{total:?}");
+    assert!(total.segments_deleted > 0, "{total:?}");
+    assert!(total.snapshots_asked > 0, "{total:?}");
+    assert!(total.snapshots_installed > 0, "{total:?}");
     assert!(total.net.lost > 0, "{total:?}");
     assert!(total.net.duplicated > 0, "{total:?}");
     assert!(total.net.unreachable > 0, "{total:?}");
@@ -94,6 +98,11 @@ const REGRESSIONS: &[(u64, &str)] = &[
         55,
         "a vote saved before the appends before it were flushed: openraft counted them \
          durable, and a follower's log went back after a crash",
+    ),
+    (
+        633,
+        "a snapshot's install crashed between its saved state and the removal of the old \
+         entry files: the next entries followed the old ones and the log no longer opened",
     ),
 ];
 

@@ -60,13 +60,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         }
         // A snapshot installed past the log's end: the log starts again at
         // its offset (again, when a crash came between the two).
-        if files.purged().is_some() && log.next_offset() < files.purged_next_offset() {
-            let deleted = log
-                .restart_at(files.purged_next_offset(), &mut self.trash)
-                .await?;
+        if let Some(next_offset) = files.restart_needed(log) {
+            let deleted = log.restart_at(next_offset, &mut self.trash).await?;
             tracing::warn!(
                 partition = %key,
-                next_offset = files.purged_next_offset(),
+                next_offset,
                 messages = deleted.messages,
                 "finished starting the log again at an installed snapshot"
             );

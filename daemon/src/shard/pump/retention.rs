@@ -17,7 +17,6 @@
 
 use super::*;
 use crate::shard::partition::Replica;
-use crate::shard::replica::SnapshotPoint;
 use iggyd_storage::partition_log::SegmentInfo;
 
 impl<I: StorageIo + Clone + 'static> Pump<I> {
@@ -98,55 +97,23 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
 }
 
 /// How many of the `count` oldest `sealed` segments of a replicated
-/// partition may go now: those whose messages end at or before its purge
-/// point's offset. When that is fewer than `count`, the group is asked
-/// for a snapshot at the last committed segment end among them (the entry
-/// before the batch that starts there), so a later tick may delete more.
+/// partition may go now (`iggyd_raft::retention`); asks its group for the
+/// snapshot that lets more go later.
 async fn purge_for_retention<I: StorageIo + Clone>(
     replica: &Replica<I>,
     sealed: &[SegmentInfo],
     count: usize,
 ) -> Result<usize, StorageError> {
-    let files = &replica.files;
-    let purged_end = if files.purged().is_some() {
-        files.purged_next_offset()
-    } else {
-        0
-    };
-    let wanted = &sealed[..count.min(sealed.len())];
-    let deletable = wanted
-        .iter()
-        .take_while(|segment| segment.next_offset <= purged_end)
-        .count();
-    let committed_end = replica.group.committed_end();
-    let Some(end) = wanted
-        .iter()
-        .rev()
-        .map(|segment| segment.next_offset)
-        .find(|end| *end > purged_end && *end <= committed_end)
-    else {
-        return Ok(deletable);
-    };
-    // The batch that starts where the deleted messages end, and the entry
-    // before it: the snapshot's point.
-    let Some(first_kept) = files.data_entry_at(end).await? else {
-        return Ok(deletable);
-    };
-    let Some(index) = first_kept.checked_sub(1) else {
-        return Ok(deletable);
-    };
-    let Some(term) = files.term_of(index).await? else {
-        return Ok(deletable);
-    };
-    tracing::debug!(
-        entry = index,
-        next_offset = end,
-        "retention: asking the group for a snapshot before deleting"
-    );
-    replica.group.snapshot_at(SnapshotPoint {
-        index,
-        term,
-        next_offset: end,
-    });
-    Ok(deletable)
+    let plan =
+        iggyd_raft::retention::plan(&replica.files, sealed, count, replica.group.committed_end())
+            .await?;
+    if let Some(point) = plan.snapshot {
+        tracing::debug!(
+            entry = point.index,
+            next_offset = point.next_offset,
+            "retention: asking the group for a snapshot before deleting"
+        );
+        replica.group.snapshot_at(point);
+    }
+    Ok(plan.deletable)
 }
