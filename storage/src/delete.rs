@@ -25,6 +25,7 @@ use super::io::OpenMode;
 use super::io::StorageIo;
 use super::partition_log::{DeletedSegments, PartitionLog, open_active};
 use super::recovery::{create_segment_files, recover};
+use super::segment::Segment;
 use super::trash::{DiscardError, Trash};
 
 impl<I: StorageIo> PartitionLog<I> {
@@ -36,6 +37,26 @@ impl<I: StorageIo> PartitionLog<I> {
             .and_then(|name| name.to_str())
             .unwrap_or("partition")
             .to_string()
+    }
+
+    /// Moves `segment` to the trash: its `.log` (once it is gone the
+    /// segment is gone), then its `.index` (one left behind is ignored by
+    /// recovery).
+    async fn discard_segment(
+        &self,
+        segment: &Segment,
+        label: &str,
+        trash: &mut Trash<I>,
+    ) -> Result<(), DiscardError> {
+        let log = segment.log_path(&self.dir);
+        let log_label = format!("{label}-{:020}.log", segment.start_offset);
+        trash.discard(&log, &log_label, segment.size_bytes).await?;
+        let index = segment.index_path(&self.dir);
+        let index_label = format!("{label}-{:020}.index", segment.start_offset);
+        if let Err(error) = trash.discard(&index, &index_label, 0).await {
+            tracing::warn!(%error, "segment deleted, its index left behind (ignored by recovery)");
+        }
+        Ok(())
     }
 
     /// Deletes up to `count` of the oldest sealed segments (never the active
@@ -54,16 +75,9 @@ impl<I: StorageIo> PartitionLog<I> {
             let Some(segment) = self.segments.first() else {
                 break;
             };
-            let log = segment.log_path(&self.dir);
-            let log_label = format!("{label}-{:020}.log", segment.start_offset);
-            if let Err(error) = trash.discard(&log, &log_label, segment.size_bytes).await {
+            if let Err(error) = self.discard_segment(segment, &label, trash).await {
                 failure = Some(error);
                 break;
-            }
-            let index = segment.index_path(&self.dir);
-            let index_label = format!("{label}-{:020}.index", segment.start_offset);
-            if let Err(error) = trash.discard(&index, &index_label, 0).await {
-                tracing::warn!(%error, "segment deleted, its index left behind (ignored by recovery)");
             }
             let segment = self.segments.remove(0);
             assert!(!self.segments.is_empty());
@@ -173,20 +187,13 @@ impl<I: StorageIo> PartitionLog<I> {
         let label = self.trash_label();
         let mut deleted = DeletedSegments::default();
         for segment in &self.segments {
-            let log = segment.log_path(&self.dir);
-            let log_label = format!("{label}-{:020}.log", segment.start_offset);
-            if let Err(error) = trash.discard(&log, &log_label, segment.size_bytes).await {
+            if let Err(error) = self.discard_segment(segment, &label, trash).await {
                 return Err(match error {
                     DiscardError::NotMoved { path, source } if deleted.segments == 0 => {
                         StorageError::io("move segment to the trash", path, source)
                     }
                     error => self.poison(format!("restart at {next_offset}: {error}")),
                 });
-            }
-            let index = segment.index_path(&self.dir);
-            let index_label = format!("{label}-{:020}.index", segment.start_offset);
-            if let Err(error) = trash.discard(&index, &index_label, 0).await {
-                tracing::warn!(%error, "segment deleted, its index left behind (ignored by recovery)");
             }
             deleted.segments += 1;
             deleted.messages += segment.message_count();

@@ -7,7 +7,7 @@
 //! next one.
 
 use super::tests::{
-    InProcess, KEY, Node, append, ask, poll_all, runtime, start_joining_node, start_node,
+    InProcess, KEY, Node, append, ask, leader_of, poll_all, runtime, start_joining_node, start_node,
 };
 use crate::shard::op::PartitionOp;
 use crate::shard::partition::{Durability, PartitionSettings};
@@ -41,13 +41,6 @@ async fn change(node: &Node, change: MemberChange) -> Result<MemberOutcome, Memb
         reply,
     );
     answer.recv_async().await.expect("an answer")
-}
-
-fn leader_of(nodes: &[&Node]) -> Option<u64> {
-    nodes.iter().find_map(|node| {
-        let raft = node.cluster.raft(KEY.storage_id)?;
-        raft.is_leader().then_some(node.id)
-    })
 }
 
 fn voters_at(node: &Node) -> Vec<u64> {

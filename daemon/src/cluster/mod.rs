@@ -113,8 +113,8 @@ impl ClusterSettings {
     /// openraft's configuration for iggyd's groups: the cluster's timing,
     /// pre-vote (a node cut off and back does not depose a healthy
     /// leader), and what the adapter requires ([`iggyd_raft::required_config`]:
-    /// no snapshots, so every log is kept whole until snapshots of sealed
-    /// segments land; a restarted leader campaigns for a new term).
+    /// snapshots only where a partition's retention asks, every entry
+    /// through one purged; a restarted leader campaigns for a new term).
     pub fn raft_config(
         heartbeat: std::time::Duration,
         election_timeout: std::time::Duration,

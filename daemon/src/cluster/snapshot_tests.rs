@@ -124,17 +124,8 @@ fn a_follower_behind_retention_installs_the_snapshot_and_goes_on() {
             first = retained(node, 1).await;
             assert!(first > 5, "node {} deleted only {first}", node.id);
         }
-        let leader_first = {
-            let leader = live
-                .iter()
-                .find(|node| {
-                    node.cluster
-                        .raft(KEY.storage_id)
-                        .is_some_and(|raft| raft.is_leader())
-                })
-                .expect("a leader");
-            stats(leader).await.first_offset
-        };
+        let leader = leader_of(&live).expect("a leader");
+        let leader_first = stats(&nodes[(leader - 1) as usize]).await.first_offset;
         assert!(first > 0);
 
         // Node 3 is back: it is sent the snapshot (the leader no longer

@@ -111,6 +111,14 @@ pub(super) fn start_node(id: u64, transport: &InProcess) -> Node {
     start_node_with(id, transport, None, false)
 }
 
+/// Which of `nodes` leads `KEY`'s group, if one does.
+pub(super) fn leader_of(nodes: &[&Node]) -> Option<u64> {
+    nodes.iter().find_map(|node| {
+        let raft = node.cluster.raft(KEY.storage_id)?;
+        raft.is_leader().then_some(node.id)
+    })
+}
+
 /// The node that leads `KEY`'s group, and another one.
 fn leader_and_follower(nodes: &[Node]) -> (&Node, &Node) {
     let leader = nodes

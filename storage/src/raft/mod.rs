@@ -17,6 +17,14 @@
 //! last batch's is raised to it, which every replica holding the same
 //! entries before it does alike.
 //!
+//! A purge (the consensus library's, once a snapshot covers the entries)
+//! drops entry records only; the messages stay until retention deletes
+//! their segments. A snapshot installed from a leader past the log's end
+//! ([`RaftFiles::install_snapshot`]) drops every entry, and the segment
+//! log starts again, empty, at the snapshot's offset
+//! (`PartitionLog::restart_at`): the messages before it were deleted by
+//! the leader's retention.
+//!
 //! Crash consistency: data is written before the records that name it, and
 //! records are dropped before the data they name, so open only ever finds
 //! data without records (cut from the log) or records whose data was lost
