@@ -313,8 +313,9 @@ impl<C: PartitionTypes> RaftSnapshotBuilder<C> for StateMachine<C> {
 
     /// Builds at the point asked for ([`Applied::snapshot_at`]) when it is
     /// applied and past the current snapshot; else answers the current
-    /// snapshot again (openraft ignores one that is not newer), or, with
-    /// none, builds at the applied position.
+    /// snapshot again, or none (openraft ignores one that is not newer).
+    /// A state machine never asked builds at its applied position
+    /// (openraft's contract, which its storage suite checks).
     async fn build_snapshot(&mut self) -> Result<SnapshotOf<C, Cursor<Vec<u8>>>, io::Error> {
         let current = self.snapshot.borrow().clone();
         let asked = self.applied.snapshot_at.get();
