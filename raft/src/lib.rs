@@ -49,6 +49,7 @@ pub mod log_store;
 pub mod membership;
 pub mod network;
 pub mod offsets;
+pub mod pipeline;
 pub mod replay;
 pub mod retention;
 pub mod state_machine;

@@ -23,8 +23,8 @@ use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError
 use openraft::network::RPCOption;
 use openraft::network::v2::RaftNetworkV2;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
-    TransferLeaderResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
+    TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use std::future::Future;
 use std::marker::PhantomData;
@@ -53,6 +53,12 @@ const CHANGE_MEMBERS: u8 = 8;
 /// A snapshot for the receiver to install: the postcard `(vote, meta,
 /// bytes)` follows the kind.
 const INSTALL_SNAPSHOT: u8 = 9;
+
+/// An AppendEntries request of a pipelined stream (`crate::pipeline`): the
+/// stream's id and the call's sequence in it (u64 each, little-endian),
+/// then the postcard request; answered with the postcard
+/// `StreamAppendResult`.
+pub(crate) const APPEND_STREAM: u8 = 10;
 
 /// The longest a forwarded membership change's steps may each wait.
 const MAX_CHANGE_WAIT_MS: u64 = 60_000;
@@ -113,11 +119,21 @@ impl std::fmt::Display for TransportError {
 /// entries, and growing a buffer for them, then copying it after the kind,
 /// cost a replicated send a tenth of the leader's copying.
 fn encode<T: serde::Serialize>(kind: u8, value: &T) -> Result<Vec<u8>, String> {
+    encode_with(kind, &[], value)
+}
+
+/// [`encode`], with `header`'s bytes between the kind and the value.
+pub(crate) fn encode_with<T: serde::Serialize>(
+    kind: u8,
+    header: &[u8],
+    value: &T,
+) -> Result<Vec<u8>, String> {
     let size =
         postcard::serialize_with_flavor::<T, _, _>(value, postcard::ser_flavors::Size::default())
             .map_err(|error| error.to_string())?;
-    let mut out = Vec::with_capacity(1 + size);
+    let mut out = Vec::with_capacity(1 + header.len() + size);
     out.push(kind);
+    out.extend_from_slice(header);
     postcard::to_io(value, &mut out).map_err(|error| error.to_string())?;
     Ok(out)
 }
@@ -126,8 +142,18 @@ fn io_error(reason: String) -> std::io::Error {
     std::io::Error::other(reason)
 }
 
+/// openraft's name for a call that got no answer.
+pub(crate) fn rpc_error<C: openraft::RaftTypeConfig>(error: TransportError) -> RPCError<C> {
+    match error {
+        TransportError::Unreachable(reason) => {
+            RPCError::Unreachable(Unreachable::new(&io_error(reason)))
+        }
+        TransportError::Failed(reason) => RPCError::Network(NetworkError::new(&io_error(reason))),
+    }
+}
+
 /// The answer's value, or the reason the remote refused.
-fn decode_answer<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+pub(crate) fn decode_answer<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     match bytes.split_first() {
         Some((&ANSWER_OK, body)) => postcard::from_bytes(body)
             .map_err(|error| format!("a malformed answer from the peer: {error}")),
@@ -139,12 +165,12 @@ fn decode_answer<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Stri
     }
 }
 
-fn answer_ok<T: serde::Serialize>(value: &T) -> Vec<u8> {
+pub(crate) fn answer_ok<T: serde::Serialize>(value: &T) -> Vec<u8> {
     encode(ANSWER_OK, value)
         .unwrap_or_else(|error| answer_refused(&format!("cannot encode the answer: {error}")))
 }
 
-fn answer_refused(reason: &str) -> Vec<u8> {
+pub(crate) fn answer_refused(reason: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(reason.len() + 1);
     out.push(ANSWER_REFUSED);
     out.extend_from_slice(reason.as_bytes());
@@ -319,14 +345,7 @@ impl<T: Transport, C: PartitionTypes> Connection<T, C> {
             .transport
             .call(self.target, self.channel, body, option.hard_ttl())
             .await
-            .map_err(|error| match error {
-                TransportError::Unreachable(reason) => {
-                    RPCError::Unreachable(Unreachable::new(&io_error(reason)))
-                }
-                TransportError::Failed(reason) => {
-                    RPCError::Network(NetworkError::new(&io_error(reason)))
-                }
-            })?;
+            .map_err(rpc_error)?;
         decode_answer(&bytes)
             .map_err(|reason| RPCError::Network(NetworkError::new(&io_error(reason))))
     }
@@ -341,6 +360,31 @@ impl<T: Transport, C: PartitionTypes> RaftNetworkV2<C> for Connection<T, C> {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<C>, RPCError<C>> {
         self.call(APPEND_ENTRIES, &rpc, &option).await
+    }
+
+    /// Pipelined: up to `crate::pipeline::DEPTH` requests out at once.
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> openraft::base::BoxFuture<
+        's,
+        Result<
+            openraft::base::BoxStream<'s, Result<StreamAppendResult<C>, RPCError<C>>>,
+            RPCError<C>,
+        >,
+    >
+    where
+        S: futures_util::Stream<Item = AppendEntriesRequest<C>> + Unpin + 'static,
+    {
+        let stream = crate::pipeline::stream(
+            self.transport.clone(),
+            self.target,
+            self.channel,
+            input,
+            option,
+        );
+        Box::pin(async move { Ok(stream) })
     }
 
     async fn vote(
@@ -439,6 +483,15 @@ where
             },
             Err(error) => malformed(error),
         },
+        APPEND_STREAM => {
+            let Some((stream, seq, request)) = crate::pipeline::split_header(body) else {
+                return answer_refused("a malformed call: a stream's call without its place");
+            };
+            match postcard::from_bytes::<AppendEntriesRequest<C>>(request) {
+                Ok(rpc) => crate::pipeline::receive(raft, stream, seq, rpc).await,
+                Err(error) => malformed(error),
+            }
+        }
         VOTE => match postcard::from_bytes::<VoteRequest<C>>(body) {
             Ok(rpc) if let Some(reason) = refused(&rpc) => answer_refused(&reason),
             Ok(rpc) => match raft.vote(rpc).await {

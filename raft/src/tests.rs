@@ -483,6 +483,21 @@ struct InProcess {
     applied: Rc<std::cell::RefCell<std::collections::BTreeMap<u64, Rc<Applied>>>>,
     /// The member whose calls are served but whose answers are lost.
     lose_answers_of: Rc<std::cell::Cell<Option<u64>>>,
+    /// Pipelined appends (`crate::pipeline`) are held this long before
+    /// they are served, the odd calls of a stream less than the even ones
+    /// so that each overtakes the one before it; zero: served at once.
+    stream_delay: Rc<std::cell::Cell<std::time::Duration>>,
+    /// Per (caller, target): pipelined appends out now, the most out at
+    /// once, and how many were served before a call made before them.
+    streams: Rc<std::cell::RefCell<std::collections::BTreeMap<(u64, u64), StreamCalls>>>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct StreamCalls {
+    out: u32,
+    most_out: u32,
+    overtaken: u32,
+    last_seq: Option<(u64, u64)>,
 }
 
 type BackendRaft = openraft::Raft<PartitionRaft, StateMachine>;
@@ -505,9 +520,36 @@ impl crate::network::Transport for InProcess {
                 self.from
             )));
         }
+        let place = body
+            .split_first()
+            .filter(|(kind, _)| **kind == crate::network::APPEND_STREAM)
+            .and_then(|(_, rest)| crate::pipeline::split_header(rest))
+            .map(|(stream, seq, _)| (stream, seq));
+        if let Some((stream, seq)) = place {
+            let key = (self.from, target);
+            {
+                let mut streams = self.streams.borrow_mut();
+                let calls = streams.entry(key).or_default();
+                calls.out += 1;
+                calls.most_out = calls.most_out.max(calls.out);
+            }
+            let delay = self.stream_delay.get();
+            if !delay.is_zero() {
+                monoio::time::sleep(if seq % 2 == 0 { delay } else { delay / 4 }).await;
+            }
+            let mut streams = self.streams.borrow_mut();
+            let calls = streams.entry(key).or_default();
+            if calls
+                .last_seq
+                .is_some_and(|(last_stream, last)| last_stream == stream && last > seq)
+            {
+                calls.overtaken += 1;
+            }
+            calls.last_seq = Some((stream, seq));
+        }
         let raft = self.nodes.borrow().get(&target).cloned();
         let applied = self.applied.borrow().get(&target).cloned();
-        match raft {
+        let answer = match raft {
             Some(raft) => {
                 let answer =
                     crate::network::serve(&raft, applied.as_deref().map(|a| &a.replays), &body)
@@ -522,7 +564,13 @@ impl crate::network::Transport for InProcess {
             None => Err(crate::network::TransportError::Unreachable(format!(
                 "node {target} is down"
             ))),
+        };
+        if place.is_some()
+            && let Some(calls) = self.streams.borrow_mut().get_mut(&(self.from, target))
+        {
+            calls.out -= 1;
         }
+        answer
     }
 }
 
@@ -816,6 +864,7 @@ fn a_vote_truncation_or_purge_waits_for_the_appends_before_it() {
     });
 }
 
+mod pipeline;
 mod replay;
 
 // Proves a proposal's bytes, now encoded as one byte string, are the same

@@ -37,7 +37,7 @@ pub(super) async fn three_members(
 
 /// Waits until every member in `members` has applied messages up to
 /// `next`.
-async fn all_applied(members: &[&Rc<Applied>], next: u64) {
+pub(super) async fn all_applied(members: &[&Rc<Applied>], next: u64) {
     for applied in members {
         for _ in 0..250 {
             if applied.committed_next_offset.get() == next {
