@@ -29,7 +29,10 @@ async fn open(node: &Node) {
     .expect("open");
 }
 
-async fn change(node: &Node, change: MemberChange) -> Result<MemberOutcome, MemberError> {
+pub(super) async fn change(
+    node: &Node,
+    change: MemberChange,
+) -> Result<MemberOutcome, MemberError> {
     let (reply, answer) = flume::bounded(1);
     node.cluster.change_members(
         KEY.storage_id,
@@ -60,7 +63,7 @@ fn voters_at(node: &Node) -> Vec<u64> {
 
 /// Node 4 added, with its card (replication address, client address,
 /// name).
-fn add_four() -> MemberChange {
+pub(super) fn add_four() -> MemberChange {
     let card = NodeCard {
         replication: "node-4".into(),
         address: Some("127.0.0.1:4".into()),

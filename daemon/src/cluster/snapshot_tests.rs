@@ -4,13 +4,16 @@
 //! the deleted messages; a follower that was cut off while its leader
 //! deleted is sent that snapshot, starts its log again at the snapshot's
 //! offset, holds the consumer offsets stored meanwhile, and then every
-//! message acknowledged after it; and a node restarted after its log was
-//! purged starts from the snapshot of its purge point.
+//! message acknowledged after it; a node restarted after its log was
+//! purged starts from the snapshot of its purge point; and a node added
+//! after the purge (`add-node`) is sent the snapshot too.
 
+use super::members_tests::{add_four, change};
 use super::offsets_tests::{serves, store};
 use super::tests::*;
 use crate::shard::op::{PartitionOp, PartitionReport};
 use crate::shard::partition::{Durability, PartitionSettings};
+use iggyd_raft::membership::MemberOutcome;
 use iggyd_storage::PartitionStats;
 use std::time::Duration;
 
@@ -165,6 +168,79 @@ fn a_follower_behind_retention_installs_the_snapshot_and_goes_on() {
         let restarted_first = stats(&nodes[0]).await.first_offset;
         holds(&nodes[0], restarted_first, next).await;
         serves(&nodes[0], 42).await;
+        for node in &nodes {
+            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
+                raft.shutdown().await.expect("shutdown");
+            }
+        }
+    });
+}
+
+// Proves a node added after retention purged the group's log starts from
+// the snapshot: nodes 1 to 3 take 40 batches and a stored consumer
+// offset, and delete their oldest segments; node 4 joins (`add-node`,
+// asked of a follower): the leader no longer holds the entries before
+// its purge point, so node 4 is sent the snapshot, starts where the
+// leader's messages do, serves the stored offset, and takes what comes
+// next as a voter.
+#[test]
+fn a_node_added_after_retention_purged_the_log_is_sent_the_snapshot() {
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let mut nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
+        for node in &nodes {
+            open(node).await;
+        }
+        let three: Vec<&Node> = nodes.iter().collect();
+        let mut next = 0;
+        for round in 0..40u8 {
+            let ack = append(&three, 10, round).await;
+            assert_eq!(ack.base_offset, next, "dense offsets");
+            next = ack.last_offset + 1;
+            if round == 5 {
+                // Stored at the leader (the others refuse), long before
+                // the point retention purges through.
+                let mut stored = false;
+                for node in &three {
+                    if store(node, 42).await.is_ok() {
+                        stored = true;
+                        break;
+                    }
+                }
+                assert!(stored, "offset 42 stored");
+            }
+        }
+        for node in &three {
+            let first = retained(node, 1).await;
+            assert!(first > 10, "node {} deleted only {first}", node.id);
+        }
+        let leader = leader_of(&three).expect("a leader");
+        let leader_first = stats(&nodes[(leader - 1) as usize]).await.first_offset;
+        for node in &three {
+            serves(node, 42).await;
+        }
+
+        nodes.push(start_joining_node(4, &transport));
+        open(&nodes[3]).await;
+        let follower = nodes
+            .iter()
+            .take(3)
+            .find(|node| node.id != leader)
+            .expect("a follower");
+        assert_eq!(
+            change(follower, add_four()).await,
+            Ok(MemberOutcome::Changed {
+                voters: vec![1, 2, 3, 4]
+            })
+        );
+        holds(&nodes[3], leader_first, next).await;
+        serves(&nodes[3], 42).await;
+
+        let everyone: Vec<&Node> = nodes.iter().collect();
+        let ack = append(&everyone, 3, b'z').await;
+        assert_eq!(ack.base_offset, next);
+        next = ack.last_offset + 1;
+        holds(&nodes[3], leader_first, next).await;
         for node in &nodes {
             if let Some(raft) = node.cluster.raft(KEY.storage_id) {
                 raft.shutdown().await.expect("shutdown");
