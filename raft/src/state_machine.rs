@@ -275,6 +275,29 @@ impl<C: PartitionTypes> StateMachine<C> {
         }
     }
 
+    /// A restarted group's state machine: starting from the snapshot of
+    /// its log's purge point when there is one (with the membership stored
+    /// for it), empty otherwise.
+    pub fn at_purge_point(
+        applied: Rc<Applied>,
+        purged: Option<&iggyd_storage::raft::PurgePoint>,
+    ) -> StateMachine<C> {
+        let seed = purged.and_then(|purged| {
+            let membership = crate::codec::decode_membership(purged.membership.as_deref()?)?;
+            let point = SnapshotPoint {
+                index: purged.index,
+                term: purged.term,
+                next_offset: purged.next_offset,
+            };
+            let at = LogId::new_term_index(purged.term, purged.index);
+            Some((point, StoredMembershipOf::<C>::new(Some(at), membership)))
+        });
+        match seed {
+            Some((point, membership)) => StateMachine::with_snapshot(applied, point, membership),
+            None => StateMachine::new(applied),
+        }
+    }
+
     /// A state machine whose current snapshot is `point` with
     /// `membership` (a restarted group's log purged through it): openraft
     /// installs it first, then applies the entries after it.

@@ -33,17 +33,13 @@ mod snapshot_tests;
 mod tests;
 
 use crate::shard::partition::PartitionKey;
-use crate::shard::replica::{
-    Group, RaftOp, RaftQueue, Replication, ReplicationCounters, SnapshotSeed,
-};
+use crate::shard::replica::{Group, RaftOp, RaftQueue, Replication, ReplicationCounters};
 use backend::PumpBackend;
 use group::{GroupRaft, PartitionGroup};
-use iggyd_raft::PartitionRaft;
 use iggyd_raft::backend::BackendLogStore;
 use iggyd_raft::network::{Network, Transport, no_such_group, serve, serve_guarded};
 use iggyd_raft::state_machine::StateMachine;
 use metadata::{ApplyMetadata, METADATA_CHANNEL, METADATA_KEY, MetadataGroup};
-use openraft::alias::StoredMembershipOf;
 use openraft::impls::BasicNode;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -523,7 +519,7 @@ impl<T: Transport> Replication for ShardCluster<T> {
         key: PartitionKey,
         queue: RaftQueue,
         first_offset: u64,
-        snapshot: Option<SnapshotSeed>,
+        snapshot: Option<iggyd_storage::raft::PurgePoint>,
     ) -> Rc<dyn Group> {
         if key == METADATA_KEY {
             return self.start_metadata_group(queue);
@@ -602,19 +598,7 @@ impl<T: Transport> Replication for ShardCluster<T> {
         let voters = settings.new_group_voters();
         let config = self.quiet_raft.clone();
         monoio::spawn(async move {
-            let machine = match snapshot.and_then(|seed| {
-                let membership = iggyd_raft::codec::decode_membership(&seed.membership)?;
-                let at = openraft::LogId::new_term_index(seed.point.term, seed.point.index);
-                Some((
-                    seed.point,
-                    StoredMembershipOf::<PartitionRaft>::new(Some(at), membership),
-                ))
-            }) {
-                Some((point, membership)) => {
-                    StateMachine::with_snapshot(starting.applied(), point, membership)
-                }
-                None => StateMachine::new(starting.applied()),
-            };
+            let machine = StateMachine::at_purge_point(starting.applied(), snapshot.as_ref());
             let what = key.to_string();
             if let Some(raft) =
                 start_raft(&settings, config, voters, network, store, machine, &what).await

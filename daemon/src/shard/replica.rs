@@ -281,14 +281,6 @@ pub trait Group {
 /// Where a group's snapshot is (`iggyd_raft::state_machine`).
 pub use iggyd_raft::state_machine::SnapshotPoint;
 
-/// A restarted group's snapshot: its log's purge point and the membership
-/// stored for it (encoded).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SnapshotSeed {
-    pub point: SnapshotPoint,
-    pub membership: Vec<u8>,
-}
-
 /// The replication above a shard (implemented by `cluster`).
 pub trait Replication {
     /// Whether `key`'s partition is replicated (its pump opens its Raft
@@ -298,13 +290,13 @@ pub trait Replication {
     /// store reaches the pump through `queue`; `first_offset` is where its
     /// messages start (nothing is committed below it). Must not wait for
     /// the pump.
-    /// `snapshot` is the group's snapshot when its log was purged.
+    /// `snapshot` is its log's purge point, where its snapshot is.
     fn start_group(
         &self,
         key: PartitionKey,
         queue: RaftQueue,
         first_offset: u64,
-        snapshot: Option<SnapshotSeed>,
+        snapshot: Option<iggyd_storage::raft::PurgePoint>,
     ) -> Rc<dyn Group>;
     /// A node-to-node call for group `channel`, which this shard owns;
     /// `reply` gets the answer's bytes.

@@ -28,10 +28,9 @@ use super::network::{SimNet, SimTransport};
 use super::runtime::{cancel_group, new_group, spawn_in};
 use super::{SimGroup, SimRaft};
 use crate::backend::{BackendLogStore, BackendState, FlushedCallback, LogBackend};
-use crate::codec::decode_membership;
 use crate::log_store::LogStore;
 use crate::network::Network;
-use crate::state_machine::{Applied, SnapshotPoint, StateMachine};
+use crate::state_machine::{Applied, StateMachine};
 use futures_util::lock::Mutex;
 use iggyd_storage::BufferPool;
 use iggyd_storage::io::Access;
@@ -149,41 +148,14 @@ impl Node {
             log.finish_restart(&mut *trash.lock().await)
                 .await
                 .unwrap_or_else(|error| panic!("node {id}: the restart does not finish: {error}"));
-            let seed = match log.purged() {
-                Some((index, term)) => {
-                    let next_offset = log
-                        .messages_end_through(index)
-                        .await
-                        .unwrap_or_else(|error| panic!("node {id}: {error}"));
-                    log.files()
-                        .membership_through(index)
-                        .and_then(|config| decode_membership(&config.payload))
-                        .map(|membership| {
-                            let at = crate::LogId::new_term_index(term, index);
-                            (
-                                SnapshotPoint {
-                                    index,
-                                    term,
-                                    next_offset,
-                                },
-                                openraft::alias::StoredMembershipOf::<SimRaft>::new(
-                                    Some(at),
-                                    membership,
-                                ),
-                            )
-                        })
-                }
-                None => None,
-            };
+            let purged = log
+                .purge_point()
+                .await
+                .unwrap_or_else(|error| panic!("node {id}: {error}"));
             let shared = LogStore::<SimIo, SimRaft>::new(log);
             let log = shared.log();
             let applied = Rc::new(Applied::default());
-            let machine = match seed {
-                Some((point, membership)) => {
-                    StateMachine::<SimRaft>::with_snapshot(applied.clone(), point, membership)
-                }
-                None => StateMachine::<SimRaft>::new(applied.clone()),
-            };
+            let machine = StateMachine::<SimRaft>::at_purge_point(applied.clone(), purged.as_ref());
             let (group, backend) = match store {
                 StoreKind::Shared => (
                     SimGroup::new(id, config, network, shared, machine).await,

@@ -99,6 +99,19 @@ pub struct RaftRecovery {
     pub messages_cut: u64,
 }
 
+/// A Raft log's purge point as a restarted group needs it
+/// ([`RaftFiles::purge_point`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgePoint {
+    pub index: u64,
+    pub term: u64,
+    /// Where the messages of the entries through `index` end.
+    pub next_offset: u64,
+    /// The membership stored for entry `index` (encoded as the group
+    /// stores configurations), if any.
+    pub membership: Option<Vec<u8>>,
+}
+
 /// A partition's Raft files beside its segment log: the entry table, the
 /// membership configurations and the state file. The segment log itself is
 /// passed to each call, so that its owner (the pump, which serves polls
@@ -670,6 +683,27 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
             .then_some(self.state.purged_next_offset)
     }
 
+    /// Where a group restarted on this log starts: its purge point (index
+    /// and term), where the messages through it end (the first offset the
+    /// log may hold) and the membership stored for it (the snapshot the
+    /// group starts from); `None` when nothing was purged.
+    pub async fn purge_point(
+        &self,
+        log: &PartitionLog<I>,
+    ) -> Result<Option<PurgePoint>, StorageError> {
+        let Some((index, term)) = self.purged() else {
+            return Ok(None);
+        };
+        Ok(Some(PurgePoint {
+            index,
+            term,
+            next_offset: self.messages_end_through(log, index).await?,
+            membership: self
+                .membership_through(index)
+                .map(|config| config.payload.clone()),
+        }))
+    }
+
     /// The membership configuration in force at entry `index`: the last
     /// one stored at or before it.
     pub fn membership_through(&self, index: u64) -> Option<&StoredConfig> {
@@ -872,6 +906,11 @@ impl<I: StorageIo + Clone> RaftLog<I> {
     /// `index`.
     pub async fn messages_end_through(&self, index: u64) -> Result<u64, StorageError> {
         self.files.messages_end_through(&self.log, index).await
+    }
+
+    /// [`RaftFiles::purge_point`] of this log.
+    pub async fn purge_point(&self) -> Result<Option<PurgePoint>, StorageError> {
+        self.files.purge_point(&self.log).await
     }
 
     /// Drops every entry after `keep` (all for `None`).

@@ -17,9 +17,7 @@
 use super::entry_cache::EntryCache;
 use super::*;
 use crate::shard::partition::Replica;
-use crate::shard::replica::{
-    Group, RaftLogState, RaftOp, Replication, SnapshotPoint, SnapshotSeed,
-};
+use crate::shard::replica::{Group, RaftLogState, RaftOp, Replication};
 use iggyd_raft::offsets::OffsetWrite;
 use iggyd_storage::raft::{EntryBody, RaftFiles, StoredBody, StoredEntry};
 
@@ -71,22 +69,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         }
         // Messages start after what is purged (their entries are gone),
         // and the group's snapshot is there.
-        let (first_offset, snapshot) = match files.purged() {
-            Some((index, term)) => {
-                let next_offset = files.messages_end_through(log, index).await?;
-                let seed = files.membership_through(index).map(|config| SnapshotSeed {
-                    point: SnapshotPoint {
-                        index,
-                        term,
-                        next_offset,
-                    },
-                    membership: config.payload.clone(),
-                });
-                (next_offset, seed)
-            }
-            None => (log.first_offset(), None),
-        };
-        let group = replication.start_group(key, self.raft_queue.clone(), first_offset, snapshot);
+        let purged = files.purge_point(log).await?;
+        let first_offset = purged
+            .as_ref()
+            .map_or(log.first_offset(), |purged| purged.next_offset);
+        let group = replication.start_group(key, self.raft_queue.clone(), first_offset, purged);
         Ok(Some(Replica { files, group }))
     }
 
