@@ -142,6 +142,73 @@ fn io_error(reason: String) -> std::io::Error {
     std::io::Error::other(reason)
 }
 
+thread_local! {
+    /// The call being decoded by [`decode_shared`]: byte strings inside it
+    /// are shared from it rather than copied.
+    static DECODING: std::cell::RefCell<Option<bytes::Bytes>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Decodes `body` (postcard), with every batch in it sharing `body`'s
+/// buffer ([`shared_bytes`]): an AppendEntries call carries megabytes of
+/// batches, and copying each out of the call was a tenth of a follower's
+/// copying.
+pub(crate) fn decode_shared<T: serde::de::DeserializeOwned>(
+    body: &bytes::Bytes,
+) -> Result<T, postcard::Error> {
+    DECODING.with(|decoding| *decoding.borrow_mut() = Some(body.clone()));
+    let decoded = postcard::from_bytes(body);
+    DECODING.with(|decoding| *decoding.borrow_mut() = None);
+    decoded
+}
+
+/// A byte string as `Bytes`: a slice of the call [`decode_shared`] is
+/// decoding when the bytes lie inside it, a copy otherwise.
+pub(crate) fn shared_bytes<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<bytes::Bytes, D::Error> {
+    struct Shared;
+    impl<'de> serde::de::Visitor<'de> for Shared {
+        type Value = bytes::Bytes;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a byte string")
+        }
+
+        fn visit_borrowed_bytes<E>(self, bytes: &'de [u8]) -> Result<bytes::Bytes, E> {
+            let shared = DECODING.with(|decoding| {
+                decoding.borrow().as_ref().and_then(|call| {
+                    let start = call.as_ptr() as usize;
+                    let inner = bytes.as_ptr() as usize;
+                    (inner >= start && inner + bytes.len() <= start + call.len())
+                        .then(|| call.slice_ref(bytes))
+                })
+            });
+            Ok(shared.unwrap_or_else(|| bytes::Bytes::copy_from_slice(bytes)))
+        }
+
+        fn visit_bytes<E>(self, bytes: &[u8]) -> Result<bytes::Bytes, E> {
+            Ok(bytes::Bytes::copy_from_slice(bytes))
+        }
+
+        fn visit_byte_buf<E>(self, bytes: Vec<u8>) -> Result<bytes::Bytes, E> {
+            Ok(bytes::Bytes::from(bytes))
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<bytes::Bytes, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
+            while let Some(byte) = seq.next_element::<u8>()? {
+                out.push(byte);
+            }
+            Ok(bytes::Bytes::from(out))
+        }
+    }
+    deserializer.deserialize_bytes(Shared)
+}
+
 /// openraft's name for a call that got no answer.
 pub(crate) fn rpc_error<C: openraft::RaftTypeConfig>(error: TransportError) -> RPCError<C> {
     match error {
@@ -443,7 +510,11 @@ pub type VoteGuard<'a> = &'a dyn Fn(u64) -> Option<String>;
 /// encodes its answer. Never fails: a refusal is an answer too. A
 /// partition group's `replays` let forwarded proposals resolve resends
 /// (`crate::replay`); a group without them refuses forwarded proposals.
-pub async fn serve<SM, C>(raft: &Raft<SM, C>, replays: Option<&Replays>, body: &[u8]) -> Vec<u8>
+pub async fn serve<SM, C>(
+    raft: &Raft<SM, C>,
+    replays: Option<&Replays>,
+    body: bytes::Bytes,
+) -> Vec<u8>
 where
     C: PartitionTypes,
     SM: openraft::storage::RaftStateMachine<C, SnapshotData = std::io::Cursor<Vec<u8>>>,
@@ -457,7 +528,7 @@ pub async fn serve_guarded<SM, C>(
     raft: &Raft<SM, C>,
     replays: Option<&Replays>,
     guard: Option<VoteGuard<'_>>,
-    body: &[u8],
+    call: bytes::Bytes,
 ) -> Vec<u8>
 where
     C: PartitionTypes,
@@ -469,14 +540,16 @@ where
         }
         guard.and_then(|guard| guard(rpc.vote.leader_id().voted_for))
     };
-    let Some((&kind, body)) = body.split_first() else {
+    let Some((&kind, body)) = call.split_first() else {
         return answer_refused("an empty call");
     };
+    // The call after its kind, sharing the call's buffer.
+    let shared = || call.slice(1..);
     fn malformed(error: postcard::Error) -> Vec<u8> {
         answer_refused(&format!("a malformed call: {error}"))
     }
     match kind {
-        APPEND_ENTRIES => match postcard::from_bytes::<AppendEntriesRequest<C>>(body) {
+        APPEND_ENTRIES => match decode_shared::<AppendEntriesRequest<C>>(&shared()) {
             Ok(rpc) => match raft.append_entries(rpc).await {
                 Ok(response) => answer_ok(&response),
                 Err(error) => answer_refused(&error.to_string()),
@@ -484,10 +557,11 @@ where
             Err(error) => malformed(error),
         },
         APPEND_STREAM => {
-            let Some((stream, seq, request)) = crate::pipeline::split_header(body) else {
+            let Some((stream, seq, _)) = crate::pipeline::split_header(body) else {
                 return answer_refused("a malformed call: a stream's call without its place");
             };
-            match postcard::from_bytes::<AppendEntriesRequest<C>>(request) {
+            let request = shared().slice(crate::pipeline::HEADER_BYTES..);
+            match decode_shared::<AppendEntriesRequest<C>>(&request) {
                 Ok(rpc) => crate::pipeline::receive(raft, stream, seq, rpc).await,
                 Err(error) => malformed(error),
             }

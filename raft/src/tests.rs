@@ -551,9 +551,12 @@ impl crate::network::Transport for InProcess {
         let applied = self.applied.borrow().get(&target).cloned();
         let answer = match raft {
             Some(raft) => {
-                let answer =
-                    crate::network::serve(&raft, applied.as_deref().map(|a| &a.replays), &body)
-                        .await;
+                let answer = crate::network::serve(
+                    &raft,
+                    applied.as_deref().map(|a| &a.replays),
+                    body.into(),
+                )
+                .await;
                 if self.lose_answers_of.get() == Some(self.from) {
                     return Err(crate::network::TransportError::Failed(
                         "the answer was lost".to_string(),

@@ -626,7 +626,7 @@ impl<T: Transport> Replication for ShardCluster<T> {
                 return;
             };
             monoio::spawn(async move {
-                let answer = serve(&raft, None, &body).await;
+                let answer = serve(&raft, None, body.into()).await;
                 let _ = reply.send(answer);
             });
             return;
@@ -656,7 +656,8 @@ impl<T: Transport> Replication for ShardCluster<T> {
                 }
                 Some(reason)
             };
-            let answer = serve_guarded(&raft, Some(&applied.replays), Some(&guard), &body).await;
+            let answer =
+                serve_guarded(&raft, Some(&applied.replays), Some(&guard), body.into()).await;
             let _ = reply.send(answer);
         });
     }

@@ -164,7 +164,7 @@ impl SimNet {
                 sleep(late).await;
                 if let Some(group) = network.reachable(from, to) {
                     network.count(|stats| stats.delivered += 1);
-                    let _ = serve(&group, None, &copy).await;
+                    let _ = serve(&group, None, copy.into()).await;
                 }
             });
         }
@@ -187,7 +187,7 @@ impl SimNet {
         self.count(|stats| stats.delivered += 1);
         // A target whose disk stalls answers late or never: the caller
         // times out, as over a real connection.
-        let Ok(answer) = timeout(ttl, serve(&group, None, &body)).await else {
+        let Ok(answer) = timeout(ttl, serve(&group, None, body.into())).await else {
             return Err(TransportError::Failed(format!(
                 "node {to} did not answer node {from} in time"
             )));

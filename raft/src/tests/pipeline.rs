@@ -1,7 +1,8 @@
 //! Pipelined replication (`crate::pipeline`) between three in-process
 //! members: a leader keeps several appends out to a follower, the
 //! follower hands them to openraft in their stream's order although they
-//! arrive out of it, and every replica ends with the same messages.
+//! arrive out of it, and every replica ends with the same messages; and
+//! an append call is decoded without copying its batches.
 
 use super::replay::{all_applied, three_members};
 use super::*;
@@ -130,7 +131,7 @@ fn a_follower_refuses_a_call_out_of_turn_and_a_duplicate() {
         };
         // Call 1 of a stream whose call 0 never comes.
         let started = std::time::Instant::now();
-        let answer = crate::network::serve(&follower, None, &call(1)).await;
+        let answer = crate::network::serve(&follower, None, call(1).into()).await;
         assert_eq!(answer.first(), Some(&1), "refused");
         assert!(started.elapsed() >= crate::pipeline::TURN_WAIT);
         assert!(
@@ -139,18 +140,68 @@ fn a_follower_refuses_a_call_out_of_turn_and_a_duplicate() {
             String::from_utf8_lossy(&answer[1..])
         );
         // Call 0 is handed over; a second copy of it is a duplicate.
-        let answer = crate::network::serve(&follower, None, &call(0)).await;
+        let answer = crate::network::serve(&follower, None, call(0).into()).await;
         assert_eq!(answer.first(), Some(&0), "served");
-        let answer = crate::network::serve(&follower, None, &call(0)).await;
+        let answer = crate::network::serve(&follower, None, call(0).into()).await;
         assert_eq!(answer.first(), Some(&1), "refused");
         assert!(String::from_utf8_lossy(&answer[1..]).contains("duplicate"));
         // A call without its place in a stream is malformed.
-        let answer =
-            crate::network::serve(&follower, None, &[crate::network::APPEND_STREAM, 1, 2]).await;
+        let answer = crate::network::serve(
+            &follower,
+            None,
+            vec![crate::network::APPEND_STREAM, 1, 2].into(),
+        )
+        .await;
         assert_eq!(answer.first(), Some(&1), "refused");
         assert_eq!(follower.metrics().borrow_watched().last_log_index, last);
         for raft in &rafts {
             raft.shutdown().await.expect("shutdown");
         }
     });
+}
+
+// Proves an AppendEntries call is decoded without copying its batches: a
+// batch decoded by `decode_shared` lies inside the call's buffer and
+// equals the one encoded, a plain decode copies, and every truncation of
+// the call is refused, never a panic.
+#[test]
+fn a_decoded_call_shares_its_batches_with_the_call() {
+    let entry = crate::Entry {
+        log_id: openraft::LogId::new_term_index(1, 5),
+        payload: openraft::EntryPayload::Normal(proposal(0, 3)),
+    };
+    let request = AppendEntriesRequest::<PartitionRaft> {
+        vote: crate::Vote::new(1, 1),
+        prev_log_id: None,
+        leader_commit: None,
+        entries: vec![entry.clone(), entry],
+    };
+    let call = bytes::Bytes::from(postcard::to_allocvec(&request).expect("encode"));
+    let inside = |bytes: &bytes::Bytes| {
+        let start = call.as_ptr() as usize;
+        let at = bytes.as_ptr() as usize;
+        at >= start && at + bytes.len() <= start + call.len()
+    };
+    let batch = |request: &AppendEntriesRequest<PartitionRaft>, index: usize| {
+        match &request.entries[index].payload {
+            openraft::EntryPayload::Normal(Proposal::Batch(bytes)) => bytes.clone(),
+            other => panic!("a batch: {other:?}"),
+        }
+    };
+    let decoded: AppendEntriesRequest<PartitionRaft> =
+        crate::network::decode_shared(&call).expect("decode");
+    assert_eq!(decoded.entries, request.entries);
+    assert!(inside(&batch(&decoded, 0)) && inside(&batch(&decoded, 1)));
+    let copied: AppendEntriesRequest<PartitionRaft> =
+        postcard::from_bytes(&call).expect("decode");
+    assert_eq!(copied.entries, request.entries);
+    assert!(!inside(&batch(&copied, 0)));
+    for cut in 0..call.len() {
+        assert!(
+            crate::network::decode_shared::<AppendEntriesRequest<PartitionRaft>>(&call.slice(..cut))
+                .is_err(),
+            "a call cut at {cut} of {}",
+            call.len()
+        );
+    }
 }
