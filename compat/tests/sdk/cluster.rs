@@ -807,6 +807,107 @@ async fn auto_commit_polls_and_offset_writes_take_the_routed_path_on_a_cluster()
     );
 }
 
+/// The node leading the partition group of `STREAM`/`TOPIC` (every node
+/// up and agreeing).
+fn partition_leader(cluster: &Cluster) -> u64 {
+    crate::cluster_admin::agreed_groups(cluster, 2)
+        .iter()
+        .find(|(group, _)| *group != iggyd_admin_api::cluster::METADATA_GROUP)
+        .map(|(_, leader)| *leader)
+        .expect("the partition's group")
+}
+
+/// `consumer`'s stored offset of partition 0, asked until a node answers
+/// (a failover in progress answers errors for a while).
+async fn stored_offset_after_failover(client: &IggyClient, consumer: &Consumer) -> Option<u64> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match client
+            .get_consumer_offset(consumer, &named(STREAM), &named(TOPIC), Some(0))
+            .await
+        {
+            Ok(stored) => return stored.map(|stored| stored.stored_offset),
+            Err(error) => {
+                assert!(Instant::now() < deadline, "no offset within 60 s: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+// Proves stored consumer offsets survive the loss of the partition's
+// leader, twice, with the official SDK: a standalone consumer's
+// auto-committed polls and an explicit offset write are acknowledged, the
+// node leading the partition's Raft group is SIGKILLed, and whichever node
+// leads next serves the stored offset unchanged; the consumer's next
+// auto-commit poll continues right after it (an offset that went back
+// would serve messages again). The killed node restarts, the new leader is
+// killed in turn, and the same holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_consumer_offsets_survive_the_loss_of_the_partitions_leader() {
+    let mut cluster = Cluster::start();
+    let client = leader_client_with_topic(&cluster).await;
+    send_to(&client, STREAM, TOPIC, 0, messages("m", 0, 40)).await;
+    let reader = Consumer::new(named("reader"));
+    assert_eq!(
+        poll_next(&client, &reader, 4).await,
+        ["m-0", "m-1", "m-2", "m-3"]
+    );
+    client
+        .store_consumer_offset(&reader, &named(STREAM), &named(TOPIC), Some(0), 12)
+        .await
+        .expect("an offset write");
+    let mut stored = 12;
+    let mut killed: Option<u64> = None;
+    for round in 0..2 {
+        if let Some(down) = killed.take() {
+            cluster.node(down).restart();
+        }
+        let leader = partition_leader(&cluster);
+        cluster.node(leader).kill();
+        killed = Some(leader);
+        assert_eq!(
+            stored_offset_after_failover(&client, &reader).await,
+            Some(stored),
+            "round {round}: the offset stored before node {leader} was killed"
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let next = loop {
+            match client
+                .poll_messages(
+                    &named(STREAM),
+                    &named(TOPIC),
+                    Some(0),
+                    &reader,
+                    &PollingStrategy::next(),
+                    4,
+                    true,
+                )
+                .await
+            {
+                Ok(polled) => break payloads(&polled),
+                Err(error) => {
+                    assert!(Instant::now() < deadline, "no poll within 60 s: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        };
+        let want: Vec<String> = (stored + 1..stored + 5)
+            .map(|at| format!("m-{at}"))
+            .collect();
+        assert_eq!(
+            next, want,
+            "round {round}: the poll after node {leader} was killed"
+        );
+        stored += 4;
+        assert_eq!(
+            stored_offset_after_failover(&client, &reader).await,
+            Some(stored),
+            "round {round}: the poll's auto-commit"
+        );
+    }
+}
+
 // Measures (prints, asserts nothing about time) how long a leader's loss
 // keeps producers waiting with the default timing: KILLS times, the leader
 // of the partition's group (`iggyd cluster status` on every node) is

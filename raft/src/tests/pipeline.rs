@@ -182,24 +182,26 @@ fn a_decoded_call_shares_its_batches_with_the_call() {
         let at = bytes.as_ptr() as usize;
         at >= start && at + bytes.len() <= start + call.len()
     };
-    let batch = |request: &AppendEntriesRequest<PartitionRaft>, index: usize| {
-        match &request.entries[index].payload {
-            openraft::EntryPayload::Normal(Proposal::Batch(bytes)) => bytes.clone(),
-            other => panic!("a batch: {other:?}"),
-        }
+    let batch = |request: &AppendEntriesRequest<PartitionRaft>, index: usize| match &request.entries
+        [index]
+        .payload
+    {
+        openraft::EntryPayload::Normal(Proposal::Batch(bytes)) => bytes.clone(),
+        other => panic!("a batch: {other:?}"),
     };
     let decoded: AppendEntriesRequest<PartitionRaft> =
         crate::network::decode_shared(&call).expect("decode");
     assert_eq!(decoded.entries, request.entries);
     assert!(inside(&batch(&decoded, 0)) && inside(&batch(&decoded, 1)));
-    let copied: AppendEntriesRequest<PartitionRaft> =
-        postcard::from_bytes(&call).expect("decode");
+    let copied: AppendEntriesRequest<PartitionRaft> = postcard::from_bytes(&call).expect("decode");
     assert_eq!(copied.entries, request.entries);
     assert!(!inside(&batch(&copied, 0)));
     for cut in 0..call.len() {
         assert!(
-            crate::network::decode_shared::<AppendEntriesRequest<PartitionRaft>>(&call.slice(..cut))
-                .is_err(),
+            crate::network::decode_shared::<AppendEntriesRequest<PartitionRaft>>(
+                &call.slice(..cut)
+            )
+            .is_err(),
             "a call cut at {cut} of {}",
             call.len()
         );
