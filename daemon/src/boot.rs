@@ -495,6 +495,7 @@ fn run(
                 config: config.clone(),
                 log,
                 tls: None,
+                cluster_tls: None,
             },
             tls,
             descriptors: nofile.map(|limit| limit.soft),

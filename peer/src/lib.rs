@@ -47,4 +47,4 @@ pub use limits::{PeerLimits, ValidLimits};
 pub use server::{
     LocalBoxFuture, PeerHandler, PeerRequest, ServerStop, StopSignal, serve, stop_signal,
 };
-pub use tls::{PeerTls, PeerTlsError};
+pub use tls::{PeerTls, PeerTlsError, Replaced};

@@ -30,13 +30,32 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// This node's TLS identity and configurations. Cheap to clone.
+/// This node's TLS identity and configurations. Cheap to clone; clones
+/// share the configurations, which [`PeerTls::replace`] swaps for new
+/// connections (a certificate rotation) on every clone at once.
 #[derive(Clone)]
 pub struct PeerTls {
     node_id: u64,
     cluster: ClusterName,
+    current: Arc<std::sync::RwLock<Configs>>,
+}
+
+/// The configurations new connections use, and what they were built from.
+struct Configs {
     server: Arc<ServerConfig>,
     client: Arc<ClientConfig>,
+    /// The CA certificates, this node's chain and its key, as loaded (to
+    /// tell a rotation from a reload of the same files).
+    source: Vec<Vec<u8>>,
+}
+
+/// What [`PeerTls::replace`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replaced {
+    /// The same certificates and key as before.
+    Unchanged,
+    /// New connections use the new ones; open connections keep theirs.
+    Applied,
 }
 
 impl std::fmt::Debug for PeerTls {
@@ -171,9 +190,54 @@ impl PeerTls {
         Ok(PeerTls {
             node_id,
             cluster,
-            server: Arc::new(server),
-            client: Arc::new(client),
+            current: Arc::new(std::sync::RwLock::new(Configs {
+                server: Arc::new(server),
+                client: Arc::new(client),
+                source: vec![ca_pem.to_vec(), cert_pem.to_vec(), key_pem.to_vec()],
+            })),
         })
+    }
+
+    /// Makes `next` (loaded from rotated files) what new connections of
+    /// this identity and all its clones use. Refused when `next` is
+    /// another node's or another cluster's identity.
+    pub fn replace(&self, next: &PeerTls) -> Result<Replaced, PeerTlsError> {
+        if next.node_id != self.node_id || next.cluster != self.cluster {
+            return Err(PeerTlsError::Certificate(format!(
+                "it names node {} of cluster {}, and this is node {} of cluster {}",
+                next.node_id,
+                next.cluster.as_str(),
+                self.node_id,
+                self.cluster.as_str()
+            )));
+        }
+        let (server, client, source) = {
+            let next = next.read();
+            (
+                next.server.clone(),
+                next.client.clone(),
+                next.source.clone(),
+            )
+        };
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if current.source == source {
+            return Ok(Replaced::Unchanged);
+        }
+        *current = Configs {
+            server,
+            client,
+            source,
+        };
+        Ok(Replaced::Applied)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Configs> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub fn node_id(&self) -> u64 {
@@ -186,12 +250,12 @@ impl PeerTls {
 
     /// The configuration connections accepted from other nodes use.
     pub fn server_config(&self) -> Arc<ServerConfig> {
-        self.server.clone()
+        self.read().server.clone()
     }
 
     /// The configuration connections to other nodes use.
     pub fn client_config(&self) -> Arc<ClientConfig> {
-        self.client.clone()
+        self.read().client.clone()
     }
 
     /// The name a client verifies the server's certificate for when it

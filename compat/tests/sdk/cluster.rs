@@ -10,6 +10,7 @@ use iggy::prelude::*;
 use iggyd_testkit::TestDaemon;
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub(crate) const NODES: u64 = 3;
@@ -253,6 +254,11 @@ impl Cluster {
                 &path(iggyd_peer::ClusterCerts::key_file(certs, id)),
             )
             .spawn()
+    }
+
+    /// The directory every node's `[cluster.tls]` files are in.
+    pub(crate) fn certs_dir(&self) -> &Path {
+        self._certs.path()
     }
 
     pub(crate) fn node(&mut self, id: u64) -> &mut TestDaemon {

@@ -338,15 +338,10 @@ const LEADER_SILENT_HEARTBEATS: u32 = 3;
 const MAX_PAYLOAD_ENTRIES: u64 = 16;
 
 impl NodeSetup {
-    /// `[cluster]` made ready: the certificates read and checked (a file
-    /// named `$CREDENTIALS_DIRECTORY/NAME` is read from `credentials`,
-    /// systemd's credentials directory, as for `[tcp.tls]`), the Raft
-    /// timing validated.
-    pub fn prepare(
-        config: &ClusterConfig,
-        shards: usize,
-        credentials: Option<&Path>,
-    ) -> Result<NodeSetup, String> {
+    /// This node's peer identity from `[cluster.tls]` (at start, and again
+    /// at SIGHUP for a rotation): the files read, the certificate checked
+    /// to name this node and to come from the CA.
+    pub fn load_tls(config: &ClusterConfig, credentials: Option<&Path>) -> Result<PeerTls, String> {
         let read = |key: &str, file: &Option<std::path::PathBuf>| -> Result<Vec<u8>, String> {
             let file = file
                 .as_ref()
@@ -362,6 +357,18 @@ impl NodeSetup {
         let key = read("key_file", &config.tls.key_file)?;
         let tls = PeerTls::from_pem(&ca, &cert, &key, config.node_id, &config.name)
             .map_err(|error| format!("cluster.tls: {error}"))?;
+        Ok(tls)
+    }
+    /// `[cluster]` made ready: the certificates read and checked (a file
+    /// named `$CREDENTIALS_DIRECTORY/NAME` is read from `credentials`,
+    /// systemd's credentials directory, as for `[tcp.tls]`), the Raft
+    /// timing validated.
+    pub fn prepare(
+        config: &ClusterConfig,
+        shards: usize,
+        credentials: Option<&Path>,
+    ) -> Result<NodeSetup, String> {
+        let tls = NodeSetup::load_tls(config, credentials)?;
         let this = config
             .nodes
             .iter()

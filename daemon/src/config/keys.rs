@@ -483,9 +483,9 @@ pub(super) const KEYS: &[Key] = &[
     key("cluster.election_timeout",        ELECTION_TIMEOUT,    ELECTION_TIMEOUT_DEFAULT, Restart),
     key("cluster.heartbeat_interval",      HEARTBEAT_INTERVAL,  HEARTBEAT_INTERVAL_DEFAULT, Restart),
     key("cluster.allow_even_voters",       Kind::Bool,          BuiltIn::Bool(false),    Restart),
-    key("cluster.tls.ca_file",             TLS_FILE,            Text(""),                Restart),
-    key("cluster.tls.cert_file",           TLS_FILE,            Text(""),                Restart),
-    key("cluster.tls.key_file",            TLS_FILE,            Text(""),                Restart),
+    key("cluster.tls.ca_file",             TLS_FILE,            Text(""),                Live),
+    key("cluster.tls.cert_file",           TLS_FILE,            Text(""),                Live),
+    key("cluster.tls.key_file",            TLS_FILE,            Text(""),                Live),
 ];
 
 /// The key named `name`, if there is one.

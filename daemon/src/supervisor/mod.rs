@@ -76,6 +76,9 @@ pub struct Reload {
     /// The shards' TLS configuration, when `tcp.tls.enabled` (set by
     /// `run` once it exists): SIGHUP loads the certificate files again.
     pub tls: Option<crate::net::tls::TlsCell>,
+    /// A cluster node's peer identity (set by `run` once the node starts):
+    /// SIGHUP loads the `[cluster.tls]` files again.
+    pub cluster_tls: Option<iggyd_peer::PeerTls>,
 }
 
 /// What the supervisor needs to start the shards.

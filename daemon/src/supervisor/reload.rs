@@ -41,6 +41,10 @@ pub(super) fn reload_config(reload: &mut Reload, headline: &str) -> Option<Durat
             if tls_refused {
                 applied.retain(|change| !change.starts_with("tcp.tls."));
             }
+            let cluster_tls_refused = reload_cluster_tls(reload, &next);
+            if cluster_tls_refused {
+                applied.retain(|change| !change.starts_with("cluster.tls."));
+            }
             if let Err(error) = reload.log.set_level(&next.logging.level) {
                 tracing::error!(%error, "reload: the new log level was refused");
             }
@@ -58,7 +62,7 @@ pub(super) fn reload_config(reload: &mut Reload, headline: &str) -> Option<Durat
             if applied.is_empty() && restart.is_empty() {
                 tracing::info!("reload: configuration unchanged");
             }
-            reload.config = now_running(&reload.config, &next, tls_refused);
+            reload.config = now_running(&reload.config, &next, tls_refused, cluster_tls_refused);
             Some(next.shutdown.drain_timeout)
         }
     };
@@ -107,6 +111,43 @@ fn reload_tls(reload: &Reload, next: &Config) -> bool {
     }
 }
 
+/// SIGHUP on a cluster node: load the `[cluster.tls]` files `next` names
+/// (the running node's id and cluster name: those need a restart) and
+/// swap them in for new node-to-node connections. Returns true when they
+/// were refused (logged with the reason; the running identity stays).
+fn reload_cluster_tls(reload: &Reload, next: &Config) -> bool {
+    let Some(identity) = &reload.cluster_tls else {
+        return false;
+    };
+    let credentials = std::env::var_os("CREDENTIALS_DIRECTORY").map(PathBuf::from);
+    let wanted = crate::config::ClusterConfig {
+        tls: next.cluster.tls.clone(),
+        ..reload.config.cluster.clone()
+    };
+    let loaded = crate::cluster::node::NodeSetup::load_tls(&wanted, credentials.as_deref())
+        .and_then(|loaded| identity.replace(&loaded).map_err(|error| error.to_string()));
+    match loaded {
+        Ok(iggyd_peer::Replaced::Unchanged) => {
+            tracing::info!("reload: cluster certificate unchanged");
+            false
+        }
+        Ok(iggyd_peer::Replaced::Applied) => {
+            tracing::info!(
+                "reload: cluster certificate applied; new node-to-node connections use it, \
+                 open ones keep theirs"
+            );
+            false
+        }
+        Err(error) => {
+            tracing::error!(
+                %error,
+                "reload: cluster certificate refused, keeping the running one"
+            );
+            true
+        }
+    }
+}
+
 /// The keys a reload changes, as `key: old -> new` lines.
 struct Changes {
     /// Keys that apply while running.
@@ -146,7 +187,12 @@ fn changes(before: &Config, after: &Config) -> Changes {
 /// The configuration that runs after a reload to `next`: the live keys
 /// from `next` (the TLS files only when they loaded), the running values of
 /// restart-only keys, so a later reload diffs against what actually runs.
-fn now_running(running: &Config, next: &Config, tls_refused: bool) -> Config {
+fn now_running(
+    running: &Config,
+    next: &Config,
+    tls_refused: bool,
+    cluster_tls_refused: bool,
+) -> Config {
     let mut running = running.clone();
     running.logging.level = next.logging.level.clone();
     running.logging.max_file_size_bytes = next.logging.max_file_size_bytes;
@@ -158,6 +204,9 @@ fn now_running(running: &Config, next: &Config, tls_refused: bool) -> Config {
         running.tcp.tls.cert_file = next.tcp.tls.cert_file.clone();
         running.tcp.tls.key_file = next.tcp.tls.key_file.clone();
         running.tcp.tls.client_ca_file = next.tcp.tls.client_ca_file.clone();
+    }
+    if running.cluster.enabled && !cluster_tls_refused {
+        running.cluster.tls = next.cluster.tls.clone();
     }
     running
 }

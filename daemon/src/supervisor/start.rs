@@ -132,6 +132,12 @@ pub(super) fn spawn_shards(
 /// Each shard's replication start (a cluster node), by shard; empty on
 /// one node.
 fn start_replication(launch: &mut Launch) -> Vec<Option<ReplicationStart>> {
+    // SIGHUP rotates the node's certificate in every shard's peer server
+    // and client (they share it).
+    launch.reload.cluster_tls = launch
+        .cluster
+        .as_ref()
+        .map(|cluster| cluster.node.tls.clone());
     match launch.cluster.take() {
         Some(cluster) => cluster
             .listeners

@@ -3,7 +3,8 @@
 //! restarts fails the calls pending on it and is reached again; a graceful
 //! stop lets calls in flight finish; a node that cannot be reached is
 //! retried after a back-off, not in a loop; idle connections live on
-//! pings.
+//! pings; a rotated identity is used by new connections while open ones
+//! keep theirs.
 //!
 //! Must not: wait on time except where time is the subject (a back-off,
 //! idling).
@@ -23,6 +24,7 @@ crate::on_both_drivers!(
     a_graceful_stop_finishes_calls_in_flight,
     an_unreachable_node_is_retried_after_a_back_off_not_in_a_loop,
     an_idle_connection_lives_on_pings,
+    a_rotated_identity_is_used_by_new_connections_while_open_ones_keep_theirs,
 );
 
 /// A handler that answers channel 0 at once and holds channel 1 until the
@@ -265,5 +267,59 @@ async fn an_idle_connection_lives_on_pings() {
         (served.connections_established, served.connections_timed_out),
         (1, 0)
     );
+    server.stop().await;
+}
+
+// Proves a certificate rotation (`PeerTls::replace`, which SIGHUP runs):
+// node 2's server is rotated to a new CA's identity; a client of the new
+// CA then gets in on a new connection and a client of the old CA is
+// refused, while the connection opened before the rotation keeps
+// working; the same files again change nothing, and another node's
+// identity is refused with the running one kept.
+async fn a_rotated_identity_is_used_by_new_connections_while_open_ones_keep_theirs() {
+    let old = cluster();
+    let new = cluster();
+    let identity = tls(&old, 2);
+    let server = Server::start(&identity, limits(), echo());
+    let (before, _) = client(&tls(&old, 1), 2, server.address, limits());
+    let reply = guard("a call before", before.call(1, b"a".to_vec(), CALL)).await;
+    assert_eq!(reply.unwrap(), echoed(1, 1, b"a"));
+
+    assert_eq!(
+        identity.replace(&tls(&new, 2)),
+        Ok(iggyd_peer::Replaced::Applied)
+    );
+    assert_eq!(
+        identity.replace(&tls(&new, 2)),
+        Ok(iggyd_peer::Replaced::Unchanged)
+    );
+    let (after, _) = client(&tls(&new, 1), 2, server.address, limits());
+    let reply = guard("a call of the new CA", after.call(2, b"b".to_vec(), CALL)).await;
+    assert_eq!(reply.unwrap(), echoed(1, 2, b"b"));
+    let (stale, _) = client(&tls(&old, 1), 2, server.address, limits());
+    let refused = guard("a call of the old CA", stale.call(3, b"c".to_vec(), CALL)).await;
+    assert!(
+        matches!(refused, Err(PeerError::Unreachable { node: 2, .. })),
+        "{refused:?}"
+    );
+    let reply = guard(
+        "a call on the open connection",
+        before.call(4, b"d".to_vec(), CALL),
+    )
+    .await;
+    assert_eq!(reply.unwrap(), echoed(1, 4, b"d"));
+
+    let refused = identity.replace(&tls(&new, 3));
+    assert!(
+        matches!(&refused, Err(iggyd_peer::PeerTlsError::Certificate(why)) if why.contains("node 3")),
+        "{refused:?}"
+    );
+    let (kept, _) = client(&tls(&new, 1), 2, server.address, limits());
+    let reply = guard(
+        "a call after the refusal",
+        kept.call(5, b"e".to_vec(), CALL),
+    )
+    .await;
+    assert_eq!(reply.unwrap(), echoed(1, 5, b"e"));
     server.stop().await;
 }
