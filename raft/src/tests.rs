@@ -658,6 +658,30 @@ async fn write_to_leader(rafts: &[Rc<BackendRaft>], messages: u32) -> Appended {
     panic!("no write accepted within 5 s");
 }
 
+/// Asserts every member's log holds `next` messages from offset 0, the
+/// same bytes on every replica.
+async fn assert_replicas_alike(
+    members: &[(Rc<BackendRaft>, SharedBackend, Rc<Applied>)],
+    next: u64,
+) {
+    let mut contents = Vec::new();
+    for (_, backend, _) in members {
+        let mut log = backend.log.lock().await;
+        log.write_pending().await.expect("write");
+        let read = log
+            .partition()
+            .read_by_offset(0, 1000, u64::MAX)
+            .await
+            .expect("read");
+        assert_eq!(read.message_count as u64, next);
+        contents.push(read.records_bytes().into_owned());
+    }
+    assert!(
+        contents.windows(2).all(|pair| pair[0] == pair[1]),
+        "every replica stores the same bytes"
+    );
+}
+
 // Proves three groups replicate through the RPC codec (every call and
 // answer encoded and decoded): writes on the leader are answered with
 // dense offsets, every replica stores the same messages, and after the
@@ -698,22 +722,7 @@ fn three_members_replicate_through_the_codec_and_survive_losing_the_leader() {
             }
             assert_eq!(applied.committed_next_offset.get(), next);
         }
-        let mut contents = Vec::new();
-        for (_, backend, _) in &members {
-            let mut log = backend.log.lock().await;
-            log.write_pending().await.expect("write");
-            let read = log
-                .partition()
-                .read_by_offset(0, 1000, u64::MAX)
-                .await
-                .expect("read");
-            assert_eq!(read.message_count as u64, next);
-            contents.push(read.records_bytes().into_owned());
-        }
-        assert!(
-            contents.windows(2).all(|pair| pair[0] == pair[1]),
-            "every replica stores the same bytes"
-        );
+        assert_replicas_alike(&members, next).await;
         for raft in &rafts {
             raft.shutdown().await.expect("shutdown");
         }

@@ -74,22 +74,7 @@ fn a_leader_keeps_appends_out_at_once_and_the_follower_keeps_their_order() {
             to_followers.iter().any(|calls| calls.overtaken > 0),
             "calls arrived out of their order: {streams:?}"
         );
-        let mut contents = Vec::new();
-        for (_, backend, _) in &members {
-            let mut log = backend.log.lock().await;
-            log.write_pending().await.expect("write");
-            let read = log
-                .partition()
-                .read_by_offset(0, 1000, u64::MAX)
-                .await
-                .expect("read");
-            assert_eq!(read.message_count as u64, next);
-            contents.push(read.records_bytes().into_owned());
-        }
-        assert!(
-            contents.windows(2).all(|pair| pair[0] == pair[1]),
-            "every replica stores the same bytes"
-        );
+        assert_replicas_alike(&members, next).await;
         for raft in &rafts {
             raft.shutdown().await.expect("shutdown");
         }
