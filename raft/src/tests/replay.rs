@@ -263,19 +263,8 @@ fn a_resend_in_doubt_is_answered_from_its_first_attempt_not_stored_twice() {
         assert_eq!(resent, Some(first), "new leader {}", new_leader.node_id());
         transport.down.borrow_mut().remove(&leader_id);
         all_applied(&applied, 11).await;
-        let mut contents = Vec::new();
-        for (_, backend, _) in &members {
-            let mut log = backend.log.lock().await;
-            log.write_pending().await.expect("write");
-            let read = log
-                .partition()
-                .read_by_offset(0, 1000, u64::MAX)
-                .await
-                .expect("read");
-            assert_eq!(read.message_count, 11, "every message once");
-            contents.push(read.records_bytes().into_owned());
-        }
-        assert!(contents.windows(2).all(|pair| pair[0] == pair[1]));
+        // Every message once, the same bytes on every replica.
+        assert_replicas_alike(&members, 11).await;
         for raft in &rafts {
             raft.shutdown().await.expect("shutdown");
         }
