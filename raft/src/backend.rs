@@ -96,6 +96,7 @@ pub fn to_entry(stored: StoredEntry) -> Result<Entry, io::Error> {
         StoredBody::Blank => EntryPayload::Blank,
         StoredBody::Data(bytes) => EntryPayload::Normal(Proposal::Batch(bytes)),
         StoredBody::Offsets(bytes) => EntryPayload::Normal(Proposal::Offsets(bytes)),
+        StoredBody::Purge(below) => EntryPayload::Normal(Proposal::Purge(below)),
         StoredBody::Membership(bytes) => EntryPayload::Membership(
             decode_membership(&bytes)
                 .ok_or_else(|| invalid(format!("entry {index}: a damaged membership")))?,
@@ -111,6 +112,7 @@ pub fn from_entry(entry: Entry) -> StoredEntry {
         EntryPayload::Blank => StoredBody::Blank,
         EntryPayload::Normal(Proposal::Batch(bytes)) => StoredBody::Data(bytes),
         EntryPayload::Normal(Proposal::Offsets(bytes)) => StoredBody::Offsets(bytes),
+        EntryPayload::Normal(Proposal::Purge(below)) => StoredBody::Purge(below),
         EntryPayload::Membership(membership) => {
             StoredBody::Membership(encode_membership(&membership))
         }

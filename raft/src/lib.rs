@@ -63,7 +63,10 @@ mod tests;
 /// log will continue when the entry is appended, its server timestamp the
 /// leader's, so every replica stores the same bytes), or stored consumer
 /// offsets (`offsets.rs`; an entry with no messages, which takes no
-/// message offset).
+/// message offset), or a purge: every message below the offset it names
+/// (at most where the log ends when it is appended, so `u64::MAX` is all
+/// of them) is deleted on every replica once it is applied (no messages
+/// either; a purge of a stream or topic, or delete-segments).
 ///
 /// A batch's bytes are shared (`Bytes`): the entry goes from the proposer
 /// to the log store, and from the pump's entry cache to the replication
@@ -80,6 +83,7 @@ mod tests;
 pub enum Proposal {
     Batch(#[serde(deserialize_with = "crate::network::shared_bytes")] bytes::Bytes),
     Offsets(#[serde(with = "serde_bytes")] Vec<u8>),
+    Purge(u64),
 }
 
 impl std::fmt::Display for Proposal {
@@ -95,6 +99,7 @@ impl std::fmt::Debug for Proposal {
             Proposal::Offsets(bytes) => {
                 return write!(f, "Proposal(offsets, {} bytes)", bytes.len());
             }
+            Proposal::Purge(below) => return write!(f, "Proposal(purge below {below})"),
         };
         match iggyd_wire::batch::BatchHeader::decode(bytes) {
             Ok(header) => write!(

@@ -123,6 +123,7 @@ impl<I: StorageIo + Clone, C: PartitionTypes> RaftLogReader<C> for LogStore<I, C
                 StoredBody::Blank => EntryPayload::Blank,
                 StoredBody::Data(bytes) => EntryPayload::Normal(Proposal::Batch(bytes)),
                 StoredBody::Offsets(bytes) => EntryPayload::Normal(Proposal::Offsets(bytes)),
+                StoredBody::Purge(below) => EntryPayload::Normal(Proposal::Purge(below)),
                 StoredBody::Membership(bytes) => EntryPayload::Membership(
                     decode_membership(&bytes)
                         .ok_or_else(|| invalid(format!("entry {index}: a damaged membership")))?,
@@ -190,6 +191,10 @@ impl<I: StorageIo + Clone, C: PartitionTypes> RaftLogStorage<C> for LogStore<I, 
                 EntryPayload::Blank => log.append(index, term, EntryBody::Blank).await,
                 EntryPayload::Normal(Proposal::Offsets(bytes)) => {
                     log.append(index, term, EntryBody::Offsets(bytes)).await
+                }
+                EntryPayload::Normal(Proposal::Purge(below)) => {
+                    log.append(index, term, EntryBody::Purge { below: *below })
+                        .await
                 }
                 EntryPayload::Normal(Proposal::Batch(bytes)) => {
                     // A proposal takes its offsets where the log continues

@@ -45,6 +45,9 @@ const FORWARD_RESOLVING: u8 = 6;
 /// Stored consumer offsets forwarded to the leader: the offsets entry's
 /// payload (`crate::offsets`) follows the kind.
 const FORWARD_OFFSETS: u8 = 7;
+/// A purge forwarded to the leader: the offset below which messages go
+/// (u64, little-endian) follows the kind (`crate::Proposal::Purge`).
+const FORWARD_PURGE: u8 = 11;
 /// A membership change forwarded to the group's leader (`iggyd cluster
 /// add-node|remove-node` run on another node): the postcard
 /// [`ForwardedChange`] follows the kind.
@@ -311,6 +314,23 @@ impl<T: Transport, C> Network<T, C> {
         let mut body = Vec::with_capacity(payload.len() + 1);
         body.push(FORWARD_OFFSETS);
         body.extend_from_slice(payload);
+        self.forward_body(leader, body, timeout)
+            .await
+            .map(|answer| answer.base_offset)
+    }
+
+    /// Proposes a purge of the messages below `below` at `leader`;
+    /// answered with the entry's index once it is committed, or why it
+    /// was not (as [`Self::forward`]).
+    pub async fn forward_purge(
+        &self,
+        leader: u64,
+        below: u64,
+        timeout: std::time::Duration,
+    ) -> Result<u64, ProposeError> {
+        let mut body = Vec::with_capacity(9);
+        body.push(FORWARD_PURGE);
+        body.extend_from_slice(&below.to_le_bytes());
         self.forward_body(leader, body, timeout)
             .await
             .map(|answer| answer.base_offset)
@@ -614,6 +634,23 @@ where
                 // The answer names the entry's index (as offsets
                 // `index..=index`), so the forwarder can wait to apply it.
                 crate::replay::propose_offsets(raft, body.to_vec())
+                    .await
+                    .map(|index| Appended {
+                        base_offset: index,
+                        last_offset: index,
+                    }),
+            )
+        }
+        FORWARD_PURGE => {
+            if replays.is_none() {
+                return answer_refused("this group takes no forwarded proposals");
+            }
+            let Ok(below) = <[u8; 8]>::try_from(body) else {
+                return answer_refused("a malformed call: a purge without its offset");
+            };
+            answer_proposal(
+                // The answer names the entry's index, as for offsets.
+                crate::replay::propose_purge(raft, u64::from_le_bytes(below))
                     .await
                     .map(|index| Appended {
                         base_offset: index,

@@ -413,6 +413,25 @@ where
     }
 }
 
+/// Proposes a purge entry (`crate::Proposal::Purge`) here, the leader;
+/// answered with its index once it is applied here.
+pub async fn propose_purge<C, SM>(
+    raft: &openraft::Raft<C, SM>,
+    below: u64,
+) -> Result<u64, ProposeError>
+where
+    C: PartitionTypes,
+    SM: openraft::storage::RaftStateMachine<C>,
+{
+    match raft.client_write(Proposal::Purge(below)).await {
+        Ok(written) => Ok(written.log_id.index),
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+            Err(ProposeError::NotLeader(forward.leader_id))
+        }
+        Err(error) => Err(ProposeError::Unknown(error.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

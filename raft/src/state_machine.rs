@@ -6,7 +6,11 @@
 //! entry becomes the applied membership; an offsets entry's writes
 //! (stored consumer offsets, `crate::offsets`) are queued, in log order,
 //! for the partition's offsets store (`Applied::take_offsets`), and its
-//! owner is told (`Applied::set_offsets_notify`).
+//! owner is told (`Applied::set_offsets_notify`); a purge entry raises the
+//! partition's floor (`Applied::floor`: consumers read nothing below it
+//! from then on, on every replica) and is queued for its owner
+//! (`Applied::take_purges`), which asks for the snapshot that lets it
+//! delete the messages below (told the same way).
 //!
 //! A snapshot is taken where retention wants to delete messages: at a
 //! point its owner asks for (`Applied::snapshot_at`, an applied entry
@@ -117,11 +121,36 @@ fn invalid(what: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
+/// A purge entry applied: every message below `below` goes (where the
+/// messages through entry `index` end, `messages_end`, when it purges them
+/// all).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppliedPurge {
+    pub index: u64,
+    pub term: u64,
+    pub below: u64,
+    pub messages_end: u64,
+}
+
+impl AppliedPurge {
+    /// Whether it purges every message before its entry (a stream's or
+    /// topic's purge; the entry itself is then the snapshot's point).
+    pub fn purges_all(&self) -> bool {
+        self.below >= self.messages_end
+    }
+}
+
 /// What a partition's group has applied, shared with its readers.
 #[derive(Debug, Default)]
 pub struct Applied {
     /// One past the last committed message: consumers read below it.
     pub committed_next_offset: Cell<u64>,
+    /// Consumers read nothing below this offset: the messages a purge
+    /// entry applied here deleted (or is deleting), or those before the
+    /// snapshot the group started from or installed.
+    floor: Cell<u64>,
+    /// Purge entries applied and not yet taken by the owner.
+    purges: RefCell<VecDeque<AppliedPurge>>,
     /// The data entries applied recently, and the proposals in flight
     /// here, for resolving resends (`crate::replay`).
     pub replays: crate::replay::Replays,
@@ -177,25 +206,54 @@ impl Applied {
         !self.offsets.borrow().is_empty()
     }
 
-    /// `notify` runs each time an offsets entry is applied (the owner of
-    /// the offsets store takes them).
+    /// `notify` runs each time an offsets or purge entry is applied or a
+    /// snapshot with an offsets store is installed (the owner takes them:
+    /// [`Self::take_offsets`], [`Self::take_purges`]).
     pub fn set_offsets_notify(&self, notify: Box<dyn Fn()>) {
         *self.offsets_notify.0.borrow_mut() = Some(notify);
+    }
+
+    /// The first offset consumers may read: those below were purged.
+    pub fn floor(&self) -> u64 {
+        self.floor.get()
+    }
+
+    fn raise_floor(&self, offset: u64) {
+        self.floor.set(self.floor.get().max(offset));
+    }
+
+    /// The purge entries applied since the last call, in log order.
+    pub fn take_purges(&self) -> Vec<AppliedPurge> {
+        self.purges.borrow_mut().drain(..).collect()
+    }
+
+    fn notify_owner(&self) {
+        if let Some(notify) = self.offsets_notify.0.borrow().as_ref() {
+            notify();
+        }
+    }
+
+    fn purge_applied(&self, purge: AppliedPurge) {
+        self.raise_floor(purge.below);
+        self.purges.borrow_mut().push_back(purge);
+        self.notify_owner();
     }
 
     /// The next snapshot is built at `point`, an applied entry (retention
     /// deletes the messages before `point.next_offset` once openraft
     /// purged the entries through it); false when the current snapshot
-    /// is there already (nothing to build).
+    /// is there already (nothing to build). A later point asked and not
+    /// built yet stays asked (a purge's, which retention's earlier one
+    /// must not undo).
     pub fn snapshot_at(&self, point: SnapshotPoint) -> bool {
-        if self
-            .snapshot_index
-            .get()
-            .is_some_and(|index| index >= point.index)
-        {
+        let built = self.snapshot_index.get();
+        if built.is_some_and(|index| index >= point.index) {
             return false;
         }
-        self.snapshot_at.set(Some(point));
+        let later_pending = self.snapshot_at.get().filter(|asked| {
+            asked.index > point.index && built.is_none_or(|index| index < asked.index)
+        });
+        self.snapshot_at.set(Some(later_pending.unwrap_or(point)));
         true
     }
 
@@ -228,9 +286,7 @@ impl Applied {
 
     fn offsets_applied(&self, index: u64, writes: Vec<OffsetWrite>) {
         self.offsets.borrow_mut().push_back((index, writes));
-        if let Some(notify) = self.offsets_notify.0.borrow().as_ref() {
-            notify();
-        }
+        self.notify_owner();
     }
 }
 
@@ -313,6 +369,7 @@ impl<C: PartitionTypes> StateMachine<C> {
         };
         *machine.snapshot.borrow_mut() = Some((meta, point));
         machine.applied.snapshot_index.set(Some(point.index));
+        machine.applied.raise_floor(point.next_offset);
         machine
     }
 
@@ -421,6 +478,22 @@ impl<C: PartitionTypes> RaftStateMachine<C> for StateMachine<C> {
             self.applied.replays.applied(entry.log_id.index, None);
             let response = match &entry.payload {
                 EntryPayload::Blank => Appended::default(),
+                EntryPayload::Normal(Proposal::Purge(below)) => {
+                    // Applied in log order: the committed messages end
+                    // where this entry's log did when it was appended.
+                    let messages_end = self.applied.committed_next_offset.get();
+                    let below = (*below).min(messages_end);
+                    self.applied.purge_applied(AppliedPurge {
+                        index: entry.log_id.index,
+                        term: entry.log_id.leader_id.term,
+                        below,
+                        messages_end,
+                    });
+                    Appended {
+                        base_offset: below,
+                        last_offset: below,
+                    }
+                }
                 EntryPayload::Normal(Proposal::Offsets(bytes)) => {
                     let writes = crate::offsets::decode(bytes).map_err(|error| {
                         io::Error::new(
@@ -505,6 +578,7 @@ impl<C: PartitionTypes> RaftStateMachine<C> for StateMachine<C> {
         self.membership = meta.last_membership.clone();
         self.memberships = vec![self.membership.clone()];
         self.applied.committed_next_offset.set(point.next_offset);
+        self.applied.raise_floor(point.next_offset);
         self.applied.installed.set(Some(point));
         *self.applied.installed_membership.borrow_mut() =
             crate::codec::encode_membership(self.membership.membership());
@@ -512,9 +586,7 @@ impl<C: PartitionTypes> RaftStateMachine<C> for StateMachine<C> {
         self.applied.snapshot_index.set(Some(point.index));
         if let Some(offsets) = offsets {
             *self.applied.installed_offsets.borrow_mut() = Some(offsets);
-            if let Some(notify) = self.applied.offsets_notify.0.borrow().as_ref() {
-                notify();
-            }
+            self.applied.notify_owner();
         }
         Ok(())
     }

@@ -286,6 +286,10 @@ impl crate::backend::LogBackend for SharedBackend {
         for entry in entries {
             let result = match entry.body {
                 StoredBody::Blank => log.append(entry.index, entry.term, EntryBody::Blank).await,
+                StoredBody::Purge(below) => {
+                    log.append(entry.index, entry.term, EntryBody::Purge { below })
+                        .await
+                }
                 StoredBody::Membership(bytes) => {
                     log.append(entry.index, entry.term, EntryBody::Membership(&bytes))
                         .await

@@ -431,6 +431,21 @@ impl<I: StorageIo> PartitionLog<I> {
         too_big || relative_last > u64::from(u32::MAX)
     }
 
+    /// Seals the active segment when it holds messages (written or
+    /// pending: they are written first) and starts a new one at the next
+    /// offset, so every message so far is in a sealed segment (a
+    /// replicated partition's purge entry, whose messages before it are
+    /// deleted whole segments at a time). Nothing happens to an empty
+    /// active segment.
+    pub async fn start_segment(&mut self) -> Result<(), StorageError> {
+        self.check_writable()?;
+        if self.active().is_empty() && !self.tail.has_pending() {
+            return Ok(());
+        }
+        self.write_pending().await?;
+        self.rotate().await
+    }
+
     /// Seals the active segment (cut to its exact size, fsync) and starts a
     /// new one at `next_offset`. Called with nothing pending.
     async fn rotate(&mut self) -> Result<(), StorageError> {

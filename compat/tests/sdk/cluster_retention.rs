@@ -2,7 +2,9 @@
 //! the other two delete their oldest segments (`max_topic_size`) comes
 //! back behind their purge point, is sent its partition group's snapshot,
 //! starts its log at the snapshot's offset, and then holds every message
-//! acknowledged after it, the same bytes as the others.
+//! acknowledged after it, the same bytes as the others. A purge and
+//! delete-segments through the SDK delete the same messages on every node,
+//! one that was away included.
 
 use crate::cluster::{Cluster, Layout, NODES, agreed_leader, client_of};
 use crate::cluster_admin::cli;
@@ -200,6 +202,122 @@ async fn a_node_away_while_retention_ran_installs_the_snapshot_and_holds_the_res
     assert!(
         *away_first >= first_mib,
         "node {away} starts at {away_first}, below the snapshot: {starts:?}"
+    );
+    for id in 1..=NODES {
+        cluster.node(id).assert_clean_log();
+    }
+}
+
+// Proves a purge and delete-segments on a replicated topic with the SDK:
+// node `away` is SIGKILLed, the topic is purged (`purge_topic`), every
+// node still up serves nothing of it, and the next messages keep the next
+// offsets; `away` restarts behind the purge, installs the snapshot at it
+// and serves exactly what came after; then `delete_segments` of the
+// oldest sealed segment makes every node serve from the same later
+// offset, the same bytes, and a restarted node serves nothing deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_and_delete_segments_delete_the_same_messages_on_every_node() {
+    let layout = Layout::loopback_for(NODES);
+    let mut cluster = Cluster::start_with_env(
+        &layout,
+        Some(("500ms", "100ms")),
+        NODES,
+        &[("IGGYD_RETENTION__CHECK_INTERVAL", "200ms")],
+    );
+    let leader = agreed_leader(&cluster, &[1, 2, 3]).await;
+    let client = client_of(&cluster, leader).await;
+    client.create_stream("r").await.expect("stream");
+    let options = TopicCreateOptions {
+        segment_size: Some(IggyByteSize::from(MIB)),
+        ..topic_options(1)
+    };
+    client
+        .create_topic(&named("r"), "t", &options)
+        .await
+        .expect("topic");
+    let first_mib = MIB / PAYLOAD as u64;
+    send(&client, 0, first_mib).await;
+    let away = (1..=NODES).find(|id| *id != leader).expect("a follower");
+    cluster.node(away).kill();
+    let purged_end = 2 * first_mib + PER_SEND;
+    send(&client, first_mib, purged_end).await;
+
+    client
+        .purge_topic(&named("r"), &named("t"))
+        .await
+        .expect("a purge of a replicated topic");
+    let up: Vec<u64> = (1..=NODES).filter(|id| *id != away).collect();
+    for id in &up {
+        assert_eq!(copy_of(&cluster, *id).await, Vec::new(), "node {id}");
+    }
+    // Offsets go on where they were (message `n` lands at offset `n`).
+    let end = purged_end + 3 * PER_SEND;
+    send(&client, purged_end, end).await;
+
+    cluster.node(away).restart();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !cluster
+        .node(away)
+        .log()
+        .contains("installed the leader's snapshot")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node {away} never installed the snapshot"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after_purge: Vec<(u64, u64)> = (purged_end..end).map(|n| (n, n)).collect();
+    for id in 1..=NODES {
+        let mut copy = copy_of(&cluster, id).await;
+        for _ in 0..50 {
+            if copy == after_purge {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            copy = copy_of(&cluster, id).await;
+        }
+        assert_eq!(copy, after_purge, "node {id} after the purge");
+    }
+
+    // Two more MiB: sealed segments to delete.
+    let client = client_of(&cluster, agreed_leader(&cluster, &[1, 2, 3]).await).await;
+    let last_end = end + 2 * first_mib;
+    send(&client, end, last_end).await;
+    client
+        .delete_segments(&named("r"), &named("t"), 0, 1)
+        .await
+        .expect("delete-segments on a replicated topic");
+    let mut firsts = Vec::new();
+    for id in 1..=NODES {
+        let mut copy = copy_of(&cluster, id).await;
+        for _ in 0..50 {
+            if copy.first().is_some_and(|(offset, _)| *offset > end) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            copy = copy_of(&cluster, id).await;
+        }
+        let first = copy.first().map(|(offset, _)| *offset).expect("messages");
+        let expected: Vec<(u64, u64)> = (first..last_end).map(|n| (n, n)).collect();
+        assert_eq!(copy, expected, "node {id} after delete-segments");
+        firsts.push(first);
+    }
+    assert!(firsts.iter().all(|first| *first == firsts[0]), "{firsts:?}");
+    assert!(firsts[0] > end && firsts[0] < last_end, "{firsts:?}");
+
+    // Nothing deleted comes back after a restart.
+    cluster.node(away).kill();
+    cluster.node(away).restart();
+    let copy = copy_of(&cluster, away).await;
+    assert_eq!(
+        copy.first().map(|(offset, _)| *offset),
+        Some(firsts[0]),
+        "node {away} after a restart"
+    );
+    eprintln!(
+        "cluster purge: purged below {purged_end}, segments deleted below {}",
+        firsts[0]
     );
     for id in 1..=NODES {
         cluster.node(id).assert_clean_log();

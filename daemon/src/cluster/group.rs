@@ -27,8 +27,10 @@ use crate::shard::op::{AppendAck, PumpError, Reply, answer};
 use crate::shard::partition::PartitionKey;
 use crate::shard::replica::{AppliedOffsets, Group, Leadership, OffsetsDone};
 use iggyd_raft::replay::{self, ProposeError};
-use iggyd_raft::state_machine::{Applied, SnapshotPoint, StateMachine, StoredOffsets};
-use iggyd_raft::{Appended, PartitionRaft};
+use iggyd_raft::state_machine::{
+    Applied, AppliedPurge, SnapshotPoint, StateMachine, StoredOffsets,
+};
+use iggyd_raft::{Appended, PartitionRaft, Proposal};
 use openraft::async_runtime::WatchReceiver;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -55,9 +57,10 @@ pub type Forward =
 /// group and no quorum has answered it for a lease.
 pub type CutOff = Rc<dyn Fn() -> bool>;
 
-/// Sends an offsets entry's payload to the group's leader (its node id)
-/// and answers with the leader's outcome.
-pub type ForwardOffsets = Rc<dyn Fn(u64, Vec<u8>) -> LocalFuture<Result<u64, ProposeError>>>;
+/// Sends an entry that carries no messages (stored offsets, a purge) to
+/// the group's leader (its node id) and answers with the leader's outcome:
+/// the entry's index once committed.
+pub type ForwardEntry = Rc<dyn Fn(u64, Proposal) -> LocalFuture<Result<u64, ProposeError>>>;
 
 /// Batches in doubt a member remembers per group (a resend comes within
 /// the SDK's 30 s; 16 bytes each).
@@ -98,7 +101,7 @@ pub struct PartitionGroup {
     applied: Rc<Applied>,
     stopped: Cell<bool>,
     forward: Forward,
-    forward_offsets: ForwardOffsets,
+    forward_entry: ForwardEntry,
     in_doubt: Rc<RefCell<InDoubt>>,
     cut_off: CutOff,
     /// Its leader's lease (openraft's, or a quorum of live voters while
@@ -115,7 +118,7 @@ impl PartitionGroup {
         node_id: u64,
         first_offset: u64,
         forward: Forward,
-        forward_offsets: ForwardOffsets,
+        forward_entry: ForwardEntry,
         cut_off: CutOff,
         lease: Lease,
     ) -> PartitionGroup {
@@ -128,7 +131,7 @@ impl PartitionGroup {
             applied: Rc::new(applied),
             stopped: Cell::new(false),
             forward,
-            forward_offsets,
+            forward_entry,
             in_doubt: Rc::default(),
             cut_off,
             quiet: Quiet::new(
@@ -137,6 +140,39 @@ impl PartitionGroup {
             ),
             lease,
         }
+    }
+
+    /// Proposes `entry`, one without messages (stored offsets, a purge),
+    /// here when this member leads, else at the leader; `done` hears once
+    /// it is committed and applied here (read your write on a follower
+    /// too), or why not.
+    fn propose_entry(&self, entry: Proposal, done: OffsetsDone) {
+        let Some(raft) = self.raft() else {
+            done(Err(PumpError::NotLeader { leader: None }));
+            return;
+        };
+        let node_id = self.node_id;
+        let forward = self.forward_entry.clone();
+        let lease = self.lease.clone();
+        monoio::spawn(async move {
+            let result = propose_entry_at_leader(&raft, &lease, node_id, &forward, entry).await;
+            if let Ok(index) = result {
+                // Committed already: a timeout only means this member
+                // lags.
+                let _ = raft
+                    .wait(Some(LEADER_WAIT))
+                    .applied_index_at_least(Some(index), "the entry applied")
+                    .await;
+            }
+            done(result.map(|_| ()).map_err(|error| match error {
+                // Nothing was appended: the SDK tries again (58).
+                ProposeError::NotLeader(leader) => PumpError::NotLeader { leader },
+                ProposeError::NotDelivered(_) => PumpError::NotLeader { leader: None },
+                other => PumpError::NotCommitted {
+                    reason: other.to_string(),
+                },
+            }));
+        });
     }
 
     /// What the shard's tick keeps for this group.
@@ -288,33 +324,19 @@ impl Group for PartitionGroup {
     }
 
     fn propose_offsets(&self, payload: Vec<u8>, done: OffsetsDone) {
-        let Some(raft) = self.raft() else {
-            done(Err(PumpError::NotLeader { leader: None }));
-            return;
-        };
-        let node_id = self.node_id;
-        let forward = self.forward_offsets.clone();
-        let lease = self.lease.clone();
-        monoio::spawn(async move {
-            let result = propose_offsets_at_leader(&raft, &lease, node_id, &forward, payload).await;
-            if let Ok(index) = result {
-                // Read your write here too: a follower answers once it
-                // applied the entry (committed already: a timeout only
-                // means this member lags).
-                let _ = raft
-                    .wait(Some(LEADER_WAIT))
-                    .applied_index_at_least(Some(index), "the offsets entry applied")
-                    .await;
-            }
-            done(result.map(|_| ()).map_err(|error| match error {
-                // Nothing was appended: the SDK tries again (58).
-                ProposeError::NotLeader(leader) => PumpError::NotLeader { leader },
-                ProposeError::NotDelivered(_) => PumpError::NotLeader { leader: None },
-                other => PumpError::NotCommitted {
-                    reason: other.to_string(),
-                },
-            }));
-        });
+        self.propose_entry(Proposal::Offsets(payload), done);
+    }
+
+    fn propose_purge(&self, below: u64, done: OffsetsDone) {
+        self.propose_entry(Proposal::Purge(below), done);
+    }
+
+    fn floor(&self) -> u64 {
+        self.applied.floor()
+    }
+
+    fn take_purges(&self) -> Vec<AppliedPurge> {
+        self.applied.take_purges()
     }
 
     fn offsets_ready(&self) -> bool {
@@ -353,21 +375,35 @@ impl Group for PartitionGroup {
     }
 }
 
-/// Proposes an offsets entry here when this member leads, at the leader
-/// when another does, waiting up to `LEADER_WAIT` while none does.
-async fn propose_offsets_at_leader(
+/// Proposes an entry without messages (stored offsets, a purge) here
+/// when this member leads, at the leader when another does, waiting up to
+/// `LEADER_WAIT` while none does; answers its index.
+async fn propose_entry_at_leader(
     raft: &GroupRaft,
     lease: &Lease,
     node_id: u64,
-    forward: &ForwardOffsets,
-    payload: Vec<u8>,
+    forward: &ForwardEntry,
+    entry: Proposal,
 ) -> Result<u64, ProposeError> {
     at_leader(
         raft,
         lease,
         node_id,
-        async || while_leased(raft, lease, replay::propose_offsets(raft, payload.clone())).await,
-        async |leader| forward(leader, payload.clone()).await,
+        async || {
+            let proposing = async {
+                match &entry {
+                    Proposal::Offsets(payload) => {
+                        replay::propose_offsets(raft, payload.clone()).await
+                    }
+                    Proposal::Purge(below) => replay::propose_purge(raft, *below).await,
+                    Proposal::Batch(_) => Err(ProposeError::NotDelivered(
+                        "a batch is proposed with its resend point".to_string(),
+                    )),
+                }
+            };
+            while_leased(raft, lease, proposing).await
+        },
+        async |leader| forward(leader, entry.clone()).await,
     )
     .await
 }

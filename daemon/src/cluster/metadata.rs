@@ -167,10 +167,10 @@ impl RaftStateMachine<PartitionRaft> for MetadataMachine {
                         self.outcomes.borrow_mut().insert(index, outcome);
                     }
                 }
-                EntryPayload::Normal(Proposal::Offsets(_)) => {
+                EntryPayload::Normal(Proposal::Offsets(_) | Proposal::Purge(_)) => {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("metadata entry {index}: an offsets entry"),
+                        format!("metadata entry {index}: a partition's entry"),
                     ));
                 }
                 EntryPayload::Membership(membership) => {

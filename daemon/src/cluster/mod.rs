@@ -26,6 +26,8 @@ pub mod node;
 mod members_tests;
 #[cfg(test)]
 mod offsets_tests;
+#[cfg(test)]
+mod purge_tests;
 pub mod quiet;
 #[cfg(test)]
 mod snapshot_tests;
@@ -547,14 +549,34 @@ impl<T: Transport> Replication for ShardCluster<T> {
         let forwarding = network.clone();
         let forwarded = self.counters.forwarded.clone();
         let liveness = settings.liveness.clone();
-        let forward_offsets: group::ForwardOffsets = Rc::new(move |leader, payload| {
+        let forward_entry: group::ForwardEntry = Rc::new(move |leader, entry| {
             let network = forwarding.clone();
             let liveness = liveness.clone();
-            forwarded
-                .offsets
-                .set(forwarded.offsets.get().saturating_add(1));
+            if matches!(entry, iggyd_raft::Proposal::Offsets(_)) {
+                forwarded
+                    .offsets
+                    .set(forwarded.offsets.get().saturating_add(1));
+            }
             Box::pin(async move {
-                let call = network.forward_offsets(leader, &payload, group::FORWARD_TIMEOUT);
+                let call = async {
+                    match entry {
+                        iggyd_raft::Proposal::Offsets(payload) => {
+                            network
+                                .forward_offsets(leader, &payload, group::FORWARD_TIMEOUT)
+                                .await
+                        }
+                        iggyd_raft::Proposal::Purge(below) => {
+                            network
+                                .forward_purge(leader, below, group::FORWARD_TIMEOUT)
+                                .await
+                        }
+                        iggyd_raft::Proposal::Batch(_) => {
+                            Err(iggyd_raft::replay::ProposeError::NotDelivered(
+                                "a batch is forwarded with its resend point".to_string(),
+                            ))
+                        }
+                    }
+                };
                 liveness::unless_silent(call, &liveness, leader, timing).await
             })
         });
@@ -573,11 +595,12 @@ impl<T: Transport> Replication for ShardCluster<T> {
             settings.node_id,
             first_offset,
             forward,
-            forward_offsets,
+            forward_entry,
             cut_off,
             lease,
         ));
-        // Applied offsets entries go to the pump's offsets store.
+        // Applied offsets entries go to the pump's offsets store, applied
+        // purges to its retention.
         let notify_queue = queue.clone();
         group.applied().set_offsets_notify(Box::new(move || {
             notify_queue.push(key, RaftOp::OffsetsApplied);

@@ -39,7 +39,7 @@ async fn open(node: &Node) {
     .expect("open");
 }
 
-async fn stats(node: &Node) -> PartitionStats {
+pub(super) async fn stats(node: &Node) -> PartitionStats {
     let reports: Vec<PartitionReport> = ask(node, |reply| PartitionOp::Report { reply })
         .await
         .expect("a report");
@@ -69,7 +69,7 @@ async fn retained(node: &Node, first: u64) -> u64 {
 }
 
 /// Waits until `node` serves the messages `first..next`.
-async fn holds(node: &Node, first: u64, next: u64) {
+pub(super) async fn holds(node: &Node, first: u64, next: u64) {
     for _ in 0..300 {
         let now = stats(node).await;
         let served = poll_all(node).await.message_count;

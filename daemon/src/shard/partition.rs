@@ -123,6 +123,21 @@ impl<I: StorageIo + Clone> Partition<I> {
     /// written (`replicated`) or durable (`persisted`), and on a
     /// replicated partition also committed.
     pub fn highest_visible(&self) -> Option<u64> {
+        self.highest_local_or_committed()
+    }
+
+    /// The first offset a consumer may read: the log's first, or on a
+    /// replicated partition its group's floor when higher (the messages
+    /// below a purge applied here are not served while they are deleted).
+    pub fn first_readable(&self) -> u64 {
+        let first = self.log.first_offset();
+        match &self.replica {
+            None => first,
+            Some(replica) => first.max(replica.group.floor()),
+        }
+    }
+
+    fn highest_local_or_committed(&self) -> Option<u64> {
         let local = match self.settings.durability {
             Durability::Persisted => self.log.durable_offset(),
             Durability::Replicated => self.log.written_offset(),

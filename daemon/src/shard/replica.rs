@@ -95,8 +95,9 @@ pub enum RaftOp {
         committed: Option<LogPosition>,
         reply: LocalReply<()>,
     },
-    /// The group applied offsets entries: the pump takes them
-    /// ([`Group::take_offsets`]) into the partition's offsets store.
+    /// The group applied offsets or purge entries: the pump takes them
+    /// ([`Group::take_offsets`]) into the partition's offsets store and
+    /// ([`Group::take_purges`]) to its retention.
     OffsetsApplied,
     /// The partition's offsets store, whole (for a snapshot being sent):
     /// the offsets entries applied are taken into it first.
@@ -248,6 +249,22 @@ pub trait Group {
     fn propose_offsets(&self, payload: Vec<u8>, done: OffsetsDone) {
         drop(payload);
         done(Err(PumpError::NotLeader { leader: None }));
+    }
+    /// Proposes a purge entry: every message below `below` (all of them
+    /// with `u64::MAX`) is deleted on every replica once it is applied;
+    /// `done` hears once it is committed and applied here, or why not.
+    fn propose_purge(&self, below: u64, done: OffsetsDone) {
+        let _ = below;
+        done(Err(PumpError::NotLeader { leader: None }));
+    }
+    /// The first offset consumers may read here: the messages below were
+    /// purged (deleted, or being deleted).
+    fn floor(&self) -> u64 {
+        0
+    }
+    /// The purge entries applied since the last call, in log order.
+    fn take_purges(&self) -> Vec<iggyd_raft::state_machine::AppliedPurge> {
+        Vec::new()
     }
     /// Whether stored offsets may be read here: this member has applied
     /// an entry of the current term, so every offsets entry an earlier

@@ -68,6 +68,10 @@ fn digest(term: u64, body: &StoredBody) -> Digest {
             3u8.hash(&mut hasher);
             bytes.hash(&mut hasher);
         }
+        StoredBody::Purge(below) => {
+            4u8.hash(&mut hasher);
+            below.hash(&mut hasher);
+        }
     }
     let batch = match body {
         StoredBody::Data(bytes) => BatchHeader::decode(bytes).ok().map(|header| {
@@ -77,7 +81,10 @@ fn digest(term: u64, body: &StoredBody) -> Digest {
                 header.base_timestamp,
             )
         }),
-        StoredBody::Blank | StoredBody::Membership(_) | StoredBody::Offsets(_) => None,
+        StoredBody::Blank
+        | StoredBody::Membership(_)
+        | StoredBody::Offsets(_)
+        | StoredBody::Purge(_) => None,
     };
     Digest {
         term,

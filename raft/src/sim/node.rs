@@ -370,6 +370,10 @@ impl LogBackend for SimBackend {
         for entry in entries {
             match entry.body {
                 StoredBody::Blank => log.append(entry.index, entry.term, EntryBody::Blank).await,
+                StoredBody::Purge(below) => {
+                    log.append(entry.index, entry.term, EntryBody::Purge { below })
+                        .await
+                }
                 StoredBody::Membership(bytes) => {
                     log.append(entry.index, entry.term, EntryBody::Membership(&bytes))
                         .await

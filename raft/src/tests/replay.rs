@@ -53,7 +53,7 @@ pub(super) async fn all_applied(members: &[&Rc<Applied>], next: u64) {
 fn batch_of(proposal: Proposal) -> Vec<u8> {
     match proposal {
         Proposal::Batch(bytes) => bytes.to_vec(),
-        Proposal::Offsets(_) => panic!("a batch proposal"),
+        Proposal::Offsets(_) | Proposal::Purge(_) => panic!("a batch proposal"),
     }
 }
 

@@ -4,7 +4,8 @@
 //! 20 digits). A data entry's record names the offset of its batch in the
 //! partition's segment log, a membership entry's the position of its
 //! configuration in `raft/configs`, an offsets entry's the position of its
-//! payload in `raft/offsets`; a blank entry names nothing. So the
+//! payload in `raft/offsets`, a purge entry's the offset below which every
+//! message is deleted; a blank entry names nothing. So the
 //! message log stays the messages alone (consumers see dense offsets, no
 //! blank, membership or offsets entries), and index ↔ offset translation is a read
 //! of one record at a computed position.
@@ -46,6 +47,9 @@ pub enum EntryKind {
     Membership,
     /// Stored consumer offsets (a cluster's; no messages).
     Offsets,
+    /// The messages below an offset are deleted on every replica (a
+    /// purge or delete-segments of a replicated partition; no messages).
+    Purge,
 }
 
 impl EntryKind {
@@ -55,6 +59,7 @@ impl EntryKind {
             EntryKind::Blank => 2,
             EntryKind::Membership => 3,
             EntryKind::Offsets => 4,
+            EntryKind::Purge => 5,
         }
     }
 
@@ -64,6 +69,7 @@ impl EntryKind {
             2 => Some(EntryKind::Blank),
             3 => Some(EntryKind::Membership),
             4 => Some(EntryKind::Offsets),
+            5 => Some(EntryKind::Purge),
             _ => None,
         }
     }
@@ -76,7 +82,8 @@ pub struct EntryRecord {
     pub term: u64,
     pub kind: EntryKind,
     /// The batch's base offset (data), the configuration's position
-    /// (membership), the payload's position (offsets), 0 (blank).
+    /// (membership), the payload's position (offsets), the offset the
+    /// purged messages end at (purge), 0 (blank).
     pub value: u64,
     /// Messages in the batch (data; at most [`MESSAGES_MAX`]), else 0.
     pub count: u32,

@@ -68,6 +68,14 @@ pub enum EntryBody<'a> {
     Membership(&'a [u8]),
     /// Stored consumer offsets, as the consensus adapter encodes them.
     Offsets(&'a [u8]),
+    /// Every message below `below` (at most where the log ends: all of
+    /// them) is to be deleted on every replica. When it names the log's
+    /// end, the active segment is sealed first, so the messages to delete
+    /// are all in sealed segments and the ones after the entry in new
+    /// ones.
+    Purge {
+        below: u64,
+    },
 }
 
 /// What an entry carries, read back.
@@ -79,6 +87,9 @@ pub enum StoredBody {
     Blank,
     Membership(Vec<u8>),
     Offsets(Vec<u8>),
+    /// The messages below this offset are deleted (where the log ended
+    /// when the entry was appended, at most).
+    Purge(u64),
 }
 
 /// One entry read back.
@@ -183,7 +194,10 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
                 EntryKind::Data => keep = below,
                 EntryKind::Membership if configs.at(record.value).is_none() => keep = below,
                 EntryKind::Offsets if !offsets.holds(record.value) => keep = below,
-                EntryKind::Membership | EntryKind::Blank | EntryKind::Offsets => {}
+                EntryKind::Membership
+                | EntryKind::Blank
+                | EntryKind::Offsets
+                | EntryKind::Purge => {}
             }
             at = below;
         }
@@ -377,6 +391,19 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
                 value: 0,
                 count: 0,
             },
+            EntryBody::Purge { below } => {
+                let end = log.next_offset();
+                if below >= end {
+                    log.start_segment().await?;
+                }
+                EntryRecord {
+                    index,
+                    term,
+                    kind: EntryKind::Purge,
+                    value: below.min(end),
+                    count: 0,
+                }
+            }
             EntryBody::Membership(payload) => {
                 let position = self.configs.append(index, term, payload).await?;
                 EntryRecord {
@@ -472,6 +499,7 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         };
         let body = match record.kind {
             EntryKind::Blank => StoredBody::Blank,
+            EntryKind::Purge => StoredBody::Purge(record.value),
             EntryKind::Offsets => {
                 StoredBody::Offsets(self.offsets.read(record.value, index).await?)
             }

@@ -164,6 +164,72 @@ fn offsets_entries_take_no_offsets_survive_a_restart_and_truncate() {
     });
 }
 
+// Proves a purge entry takes no message offsets and records where the
+// purged messages end (the log's end for a whole purge, the offset named
+// for a partial one), that a whole purge seals the active segment so the
+// messages before it are all in sealed segments and the next batch starts
+// a new one, that a second purge with nothing appended in between adds no
+// segment, and that the entries read back after a restart.
+#[test]
+fn purge_entries_seal_the_segment_and_read_back_after_a_restart() {
+    let io = SimIo::new(12);
+    let (mut log, _) = open(&io);
+    block_on(async {
+        log.append(1, 1, EntryBody::Data(&stamped(0, 3, 10)))
+            .await
+            .unwrap();
+        log.append(2, 1, EntryBody::Purge { below: 2 })
+            .await
+            .unwrap();
+        assert!(
+            log.partition().sealed_segments().is_empty(),
+            "a partial purge seals nothing"
+        );
+        log.append(3, 1, EntryBody::Data(&stamped(3, 2, 11)))
+            .await
+            .unwrap();
+        log.append(4, 1, EntryBody::Purge { below: u64::MAX })
+            .await
+            .unwrap();
+        let sealed = log.partition().sealed_segments();
+        assert_eq!(sealed.len(), 1);
+        assert_eq!(sealed[0].next_offset, 5, "every message so far is sealed");
+        log.append(5, 1, EntryBody::Purge { below: u64::MAX })
+            .await
+            .unwrap();
+        assert_eq!(
+            log.partition().sealed_segments().len(),
+            1,
+            "nothing to seal"
+        );
+        log.append(6, 1, EntryBody::Data(&stamped(5, 1, 12)))
+            .await
+            .unwrap();
+        log.sync().await.unwrap();
+    });
+    drop(log);
+    let (log, recovery) = open(&io);
+    assert_eq!(recovery, RaftRecovery::default());
+    block_on(async {
+        assert_eq!(
+            log.get(2).await.unwrap().unwrap().body,
+            StoredBody::Purge(2)
+        );
+        assert_eq!(
+            log.get(4).await.unwrap().unwrap().body,
+            StoredBody::Purge(5)
+        );
+        assert_eq!(
+            log.get(5).await.unwrap().unwrap().body,
+            StoredBody::Purge(5)
+        );
+        assert_eq!(log.messages_end_through(5).await.unwrap(), 5);
+        assert_eq!(log.partition().next_offset(), 6);
+        assert_eq!(log.partition().sealed_segments().len(), 1);
+        assert_eq!(log.files.data_entry_at(5).await.unwrap(), Some(6));
+    });
+}
+
 // Proves a replica append refuses a batch that does not continue the log,
 // and an entry that does not follow the last one, changing nothing.
 #[test]

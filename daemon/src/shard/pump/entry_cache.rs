@@ -38,7 +38,7 @@ fn cost(entry: &StoredEntry) -> usize {
         + match &entry.body {
             StoredBody::Data(bytes) => bytes.len(),
             StoredBody::Membership(bytes) | StoredBody::Offsets(bytes) => bytes.len(),
-            StoredBody::Blank => 0,
+            StoredBody::Blank | StoredBody::Purge(_) => 0,
         }
 }
 

@@ -507,6 +507,12 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 self.answer_offset_change(key, result, reply);
             }
             PartitionOp::Purge { key, reply } => {
+                if self.is_replicated(key) {
+                    // Every replica deletes the messages once the purge
+                    // entry is applied there.
+                    self.propose_purge(key, u64::MAX, Box::new(move |result| send(reply, result)));
+                    return;
+                }
                 let result = self.purge(key).await;
                 if let Err(error) = &result {
                     self.note_fatal(key, error);
@@ -514,12 +520,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 send(reply, result);
             }
             PartitionOp::DeleteSegments { key, count, reply } => {
+                if self.is_replicated(key) {
+                    self.delete_replicated_segments(key, count as usize, reply);
+                    return;
+                }
                 let result = match self.partitions.get_mut(&key) {
-                    Some(partition) if partition.replica.is_some() => {
-                        Err(PumpError::NotReplicated {
-                            what: "deleting segments",
-                        })
-                    }
                     Some(partition) => partition
                         .log
                         .delete_oldest_segments(count as usize, &mut self.trash)

@@ -218,7 +218,16 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 if let Err(error) = &result {
                     self.note_fatal(key, error);
                 }
+                let purged = result.is_ok();
                 send(reply, result);
+                // The messages of a purge applied here go once the entries
+                // naming them are purged (the group's purge stands either
+                // way: a failed deletion is the partition's, like
+                // retention's).
+                if purged && let Err(error) = self.delete_purged(key).await {
+                    tracing::warn!(partition = %key, %error, "deleting purged messages failed");
+                    self.note_fatal(key, &error);
+                }
             }
             RaftOp::SaveVote { vote, reply } => {
                 let partition = self.partitions.get_mut(&key).expect("checked above");
@@ -256,6 +265,10 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             }
             RaftOp::OffsetsApplied => {
                 if let Err(error) = self.apply_offsets(key).await {
+                    self.note_fatal(key, &error);
+                }
+                if let Err(error) = self.apply_purges(key).await {
+                    tracing::warn!(partition = %key, %error, "purge failed");
                     self.note_fatal(key, &error);
                 }
             }
@@ -425,6 +438,23 @@ pub(super) async fn append_entry<I: StorageIo + Clone>(
             return Ok((u64::from(count), len as u64));
         }
         StoredBody::Blank => EntryBody::Blank,
+        StoredBody::Purge(below) => {
+            // What the files keep: the purged messages end where the log
+            // does at most (a whole purge seals the active segment).
+            let kept = below.min(log.next_offset());
+            files
+                .append(log, entry.index, entry.term, EntryBody::Purge { below })
+                .await?;
+            cache.insert(
+                key,
+                StoredEntry {
+                    index: entry.index,
+                    term: entry.term,
+                    body: StoredBody::Purge(kept),
+                },
+            );
+            return Ok((0, 0));
+        }
         StoredBody::Membership(ref payload) => EntryBody::Membership(payload),
         StoredBody::Offsets(ref payload) => EntryBody::Offsets(payload),
     };

@@ -144,7 +144,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         let highest_visible = partition.highest_visible();
         let current_offset = highest_visible.unwrap_or(0);
         let empty = PollResult::empty(current_offset);
-        let first = partition.log.first_offset();
+        let first = partition.first_readable();
         let Some(highest) = highest_visible.filter(|highest| *highest >= first) else {
             return Ok((empty, None));
         };
@@ -167,7 +167,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             PollingStrategy::Timestamp(timestamp) => {
                 let probe = partition.log.read_by_timestamp(timestamp, 1, cap).await?;
                 match probe.first_offset {
-                    Some(offset) => offset,
+                    Some(offset) => offset.max(first),
                     None => return Ok((empty, None)),
                 }
             }

@@ -11,13 +11,27 @@
 //! and each replica decides for itself, as every replica's retention sees
 //! the same messages with the same timestamps.
 //!
+//! A purge of a replicated partition (a stream's or topic's purge, or
+//! delete-segments) is a Raft entry (`iggyd_raft::Proposal::Purge`) naming
+//! the offset below which messages go. Where it is applied (every
+//! replica, in log order) consumers read nothing below it from then on
+//! (`Group::floor`); the pump asks for a snapshot at the entry (a whole
+//! purge: its append sealed the active segment, so the messages before it
+//! are all in sealed segments) or at the end of the last message to go,
+//! and deletes the sealed segments below the floor once openraft purged
+//! the entries naming them (`delete_purged`, also at each retention
+//! check). Offsets are not reused: the next message keeps the next offset,
+//! and stored consumer offsets stay (unlike a single node's purge, which
+//! starts the partition again at 0 — a replica's offsets are its log's).
+//!
 //! Must not: touch the active segment, delete anything a consumer of a
 //! `persisted` topic may still be sent (only whole sealed segments go), or
 //! delete a replicated partition's messages whose entries are not purged.
 
 use super::*;
 use crate::shard::partition::Replica;
-use iggyd_storage::partition_log::SegmentInfo;
+use crate::shard::replica::{OffsetsDone, SnapshotPoint};
+use iggyd_storage::partition_log::{DeletedSegments, SegmentInfo};
 
 impl<I: StorageIo + Clone + 'static> Pump<I> {
     /// Retention, once per `retention.check_interval`: delete the sealed
@@ -29,6 +43,19 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
     pub(super) async fn retain(&mut self) {
         let now = self.clock.now_micros();
         let mut failures = Vec::new();
+        // What purges left behind (a deletion that failed, or a restart
+        // between a purge and its deletion).
+        let replicated: Vec<PartitionKey> = self
+            .partitions
+            .values()
+            .filter(|partition| partition.replica.is_some())
+            .map(|partition| partition.key)
+            .collect();
+        for key in replicated {
+            if let Err(error) = self.delete_purged(key).await {
+                failures.push((key, error));
+            }
+        }
         for partition in self.partitions.values_mut() {
             let sealed = partition.log.sealed_segments();
             let expired = match partition.settings.message_expiry_us {
@@ -93,6 +120,144 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             tracing::warn!(partition = %key, %error, "retention failed");
             self.note_fatal(key, &error);
         }
+    }
+}
+
+impl<I: StorageIo + Clone + 'static> Pump<I> {
+    /// Proposes a purge of `key`'s messages below `below` (all of them
+    /// with `u64::MAX`) through its group; `done` hears once it is
+    /// committed and applied here.
+    pub(super) fn propose_purge(&mut self, key: PartitionKey, below: u64, done: OffsetsDone) {
+        match self.partitions.get(&key).and_then(|p| p.replica.as_ref()) {
+            Some(replica) => replica.group.propose_purge(below, done),
+            None => done(Err(PumpError::NotHere(key))),
+        }
+    }
+
+    /// Delete-segments on a replicated partition: a purge of the messages
+    /// in its `count` oldest sealed segments here, which every replica
+    /// applies. Answers what they held here.
+    pub(super) fn delete_replicated_segments(
+        &mut self,
+        key: PartitionKey,
+        count: usize,
+        reply: Reply<DeletedSegments>,
+    ) {
+        let sealed = match self.partition(key) {
+            Ok(partition) => partition.log.sealed_segments(),
+            Err(error) => return send(reply, Err(error)),
+        };
+        let going = sealed.get(..count.min(sealed.len())).unwrap_or_default();
+        let Some(last) = going.last() else {
+            return send(reply, Ok(DeletedSegments::default()));
+        };
+        let deleted = DeletedSegments {
+            segments: going.len(),
+            messages: going
+                .iter()
+                .map(|segment| segment.next_offset - segment.start_offset)
+                .sum(),
+            bytes: going.iter().map(|segment| segment.size_bytes).sum(),
+        };
+        self.propose_purge(
+            key,
+            last.next_offset,
+            Box::new(move |result| send(reply, result.map(|()| deleted))),
+        );
+    }
+
+    /// Takes the purge entries `key`'s group applied and asks it for the
+    /// snapshot after which their messages may go: at the entry itself
+    /// for a whole purge, else at the entry before the batch that starts
+    /// where the purged messages end. Then deletes what may go already.
+    pub(super) async fn apply_purges(&mut self, key: PartitionKey) -> Result<(), PumpError> {
+        let Some(replica) = self.partitions.get(&key).and_then(|p| p.replica.as_ref()) else {
+            return Ok(());
+        };
+        let purges = replica.group.take_purges();
+        if purges.is_empty() {
+            return Ok(());
+        }
+        for purge in purges {
+            let point = if purge.purges_all() {
+                Some(SnapshotPoint {
+                    index: purge.index,
+                    term: purge.term,
+                    next_offset: purge.messages_end,
+                })
+            } else {
+                match replica
+                    .files
+                    .data_entry_at(purge.below)
+                    .await?
+                    .and_then(|first_kept| first_kept.checked_sub(1))
+                {
+                    Some(index) => replica
+                        .files
+                        .term_of(index)
+                        .await?
+                        .map(|term| SnapshotPoint {
+                            index,
+                            term,
+                            next_offset: purge.below,
+                        }),
+                    // Its entries are purged already (or it names no
+                    // batch's start: nothing more can go).
+                    None => None,
+                }
+            };
+            tracing::info!(
+                partition = %key,
+                entry = purge.index,
+                below = purge.below,
+                "purge applied: consumers read from the purged offset on"
+            );
+            if let Some(point) = point {
+                replica.group.snapshot_at(point);
+            }
+        }
+        self.delete_purged(key).await
+    }
+
+    /// Deletes `key`'s sealed segments below its group's floor whose
+    /// entries are purged (a purge applied here, or the snapshot the group
+    /// started from or installed).
+    pub(super) async fn delete_purged(&mut self, key: PartitionKey) -> Result<(), PumpError> {
+        let Some(partition) = self.partitions.get_mut(&key) else {
+            return Ok(());
+        };
+        let Some(replica) = &partition.replica else {
+            return Ok(());
+        };
+        if replica.files.purged().is_none() {
+            return Ok(());
+        }
+        let end = replica
+            .group
+            .floor()
+            .min(replica.files.purged_next_offset());
+        let count = partition
+            .log
+            .sealed_segments()
+            .iter()
+            .take_while(|segment| segment.next_offset <= end)
+            .count();
+        if count == 0 {
+            return Ok(());
+        }
+        let deleted = partition
+            .log
+            .delete_oldest_segments(count, &mut self.trash)
+            .await?;
+        tracing::info!(
+            partition = %key,
+            segments = deleted.segments,
+            messages = deleted.messages,
+            bytes = deleted.bytes,
+            below = end,
+            "purge: deleted the segments below the purged offset"
+        );
+        Ok(())
     }
 }
 
