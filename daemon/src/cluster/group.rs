@@ -335,6 +335,10 @@ impl Group for PartitionGroup {
         self.applied.floor()
     }
 
+    fn readable(&self) -> bool {
+        self.raft().is_some()
+    }
+
     fn take_purges(&self) -> Vec<AppliedPurge> {
         self.applied.take_purges()
     }

@@ -52,19 +52,7 @@ async fn on_any<T>(nodes: &[&Node], op: impl Fn(crate::shard::op::Reply<T>) -> P
 
 /// The first message `node` serves a consumer polling from offset 0.
 async fn first_served(node: &Node) -> Option<u64> {
-    let result = ask(node, |reply| PartitionOp::Poll {
-        key: KEY,
-        request: crate::shard::op::PollRequest {
-            consumer: None,
-            strategy: PollingStrategy::Offset(0),
-            count: 1,
-            auto_commit: false,
-            bytes_max: u64::MAX,
-        },
-        reply,
-    })
-    .await
-    .expect("a poll");
+    let result = poll_from(node, PollingStrategy::Offset(0), 1).await;
     (result.message_count > 0).then(|| {
         iggyd_wire::batch::BatchHeader::decode(&result.records())
             .expect("a batch")

@@ -276,19 +276,34 @@ pub(super) async fn append(nodes: &[&Node], messages: usize, tag: u8) -> AppendA
 }
 
 pub(super) async fn poll_all(node: &Node) -> PollResult {
-    ask(node, |reply| PartitionOp::Poll {
-        key: KEY,
-        request: PollRequest {
-            consumer: None,
-            strategy: PollingStrategy::First,
-            count: 10_000,
-            auto_commit: false,
-            bytes_max: u64::MAX,
-        },
-        reply,
-    })
-    .await
-    .expect("a poll")
+    poll_from(node, PollingStrategy::First, 10_000).await
+}
+
+/// Polls `count` messages with `strategy` from `node`, once its group has
+/// started (58 before: it applies what its log records committed first).
+pub(super) async fn poll_from(node: &Node, strategy: PollingStrategy, count: u32) -> PollResult {
+    for _ in 0..300 {
+        match ask(node, |reply| PartitionOp::Poll {
+            key: KEY,
+            request: PollRequest {
+                consumer: None,
+                strategy,
+                count,
+                auto_commit: false,
+                bytes_max: u64::MAX,
+            },
+            reply,
+        })
+        .await
+        {
+            Ok(result) => return result,
+            Err(PumpError::NotLeader { .. }) => {
+                monoio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(error) => panic!("a poll on node {}: {error}", node.id),
+        }
+    }
+    panic!("node {}'s group never started", node.id);
 }
 
 /// The in-process runtime; `IGGYD_TEST_LOG` (a tracing filter, as for the

@@ -266,6 +266,11 @@ pub trait Group {
     fn take_purges(&self) -> Vec<iggyd_raft::state_machine::AppliedPurge> {
         Vec::new()
     }
+    /// Whether the group has started: it applied every entry its log
+    /// records committed (a purge among them), so consumers may read.
+    fn readable(&self) -> bool {
+        true
+    }
     /// Whether stored offsets may be read here: this member has applied
     /// an entry of the current term, so every offsets entry an earlier
     /// leader acknowledged is applied (a new leader's blank entry comes

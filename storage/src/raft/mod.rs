@@ -343,6 +343,34 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         }
     }
 
+    /// Makes `position` (an entry this log holds, applied) the committed
+    /// entry durably when it is past the one recorded: a restarted group
+    /// applies every entry through it again before it serves (a purge
+    /// entry's, so that the messages it deleted stay hidden).
+    pub async fn save_committed_through(
+        &mut self,
+        position: LogPosition,
+    ) -> Result<(), StorageError> {
+        if self
+            .state
+            .committed
+            .is_some_and(|committed| committed.0 >= position.0)
+            && !self.committed_unsaved
+        {
+            return Ok(());
+        }
+        if self
+            .state
+            .committed
+            .is_none_or(|committed| committed.0 < position.0)
+        {
+            self.state.committed = Some(position);
+        }
+        self.state.save(&self.io, &self.raft_dir).await?;
+        self.committed_unsaved = false;
+        Ok(())
+    }
+
     /// Appends one entry (`index` one past the last) to the files and a
     /// data entry's batch to `log`, whose offsets and stamp it answers.
     /// Nothing is written until [`Self::write_pending`].

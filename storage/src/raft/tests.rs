@@ -406,6 +406,38 @@ fn vote_purge_and_committed_survive() {
     assert_eq!(log.committed(), Some((4, 1)));
 }
 
+// Proves a purge entry's committed position is durable once saved
+// (`save_committed_through`): after a crash with no close, the log
+// reopens with it committed, so a restarted group applies the purge again
+// before it serves; an older position changes nothing.
+#[test]
+fn a_purge_entry_saved_committed_survives_a_crash() {
+    let io = SimIo::new(13);
+    let (mut log, _) = open(&io);
+    block_on(async {
+        log.append(1, 1, EntryBody::Data(&stamped(0, 3, 10)))
+            .await
+            .unwrap();
+        log.append(2, 1, EntryBody::Purge { below: u64::MAX })
+            .await
+            .unwrap();
+        log.sync().await.unwrap();
+        log.set_committed(Some((1, 1)));
+        log.files.save_committed_through((2, 1)).await.unwrap();
+        log.files.save_committed_through((1, 1)).await.unwrap();
+        assert_eq!(log.committed(), Some((2, 1)));
+    });
+    io.crash();
+    let (log, _) = open(&io);
+    assert_eq!(log.committed(), Some((2, 1)));
+    block_on(async {
+        assert_eq!(
+            log.get(2).await.unwrap().unwrap().body,
+            StoredBody::Purge(3)
+        );
+    });
+}
+
 // Proves a committed entry saved with the vote is never past the log a
 // crash leaves: entries appended and written but not synced, the committed
 // hint saved with a vote, then a power loss takes every entry; the log

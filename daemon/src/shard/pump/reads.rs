@@ -137,6 +137,17 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             self.admit_offset(key, consumer)?;
         }
         let replicated = self.is_replicated(key);
+        if replicated
+            && self
+                .partitions
+                .get(&key)
+                .and_then(|partition| partition.replica.as_ref())
+                .is_some_and(|replica| !replica.group.readable())
+        {
+            // Its group applies what its log records committed first (a
+            // purge among it): until then, 58, which the SDK retries.
+            return Err(PumpError::NotLeader { leader: None });
+        }
         if replicated && matches!(request.strategy, PollingStrategy::Next) {
             self.offsets_readable(key).await?;
         }

@@ -169,15 +169,14 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
     /// Takes the purge entries `key`'s group applied and asks it for the
     /// snapshot after which their messages may go: at the entry itself
     /// for a whole purge, else at the entry before the batch that starts
-    /// where the purged messages end. Then deletes what may go already.
+    /// where the purged messages end. Then records the entry committed
+    /// durably and deletes what may go already.
     pub(super) async fn apply_purges(&mut self, key: PartitionKey) -> Result<(), PumpError> {
         let Some(replica) = self.partitions.get(&key).and_then(|p| p.replica.as_ref()) else {
             return Ok(());
         };
         let purges = replica.group.take_purges();
-        if purges.is_empty() {
-            return Ok(());
-        }
+        let last = purges.last().copied();
         for purge in purges {
             let point = if purge.purges_all() {
                 Some(SnapshotPoint {
@@ -215,6 +214,19 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             if let Some(point) = point {
                 replica.group.snapshot_at(point);
             }
+        }
+        // A restart applies the purge again before its group serves, so
+        // what it deleted is never served again here.
+        if let Some(last) = last
+            && let Some(replica) = self
+                .partitions
+                .get_mut(&key)
+                .and_then(|partition| partition.replica.as_mut())
+        {
+            replica
+                .files
+                .save_committed_through((last.index, last.term))
+                .await?;
         }
         self.delete_purged(key).await
     }
