@@ -67,17 +67,23 @@ pub(crate) enum Refusal {
     Hello(String),
     #[error("no complete {stage} within {after:?}")]
     Timeout { stage: Stage, after: Duration },
+    /// The peer closed the connection without sending a byte: a probe of
+    /// the port (`iggyd cluster status` checks that it accepts), not a
+    /// peer refused.
+    #[error("closed before sending anything")]
+    Probe,
 }
 
 impl Refusal {
-    /// The counter a server adds this refusal to.
-    pub(crate) fn counter(&self) -> Refused {
-        match self {
+    /// The counter a server adds this refusal to (none for a probe).
+    pub(crate) fn counter(&self) -> Option<Refused> {
+        Some(match self {
+            Refusal::Probe => return None,
             Refusal::Connect(_) | Refusal::Tls(_) => Refused::Tls,
             Refusal::Timeout { stage, .. } if *stage != Stage::Hello => Refused::Tls,
             Refusal::Identity(_) => Refused::Identity,
             Refusal::Hello(_) | Refusal::Timeout { .. } => Refused::Hello,
-        }
+        })
     }
 }
 
@@ -265,6 +271,9 @@ async fn complete_tls(reader: &mut LinkReader, writer: &mut LinkWriter) -> Resul
             return Ok(());
         }
         if let Err(end) = reader.handshake_step().await {
+            if matches!(end, LinkEnd::PeerClosed) && reader.received_nothing() {
+                return Err(Refusal::Probe);
+            }
             let _ = writer.flush().await;
             return Err(tls_refusal(end));
         }

@@ -102,6 +102,7 @@ pub(crate) fn split(
         closed: false,
         flush: None,
         counters: counters.clone(),
+        received: 0,
     };
     let writer = LinkWriter {
         tcp: write,
@@ -149,9 +150,16 @@ pub(crate) struct LinkReader {
     /// own (a key update's answer), once the writer runs as a task.
     flush: Option<flume::Sender<Outbound>>,
     counters: Arc<PeerCounters>,
+    /// Bytes read from the socket so far.
+    received: u64,
 }
 
 impl LinkReader {
+    /// Whether the peer has sent nothing at all yet.
+    pub(crate) fn received_nothing(&self) -> bool {
+        self.received == 0
+    }
+
     /// From now on, TLS messages rustls produces while reading are sent
     /// through `queue`.
     pub(crate) fn flush_through(&mut self, queue: flume::Sender<Outbound>) {
@@ -186,6 +194,7 @@ impl LinkReader {
             Err(error) => return Err(LinkEnd::Io(error)),
         };
         self.counters.bytes_read(count);
+        self.received += count as u64;
         if count == 0 {
             // The end of the stream: tell rustls, whose plaintext reader
             // then says whether the close was clean.

@@ -235,8 +235,15 @@ async fn connection(
     } = match setup {
         Ok(established) => established,
         Err(refusal) => {
-            shared.counters.refused(refusal.counter());
-            tracing::warn!(peer = %address, reason = %refusal, "refused a peer connection");
+            match refusal.counter() {
+                Some(counter) => {
+                    shared.counters.refused(counter);
+                    tracing::warn!(peer = %address, reason = %refusal, "refused a peer connection");
+                }
+                None => {
+                    tracing::debug!(peer = %address, "a connection closed before its handshake (a probe)")
+                }
+            }
             return;
         }
     };

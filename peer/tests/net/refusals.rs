@@ -29,7 +29,51 @@ crate::on_both_drivers!(
     garbage_frames_after_the_hello_are_refused,
     an_oversized_length_prefix_is_refused_at_once,
     a_hello_from_another_cluster_or_version_is_refused,
+    a_connection_that_sends_nothing_is_a_probe_not_a_refusal,
 );
+
+// Proves a connection closed before sending a byte (what `iggyd cluster
+// status` does to see that a node's port accepts) is no refusal: no
+// refusal counted, no warn line (one debug line), while a connection that
+// sends one byte of garbage is still refused and counted, and an honest
+// client is served.
+async fn a_connection_that_sends_nothing_is_a_probe_not_a_refusal() {
+    let certs = cluster();
+    let server = Server::start(&tls(&certs, 2), limits(), echo());
+    let logs = Logs::capture();
+    misbehave(server.address, |mut stream| {
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        read_until_closed(&mut stream)
+    })
+    .await;
+    for _ in 0..100 {
+        if !logs.at("probe").is_empty() {
+            break;
+        }
+        monoio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let counters = server.counters.snapshot();
+    assert_eq!(
+        (
+            counters.refused_tls,
+            counters.refused_hello,
+            counters.connections_established
+        ),
+        (0, 0, 0)
+    );
+    assert!(logs.at("WARN").is_empty(), "{:#?}", logs.at("WARN"));
+    assert_eq!(logs.at("probe").len(), 1, "{:#?}", logs.at("DEBUG"));
+    misbehave(server.address, |mut stream| {
+        stream.write_all(&[0x42]).unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        read_until_closed(&mut stream)
+    })
+    .await;
+    assert_eq!(server.counters.snapshot().refused_tls, 1);
+    assert_eq!(logs.at("WARN").len(), 1, "{:#?}", logs.at("WARN"));
+    still_serves(&server, &certs).await;
+    server.stop().await;
+}
 
 /// Proves an honest client still gets its answer from `server`.
 async fn still_serves(server: &Server, certs: &iggyd_peer::ClusterCerts) {
