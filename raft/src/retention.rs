@@ -7,10 +7,15 @@
 //! after which openraft purges the entries through it and a later check
 //! deletes them.
 //!
+//! A purge applied (`crate::state_machine::AppliedPurge`) is decided the
+//! same way: the snapshot it needs ([`purge_point`]) and, once the entries
+//! through it are purged, the sealed segments below the group's floor that
+//! may go ([`purged_deletable`]).
+//!
 //! Must not: delete anything (the caller does, in the order this gives),
 //! or ask for a snapshot past what is committed.
 
-use crate::state_machine::SnapshotPoint;
+use crate::state_machine::{AppliedPurge, SnapshotPoint};
 use iggyd_storage::StorageError;
 use iggyd_storage::io::StorageIo;
 use iggyd_storage::partition_log::SegmentInfo;
@@ -73,4 +78,53 @@ pub async fn plan<I: StorageIo + Clone>(
         });
     }
     Ok(plan)
+}
+
+/// Where the group must take a snapshot so that `purge`'s messages may
+/// go: at its own entry when it purges every message before it (its
+/// append sealed the active segment), else at the entry before the batch
+/// that starts where the purged messages end; `None` when the entries
+/// naming them are purged already (or no batch starts there: nothing
+/// more can go).
+pub async fn purge_point<I: StorageIo + Clone>(
+    files: &RaftFiles<I>,
+    purge: &AppliedPurge,
+) -> Result<Option<SnapshotPoint>, StorageError> {
+    if purge.purges_all() {
+        return Ok(Some(SnapshotPoint {
+            index: purge.index,
+            term: purge.term,
+            next_offset: purge.messages_end,
+        }));
+    }
+    let Some(index) = files
+        .data_entry_at(purge.below)
+        .await?
+        .and_then(|first_kept| first_kept.checked_sub(1))
+    else {
+        return Ok(None);
+    };
+    Ok(files.term_of(index).await?.map(|term| SnapshotPoint {
+        index,
+        term,
+        next_offset: purge.below,
+    }))
+}
+
+/// How many of the oldest `sealed` segments may go now because a purge
+/// (or the snapshot the group started from or installed) put them below
+/// `floor`: those ending at or before it whose entries are purged.
+pub fn purged_deletable<I: StorageIo + Clone>(
+    files: &RaftFiles<I>,
+    sealed: &[SegmentInfo],
+    floor: u64,
+) -> usize {
+    if files.purged().is_none() {
+        return 0;
+    }
+    let end = floor.min(files.purged_next_offset());
+    sealed
+        .iter()
+        .take_while(|segment| segment.next_offset <= end)
+        .count()
 }

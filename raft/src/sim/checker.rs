@@ -374,16 +374,31 @@ pub async fn committed_messages(log: &RaftLog<SimIo>, end: u64) -> Result<Vec<Me
 /// from its first, the replicas agree wherever they all hold messages, and
 /// the acknowledged attempts are checked against the replica that holds
 /// the most (an attempt below its first message was deleted).
-pub fn check_messages(ledger: &Ledger, replicas: &BTreeMap<u64, Vec<Message>>) -> Vec<String> {
+pub fn check_messages(
+    ledger: &Ledger,
+    replicas: &BTreeMap<u64, Vec<Message>>,
+    starts: &BTreeMap<u64, u64>,
+) -> Vec<String> {
     let mut violations = Vec::new();
-    let first_of = |messages: &Vec<Message>| messages.first().map_or(0, |(offset, _)| *offset);
+    // Where a replica's messages start: its first, or where it serves
+    // from when a purge left it none.
+    let first_of = |node: u64, messages: &Vec<Message>| {
+        messages.first().map_or_else(
+            || starts.get(&node).copied().unwrap_or(0),
+            |(offset, _)| *offset,
+        )
+    };
     let Some((&first_node, messages)) = replicas
         .iter()
-        .min_by_key(|(node, messages)| (first_of(messages), **node))
+        .min_by_key(|(node, messages)| (first_of(**node, messages), **node))
     else {
         return vec!["no replica to read".to_string()];
     };
-    let floor = replicas.values().map(first_of).max().unwrap_or(0);
+    let floor = replicas
+        .iter()
+        .map(|(node, messages)| first_of(*node, messages))
+        .max()
+        .unwrap_or(0);
     let held_from = |messages: &Vec<Message>| -> Vec<Message> {
         messages
             .iter()
@@ -409,7 +424,7 @@ pub fn check_messages(ledger: &Ledger, replicas: &BTreeMap<u64, Vec<Message>>) -
     }
     // Dense offsets from each replica's first.
     for (node, other) in replicas {
-        let first = first_of(other);
+        let first = first_of(*node, other);
         for (position, (offset, _)) in other.iter().enumerate() {
             if *offset != first + position as u64 {
                 violations.push(format!(
@@ -419,7 +434,7 @@ pub fn check_messages(ledger: &Ledger, replicas: &BTreeMap<u64, Vec<Message>>) -
             }
         }
     }
-    let deleted_below = first_of(messages);
+    let deleted_below = first_of(first_node, messages);
     // Where each attempt's messages are.
     let mut found: BTreeMap<u64, Vec<(u32, u64)>> = BTreeMap::new();
     for (offset, id) in messages {

@@ -74,6 +74,10 @@ pub struct Coverage {
     pub segments_deleted: u64,
     pub snapshots_asked: u64,
     pub snapshots_installed: u64,
+    /// Purges proposed (whole or of the messages below an offset) and
+    /// those acknowledged.
+    pub purges_proposed: u64,
+    pub purges_acknowledged: u64,
     pub net: NetStats,
 }
 
@@ -106,6 +110,8 @@ impl std::ops::AddAssign for Coverage {
         self.segments_deleted += other.segments_deleted;
         self.snapshots_asked += other.snapshots_asked;
         self.snapshots_installed += other.snapshots_installed;
+        self.purges_proposed += other.purges_proposed;
+        self.purges_acknowledged += other.purges_acknowledged;
         self.net.sent += other.net.sent;
         self.net.delivered += other.net.delivered;
         self.net.lost += other.net.lost;
@@ -179,6 +185,14 @@ struct Cluster {
     installed: BTreeMap<u64, (u64, u64)>,
     /// The highest offset any node's purge point reached.
     purged_offset_max: u64,
+    /// The purges acknowledged: their entry's index and the offset below
+    /// which they deleted.
+    purges: Rc<RefCell<Vec<(u64, u64)>>>,
+    /// Draws purges on retention runs (apart from the run's stream).
+    purge_rng: SimRng,
+    /// Node → the highest offset below which a purge it applied was made
+    /// durable there: it never serves below it again, restarts included.
+    durable_floors: BTreeMap<u64, u64>,
     coverage: Coverage,
     step: u64,
 }
@@ -232,6 +246,9 @@ pub async fn run(seed: u64, steps: u64) -> Coverage {
         offset_stores: Rc::new(RefCell::new(OffsetStores::default())),
         installed: BTreeMap::new(),
         purged_offset_max: 0,
+        purges: Rc::new(RefCell::new(Vec::new())),
+        purge_rng: SimRng::new(seed ^ 0x7075_7267_6500_0000),
+        durable_floors: BTreeMap::new(),
         coverage: Coverage {
             nodes: plan.nodes,
             five_node_runs: u64::from(plan.nodes == 5),
@@ -288,6 +305,7 @@ pub async fn run(seed: u64, steps: u64) -> Coverage {
         cluster.step = step;
         cluster.nemesis().await;
         if plan.retention {
+            cluster.purge();
             cluster.retain().await;
         }
         let pause = cluster.rng.range(20, 300);
@@ -638,6 +656,59 @@ impl Cluster {
         });
     }
 
+    /// Now and then (retention runs), a purge proposed to the leader: of
+    /// every message, or, as delete-segments does, of those below a batch
+    /// boundary (where the messages of a committed entry end).
+    fn purge(&mut self) {
+        if !self.purge_rng.chance(1, 12) {
+            return;
+        }
+        let Some(leader) = self.leader() else {
+            return;
+        };
+        let whole = self.purge_rng.chance(1, 2);
+        let pick = self.purge_rng.next_u64();
+        let Some(up) = self.nodes[(leader - 1) as usize].up.as_ref() else {
+            return;
+        };
+        let committed = up
+            .group
+            .metrics()
+            .borrow_watched()
+            .last_applied
+            .map_or(0, |id| id.index);
+        let log = up.log.clone();
+        self.coverage.purges_proposed += 1;
+        let group = self.group(leader);
+        let purges = self.purges.clone();
+        spawn(async move {
+            let below = if whole {
+                u64::MAX
+            } else {
+                let log = log.lock().await;
+                let first = log.first_index().unwrap_or(0);
+                if committed < first {
+                    return;
+                }
+                let index = first + pick % (committed - first + 1);
+                match log.messages_end_through(index).await {
+                    Ok(end) => end,
+                    Err(_) => return,
+                }
+            };
+            let written = timeout(
+                Duration::from_secs(2),
+                group.client_write(crate::Proposal::Purge(below)),
+            )
+            .await;
+            if let Ok(Ok(written)) = written {
+                purges
+                    .borrow_mut()
+                    .push((written.log_id.index, written.data.base_offset));
+            }
+        });
+    }
+
     /// Retention on every node that is up, keeping its two newest sealed
     /// segments.
     async fn retain(&mut self) {
@@ -647,9 +718,13 @@ impl Cluster {
                 continue;
             }
             match self.node(id).retain(2).await {
-                Ok((deleted, asked)) => {
-                    self.coverage.segments_deleted += deleted as u64;
-                    self.coverage.snapshots_asked += u64::from(asked);
+                Ok(retained) => {
+                    self.coverage.segments_deleted += retained.deleted as u64;
+                    self.coverage.snapshots_asked += u64::from(retained.asked);
+                    if let Some(below) = retained.purged_below {
+                        let floor = self.durable_floors.entry(id).or_default();
+                        *floor = (*floor).max(below);
+                    }
                 }
                 Err(error) => self.fail(&format!("node {id}: retention: {error}")),
             }
@@ -680,6 +755,32 @@ impl Cluster {
                 continue;
             };
             let applied_end = up.applied.committed_next_offset.get();
+            // A node that applied an acknowledged purge serves nothing
+            // below it, ever after (restarts and snapshots included).
+            let last_applied = {
+                let metrics = up.group.metrics();
+                let metrics = metrics.borrow_watched();
+                metrics.last_applied.map(|id| id.index)
+            };
+            let durable = self.durable_floors.get(&node.id).copied().unwrap_or(0);
+            if up.applied.floor() < durable {
+                self.checker.violations.push(format!(
+                    "node {} made a purge below {durable} durable but serves from {}",
+                    node.id,
+                    up.applied.floor()
+                ));
+            }
+            for (index, below) in self.purges.borrow().iter() {
+                if last_applied.is_some_and(|applied| applied >= *index)
+                    && up.applied.floor() < *below
+                {
+                    self.checker.violations.push(format!(
+                        "node {} applied the purge at entry {index} (below {below}) but serves from {}",
+                        node.id,
+                        up.applied.floor()
+                    ));
+                }
+            }
             let taken = self.offset_stores.borrow_mut().take(node.id, &up.applied);
             if let Err(violation) = taken {
                 self.checker.violations.push(violation);
@@ -903,6 +1004,34 @@ impl Cluster {
             }
         }
         self.coverage.messages = replicas.values().map(|m| m.len() as u64).max().unwrap_or(0);
+        // Every acknowledged purge is applied everywhere: no replica
+        // serves below it.
+        let purged_below = self
+            .purges
+            .borrow()
+            .iter()
+            .map(|(_, below)| *below)
+            .max()
+            .unwrap_or(0);
+        self.coverage.purges_acknowledged = self.purges.borrow().len() as u64;
+        let mut served = BTreeMap::new();
+        let mut starts = BTreeMap::new();
+        for node in &self.nodes {
+            let floor = node.up.as_ref().expect("every node is up").applied.floor();
+            if floor < purged_below {
+                self.fail(&format!(
+                    "node {} serves from {floor}, below an acknowledged purge of the messages below {purged_below}",
+                    node.id
+                ));
+            }
+            let messages: Vec<_> = replicas[&node.id]
+                .iter()
+                .filter(|(offset, _)| *offset >= floor)
+                .copied()
+                .collect();
+            served.insert(node.id, messages);
+            starts.insert(node.id, floor);
+        }
         // Retention deletes only what a snapshot covers: no replica's
         // messages start past the furthest purge point any node reached.
         for (node, messages) in &replicas {
@@ -917,7 +1046,7 @@ impl Cluster {
             }
         }
         self.check_acknowledged_entries(ledger).await;
-        let violations = check_messages(ledger, &replicas);
+        let violations = check_messages(ledger, &served, &starts);
         if let Some(violation) = violations.first() {
             self.fail(&format!(
                 "{violation} ({} violations in all)",

@@ -223,53 +223,84 @@ impl Node {
     /// `keep`, those whose entries are purged are deleted, and the group
     /// is asked for a snapshot so that the rest may go later. Runs on the
     /// pump-like backend only (the shared log store cannot install a
-    /// snapshot). The segments deleted, and whether a snapshot was asked.
-    pub async fn retain(&self, keep: usize) -> Result<(usize, bool), String> {
+    /// snapshot). The purges applied are taken as the pump takes them
+    /// (a snapshot asked for each, the last made committed durably, the
+    /// segments below the floor deleted once purged). The segments
+    /// deleted, whether a snapshot was asked, and the highest offset a
+    /// purge taken now made durable.
+    pub async fn retain(&self, keep: usize) -> Result<Retained, String> {
+        let nothing = Retained::default();
         let Some(up) = &self.up else {
-            return Ok((0, false));
+            return Ok(nothing);
         };
         let Some(backend) = &up.backend else {
-            return Ok((0, false));
+            return Ok(nothing);
         };
         // A log busy with I/O: next step.
         let Some(mut log) = up.log.try_lock() else {
-            return Ok((0, false));
+            return Ok(nothing);
         };
-        let sealed = log.partition().sealed_segments();
-        let count = sealed.len().saturating_sub(keep);
-        if count == 0 {
-            return Ok((0, false));
+        // The purges applied, as the pump takes them (`apply_purges`):
+        // a snapshot asked for each, the last recorded committed.
+        let purges = up.applied.take_purges();
+        let mut points = Vec::new();
+        for purge in &purges {
+            if let Some(point) = crate::retention::purge_point(log.files(), purge)
+                .await
+                .map_err(error_text)?
+            {
+                points.push(point);
+            }
         }
-        let plan = crate::retention::plan(
-            log.files(),
-            &sealed,
-            count,
-            up.applied.committed_next_offset.get(),
-        )
-        .await
-        .map_err(error_text)?;
+        if let Some(last) = purges.last() {
+            log.save_committed_through((last.index, last.term))
+                .await
+                .map_err(error_text)?;
+        }
+        let sealed = log.partition().sealed_segments();
+        let below_floor =
+            crate::retention::purged_deletable(log.files(), &sealed, up.applied.floor());
+        let count = sealed.len().saturating_sub(keep);
+        let plan = if count == 0 {
+            crate::retention::RetentionPlan::default()
+        } else {
+            crate::retention::plan(
+                log.files(),
+                &sealed,
+                count,
+                up.applied.committed_next_offset.get(),
+            )
+            .await
+            .map_err(error_text)?
+        };
+        let deletable = plan.deletable.max(below_floor);
         let mut deleted = 0;
-        if plan.deletable > 0 {
+        if deletable > 0 {
             let mut trash = backend.trash.lock().await;
             deleted = log
                 .partition_mut()
-                .delete_oldest_segments(plan.deletable, &mut trash)
+                .delete_oldest_segments(deletable, &mut trash)
                 .await
                 .map_err(error_text)?
                 .segments;
         }
         drop(log);
-        let asked = match plan.snapshot {
-            Some(point) if up.applied.snapshot_at(point) => {
+        points.extend(plan.snapshot);
+        let mut asked = false;
+        for point in points {
+            if up.applied.snapshot_at(point) {
                 let group = up.group.clone();
                 spawn_in(up.tasks, async move {
                     let _ = group.trigger().snapshot().await;
                 });
-                true
+                asked = true;
             }
-            _ => false,
-        };
-        Ok((deleted, asked))
+        }
+        Ok(Retained {
+            deleted,
+            asked,
+            purged_below: purges.iter().map(|purge| purge.below).max(),
+        })
     }
 
     /// The group stopped by itself (a storage error): why, if it did.
@@ -283,6 +314,15 @@ impl Node {
             .err()
             .map(|fatal| fatal.to_string())
     }
+}
+
+/// What one retention pass did on a node.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Retained {
+    pub deleted: usize,
+    pub asked: bool,
+    /// The highest offset below which a purge taken now was made durable.
+    pub purged_below: Option<u64>,
 }
 
 /// The appends whose flush is not reported yet, in order, and the

@@ -71,6 +71,7 @@ fn cluster_simulation() {
     assert!(total.segments_deleted > 0, "{total:?}");
     assert!(total.snapshots_asked > 0, "{total:?}");
     assert!(total.snapshots_installed > 0, "{total:?}");
+    assert!(total.purges_acknowledged > 0, "{total:?}");
     assert!(total.net.lost > 0, "{total:?}");
     assert!(total.net.duplicated > 0, "{total:?}");
     assert!(total.net.unreachable > 0, "{total:?}");

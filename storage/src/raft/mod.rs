@@ -343,8 +343,9 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
         }
     }
 
-    /// Makes `position` (an entry this log holds, applied) the committed
-    /// entry durably when it is past the one recorded: a restarted group
+    /// Makes `position` (an entry this log holds, applied, and durable: the
+    /// caller synced the log and these files) the committed entry durably
+    /// when it is past the one recorded: a restarted group
     /// applies every entry through it again before it serves (a purge
     /// entry's, so that the messages it deleted stay hidden).
     pub async fn save_committed_through(
@@ -894,6 +895,18 @@ impl<I: StorageIo + Clone> RaftLog<I> {
 
     pub fn vote(&self) -> Option<&[u8]> {
         self.files.vote()
+    }
+
+    /// [`RaftFiles::save_committed_through`], after making the messages
+    /// and entries through it durable (else a power loss could take the
+    /// entry and, with it, the committed position: open never keeps one
+    /// past the entries it finds).
+    pub async fn save_committed_through(
+        &mut self,
+        position: LogPosition,
+    ) -> Result<(), StorageError> {
+        self.sync().await?;
+        self.files.save_committed_through(position).await
     }
 
     /// Saves the vote durably before returning.

@@ -30,7 +30,7 @@
 
 use super::*;
 use crate::shard::partition::Replica;
-use crate::shard::replica::{OffsetsDone, SnapshotPoint};
+use crate::shard::replica::OffsetsDone;
 use iggyd_storage::partition_log::{DeletedSegments, SegmentInfo};
 
 impl<I: StorageIo + Clone + 'static> Pump<I> {
@@ -178,33 +178,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         let purges = replica.group.take_purges();
         let last = purges.last().copied();
         for purge in purges {
-            let point = if purge.purges_all() {
-                Some(SnapshotPoint {
-                    index: purge.index,
-                    term: purge.term,
-                    next_offset: purge.messages_end,
-                })
-            } else {
-                match replica
-                    .files
-                    .data_entry_at(purge.below)
-                    .await?
-                    .and_then(|first_kept| first_kept.checked_sub(1))
-                {
-                    Some(index) => replica
-                        .files
-                        .term_of(index)
-                        .await?
-                        .map(|term| SnapshotPoint {
-                            index,
-                            term,
-                            next_offset: purge.below,
-                        }),
-                    // Its entries are purged already (or it names no
-                    // batch's start: nothing more can go).
-                    None => None,
-                }
-            };
+            let point = iggyd_raft::retention::purge_point(&replica.files, &purge).await?;
             tracing::info!(
                 partition = %key,
                 entry = purge.index,
@@ -217,12 +191,16 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         }
         // A restart applies the purge again before its group serves, so
         // what it deleted is never served again here.
+        // The entry and the messages before it are made durable first: a
+        // power loss could otherwise take the entry, and the committed
+        // position with it.
         if let Some(last) = last
-            && let Some(replica) = self
-                .partitions
-                .get_mut(&key)
-                .and_then(|partition| partition.replica.as_mut())
+            && let Some(partition) = self.partitions.get_mut(&key)
+            && let Some(replica) = partition.replica.as_mut()
         {
+            partition.log.write_pending().await?;
+            partition.log.sync().await?;
+            replica.files.sync().await?;
             replica
                 .files
                 .save_committed_through((last.index, last.term))
@@ -241,19 +219,12 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         let Some(replica) = &partition.replica else {
             return Ok(());
         };
-        if replica.files.purged().is_none() {
-            return Ok(());
-        }
-        let end = replica
-            .group
-            .floor()
-            .min(replica.files.purged_next_offset());
-        let count = partition
-            .log
-            .sealed_segments()
-            .iter()
-            .take_while(|segment| segment.next_offset <= end)
-            .count();
+        let floor = replica.group.floor();
+        let count = iggyd_raft::retention::purged_deletable(
+            &replica.files,
+            &partition.log.sealed_segments(),
+            floor,
+        );
         if count == 0 {
             return Ok(());
         }
@@ -266,7 +237,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             segments = deleted.segments,
             messages = deleted.messages,
             bytes = deleted.bytes,
-            below = end,
+            floor,
             "purge: deleted the segments below the purged offset"
         );
         Ok(())
