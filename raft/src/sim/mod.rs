@@ -14,7 +14,9 @@
 //! every acknowledged message is read back exactly once, in order, from
 //! every replica's messages. A client also writes stored consumer offsets
 //! (offsets entries): no replica's stored offset ever goes back, and each
-//! holds at least the last acknowledged one at the end.
+//! holds at least the last acknowledged one at the end. On runs with
+//! retention, purges are proposed too: a node that applied one, or made
+//! it durable, never serves below it again.
 //!
 //! Time is virtual: the nodes run the adapter's own log stores, state
 //! machine and network under [`SimRaft`], a type configuration on the
@@ -35,7 +37,8 @@
 //! - `workload.rs`: the clients and the ledger of what they were told.
 //! - `offsets.rs`: the offsets client and every replica's offsets store.
 //! - `checker.rs`: the invariants, after every step and at the end.
-//! - `cluster.rs`: one seed's run: the nemesis, the steps, the coverage.
+//! - `cluster.rs`: one seed's run: the nemesis, the purges, the steps.
+//! - `coverage.rs`: what a run covered, summed over seeds.
 //! - `scenarios.rs`: what seeds found, replayed step by step.
 //! - `tests.rs`: the seeds run, the regression seeds, the scenarios,
 //!   determinism.
@@ -45,6 +48,7 @@
 
 mod checker;
 mod cluster;
+mod coverage;
 mod network;
 mod node;
 mod offsets;

@@ -11,10 +11,12 @@
 //! entry is there.
 
 use super::*;
-use crate::partition_log::PartitionConfig;
+use crate::BufferPool;
+use crate::partition_log::{Clock, PartitionConfig};
 use crate::sim::{SimClock, SimIo, SimRng, block_on};
 use iggyd_wire::batch::{BatchHeader, MessageSpec, ValidBatch, encode_producer_batch, stamp};
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 const DIR: &str = "/data/partitions/7";
 
