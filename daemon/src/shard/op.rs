@@ -146,7 +146,10 @@ pub enum PartitionOp {
         consumer: ConsumerKey,
         reply: Reply<()>,
     },
-    /// Delete every message and consumer offset; the partition restarts at 0.
+    /// Delete every message and consumer offset; the partition restarts at 0
+    /// (a replicated partition: a purge entry of its group, after which
+    /// every replica deletes its messages; offsets go on, stored consumer
+    /// offsets stay).
     Purge {
         key: PartitionKey,
         reply: Reply<()>,

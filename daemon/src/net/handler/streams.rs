@@ -404,7 +404,9 @@ pub(crate) async fn change(
 
 /// PurgeStream and PurgeTopic: every partition of the named stream's
 /// topics, or of the one named topic, is emptied on its owner (durable
-/// before the reply). Both need the right to manage what they name.
+/// before the reply; a replicated partition's purge is an entry of its
+/// group, committed and applied on this node before the reply). Both need
+/// the right to manage what they name.
 pub(crate) async fn purge(
     request: &Request_<'_>,
     principal: &Principal<'_>,
