@@ -17,6 +17,32 @@ const MIB: u64 = 1 << 20;
 const PAYLOAD: usize = 16 * 1024;
 const PER_SEND: u64 = 8;
 
+/// Three nodes (retention checked every 200 ms) with stream `r` and its
+/// topic `t` of one partition in 1 MiB segments, capped at `max_size`;
+/// the metadata leader and a client of it.
+async fn cluster_with_topic(max_size: Option<MaxTopicSize>) -> (Cluster, u64, IggyClient) {
+    let layout = Layout::loopback_for(NODES);
+    let cluster = Cluster::start_with_env(
+        &layout,
+        Some(("500ms", "100ms")),
+        NODES,
+        &[("IGGYD_RETENTION__CHECK_INTERVAL", "200ms")],
+    );
+    let leader = agreed_leader(&cluster, &[1, 2, 3]).await;
+    let client = client_of(&cluster, leader).await;
+    client.create_stream("r").await.expect("stream");
+    let options = TopicCreateOptions {
+        segment_size: Some(IggyByteSize::from(MIB)),
+        max_topic_size: max_size,
+        ..topic_options(1)
+    };
+    client
+        .create_topic(&named("r"), "t", &options)
+        .await
+        .expect("topic");
+    (cluster, leader, client)
+}
+
 /// Sends messages `first..end` (each payload starts with its number, so
 /// message `n` of one producer lands at offset `n`).
 async fn send(client: &IggyClient, first: u64, end: u64) {
@@ -106,25 +132,8 @@ async fn copy_of(cluster: &Cluster, id: u64) -> Vec<(u64, u64)> {
 // the same as the others serve.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_away_while_retention_ran_installs_the_snapshot_and_holds_the_rest() {
-    let layout = Layout::loopback_for(NODES);
-    let mut cluster = Cluster::start_with_env(
-        &layout,
-        Some(("500ms", "100ms")),
-        NODES,
-        &[("IGGYD_RETENTION__CHECK_INTERVAL", "200ms")],
-    );
-    let leader = agreed_leader(&cluster, &[1, 2, 3]).await;
-    let client = client_of(&cluster, leader).await;
-    client.create_stream("r").await.expect("stream");
-    let options = TopicCreateOptions {
-        segment_size: Some(IggyByteSize::from(MIB)),
-        max_topic_size: Some(MaxTopicSize::Custom(IggyByteSize::from(3 * MIB))),
-        ..topic_options(1)
-    };
-    client
-        .create_topic(&named("r"), "t", &options)
-        .await
-        .expect("topic");
+    let (mut cluster, leader, client) =
+        cluster_with_topic(Some(MaxTopicSize::Custom(IggyByteSize::from(3 * MIB)))).await;
     let first_mib = MIB / PAYLOAD as u64;
     send(&client, 0, first_mib).await;
     // A node other than the metadata leader, which stays up.
@@ -217,24 +226,7 @@ async fn a_node_away_while_retention_ran_installs_the_snapshot_and_holds_the_res
 // offset, the same bytes, and a restarted node serves nothing deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_and_delete_segments_delete_the_same_messages_on_every_node() {
-    let layout = Layout::loopback_for(NODES);
-    let mut cluster = Cluster::start_with_env(
-        &layout,
-        Some(("500ms", "100ms")),
-        NODES,
-        &[("IGGYD_RETENTION__CHECK_INTERVAL", "200ms")],
-    );
-    let leader = agreed_leader(&cluster, &[1, 2, 3]).await;
-    let client = client_of(&cluster, leader).await;
-    client.create_stream("r").await.expect("stream");
-    let options = TopicCreateOptions {
-        segment_size: Some(IggyByteSize::from(MIB)),
-        ..topic_options(1)
-    };
-    client
-        .create_topic(&named("r"), "t", &options)
-        .await
-        .expect("topic");
+    let (mut cluster, leader, client) = cluster_with_topic(None).await;
     let first_mib = MIB / PAYLOAD as u64;
     send(&client, 0, first_mib).await;
     let away = (1..=NODES).find(|id| *id != leader).expect("a follower");

@@ -7,7 +7,8 @@
 //! next one.
 
 use super::tests::{
-    InProcess, KEY, Node, append, ask, leader_of, poll_all, runtime, start_joining_node, start_node,
+    InProcess, KEY, Node, append, ask, leader_of, poll_all, runtime, start_joining_node,
+    start_node, stop_groups,
 };
 use crate::shard::op::PartitionOp;
 use crate::shard::partition::{Durability, PartitionSettings};
@@ -203,11 +204,7 @@ fn a_group_adds_a_joining_node_and_removes_its_leader() {
             "the group goes on without node {leader}"
         );
         assert_ne!(leader_of(&rest), None);
-        for node in &nodes {
-            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
-                raft.shutdown().await.expect("shutdown");
-            }
-        }
+        stop_groups(&nodes).await;
     });
 }
 
@@ -249,11 +246,7 @@ fn a_change_asked_of_an_idle_group_renews_the_leaders_lease_first() {
                     .collect()
             })
         );
-        for node in &nodes {
-            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
-                raft.shutdown().await.expect("shutdown");
-            }
-        }
+        stop_groups(&nodes).await;
     });
 }
 
@@ -289,10 +282,6 @@ fn a_change_asked_as_the_leader_dies_waits_for_the_next_leader() {
         let elected = leader_of(&rest).expect("a new leader");
         assert_ne!(elected, leader);
         transport.down.borrow_mut().clear();
-        for node in &nodes {
-            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
-                raft.shutdown().await.expect("shutdown");
-            }
-        }
+        stop_groups(&nodes).await;
     });
 }

@@ -144,11 +144,7 @@ fn stored_offsets_replicate_and_survive_losing_the_leader() {
         assert_eq!(next.records().into_owned(), poll_one_at(rest[0], 8).await);
         assert_ne!(next.records().into_owned(), poll_one_at(rest[0], 7).await);
         transport.down.borrow_mut().remove(&leader.id);
-        for node in &nodes {
-            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
-                raft.shutdown().await.expect("shutdown");
-            }
-        }
+        stop_groups(&nodes).await;
     });
 }
 

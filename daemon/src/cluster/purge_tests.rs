@@ -131,11 +131,7 @@ fn a_purge_deletes_the_same_messages_on_every_replica() {
         let everyone: Vec<&Node> = nodes.iter().collect();
         let ack = append(&everyone, 2, b'q').await;
         assert_eq!(ack.base_offset, next);
-        for node in &nodes {
-            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
-                raft.shutdown().await.expect("shutdown");
-            }
-        }
+        stop_groups(&nodes).await;
     });
 }
 
@@ -181,10 +177,6 @@ fn delete_segments_deletes_the_same_messages_on_every_replica() {
         })
         .await;
         assert_eq!(none, DeletedSegments::default());
-        for node in &nodes {
-            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
-                raft.shutdown().await.expect("shutdown");
-            }
-        }
+        stop_groups(&nodes).await;
     });
 }

@@ -168,11 +168,7 @@ fn a_follower_behind_retention_installs_the_snapshot_and_goes_on() {
         let restarted_first = stats(&nodes[0]).await.first_offset;
         holds(&nodes[0], restarted_first, next).await;
         serves(&nodes[0], 42).await;
-        for node in &nodes {
-            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
-                raft.shutdown().await.expect("shutdown");
-            }
-        }
+        stop_groups(&nodes).await;
     });
 }
 
@@ -241,10 +237,6 @@ fn a_node_added_after_retention_purged_the_log_is_sent_the_snapshot() {
         assert_eq!(ack.base_offset, next);
         next = ack.last_offset + 1;
         holds(&nodes[3], leader_first, next).await;
-        for node in &nodes {
-            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
-                raft.shutdown().await.expect("shutdown");
-            }
-        }
+        stop_groups(&nodes).await;
     });
 }

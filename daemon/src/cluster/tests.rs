@@ -96,6 +96,16 @@ pub(super) async fn restart(node: Node, transport: &InProcess) -> Node {
     start_node_on(id, transport, io, None, false)
 }
 
+/// Stops the partition group of every node of `nodes` (the end of a
+/// test: its tasks would otherwise outlive the runtime's last wait).
+pub(super) async fn stop_groups(nodes: &[Node]) {
+    for node in nodes {
+        if let Some(raft) = node.cluster.raft(KEY.storage_id) {
+            raft.shutdown().await.expect("shutdown");
+        }
+    }
+}
+
 fn storage() -> PumpStorage {
     PumpStorage {
         data_dir: PathBuf::from("/data"),
@@ -387,11 +397,7 @@ fn three_pumps_replicate_a_partition_and_survive_losing_the_leader() {
             served.push(result.records().into_owned());
         }
         assert!(served.windows(2).all(|pair| pair[0] == pair[1]));
-        for node in &nodes {
-            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
-                raft.shutdown().await.expect("shutdown");
-            }
-        }
+        stop_groups(&nodes).await;
     });
 }
 
@@ -616,10 +622,6 @@ fn an_idle_group_sends_nothing_but_the_nodes_beats() {
         .await
         .expect("the leader's append after a pause");
         assert_eq!(ack.base_offset, last + 2);
-        for node in &nodes {
-            if let Some(raft) = node.cluster.raft(KEY.storage_id) {
-                raft.shutdown().await.expect("shutdown");
-            }
-        }
+        stop_groups(&nodes).await;
     });
 }
