@@ -43,6 +43,23 @@ async fn cluster_with_topic(max_size: Option<MaxTopicSize>) -> (Cluster, u64, Ig
     (cluster, leader, client)
 }
 
+/// Waits (30 s at most) until node `id` logs that it installed its
+/// leader's snapshot.
+async fn installed_snapshot(cluster: &mut Cluster, id: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !cluster
+        .node(id)
+        .log()
+        .contains("installed the leader's snapshot")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node {id} never installed the snapshot"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Sends messages `first..end` (each payload starts with its number, so
 /// message `n` of one producer lands at offset `n`).
 async fn send(client: &IggyClient, first: u64, end: u64) {
@@ -168,18 +185,7 @@ async fn a_node_away_while_retention_ran_installs_the_snapshot_and_holds_the_res
     }
 
     cluster.node(away).restart();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !cluster
-        .node(away)
-        .log()
-        .contains("installed the leader's snapshot")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "node {away} never installed the snapshot"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    installed_snapshot(&mut cluster, away).await;
     let mut starts = Vec::new();
     for id in 1..=NODES {
         // A leader elected a moment ago serves what it knows committed.
@@ -247,18 +253,7 @@ async fn a_purge_and_delete_segments_delete_the_same_messages_on_every_node() {
     send(&client, purged_end, end).await;
 
     cluster.node(away).restart();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !cluster
-        .node(away)
-        .log()
-        .contains("installed the leader's snapshot")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "node {away} never installed the snapshot"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    installed_snapshot(&mut cluster, away).await;
     let after_purge: Vec<(u64, u64)> = (purged_end..end).map(|n| (n, n)).collect();
     for id in 1..=NODES {
         let mut copy = copy_of(&cluster, id).await;

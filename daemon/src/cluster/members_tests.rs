@@ -7,10 +7,9 @@
 //! next one.
 
 use super::tests::{
-    InProcess, KEY, Node, append, ask, leader_of, poll_all, runtime, start_joining_node,
-    start_node, stop_groups,
+    InProcess, KEY, Node, append, leader_of, poll_all, runtime, start_joining_node, start_node,
+    stop_groups,
 };
-use crate::shard::op::PartitionOp;
 use crate::shard::partition::{Durability, PartitionSettings};
 use iggyd_raft::membership::{MemberChange, MemberError, MemberOutcome, NodeCard};
 use iggyd_raft::network::ForwardedChange;
@@ -21,13 +20,7 @@ async fn open(node: &Node) {
         durability: Durability::Persisted,
         ..PartitionSettings::default()
     };
-    ask(node, |reply| PartitionOp::Open {
-        key: KEY,
-        settings,
-        reply,
-    })
-    .await
-    .expect("open");
+    super::tests::open_with(node, settings).await;
 }
 
 pub(super) async fn change(

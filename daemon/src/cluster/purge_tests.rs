@@ -25,13 +25,7 @@ fn settings() -> PartitionSettings {
 }
 
 async fn open(node: &Node) {
-    ask(node, |reply| PartitionOp::Open {
-        key: KEY,
-        settings: settings(),
-        reply,
-    })
-    .await
-    .expect("open");
+    open_with(node, settings()).await;
 }
 
 /// Runs `op` on the first of `nodes` that takes it (a follower forwards

@@ -30,13 +30,7 @@ fn settings() -> PartitionSettings {
 }
 
 async fn open(node: &Node) {
-    ask(node, |reply| PartitionOp::Open {
-        key: KEY,
-        settings: settings(),
-        reply,
-    })
-    .await
-    .expect("open");
+    open_with(node, settings()).await;
 }
 
 pub(super) async fn stats(node: &Node) -> PartitionStats {

@@ -96,6 +96,17 @@ pub(super) async fn restart(node: Node, transport: &InProcess) -> Node {
     start_node_on(id, transport, io, None, false)
 }
 
+/// Opens the test partition on `node` with `settings`.
+pub(super) async fn open_with(node: &Node, settings: crate::shard::partition::PartitionSettings) {
+    ask(node, |reply| PartitionOp::Open {
+        key: KEY,
+        settings,
+        reply,
+    })
+    .await
+    .expect("open");
+}
+
 /// Stops the partition group of every node of `nodes` (the end of a
 /// test: its tasks would otherwise outlive the runtime's last wait).
 pub(super) async fn stop_groups(nodes: &[Node]) {
