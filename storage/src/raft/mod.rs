@@ -41,6 +41,7 @@
 pub mod configs;
 pub mod entries;
 mod log;
+pub mod machine;
 pub mod offsets;
 pub mod state;
 #[cfg(test)]
@@ -317,6 +318,17 @@ impl<I: StorageIo + Clone> RaftFiles<I> {
 
     pub fn purged(&self) -> Option<LogPosition> {
         self.state.purged
+    }
+
+    /// The group's state-machine snapshot (`machine.rs`), if one was saved.
+    pub async fn machine_snapshot(&self) -> Result<Option<Vec<u8>>, StorageError> {
+        machine::load(&self.io, &self.raft_dir).await
+    }
+
+    /// Saves the group's state-machine snapshot durably before returning
+    /// (the entries it covers may be purged once it is).
+    pub async fn save_machine_snapshot(&self, bytes: &[u8]) -> Result<(), StorageError> {
+        machine::save(&self.io, &self.raft_dir, bytes).await
     }
 
     pub fn vote(&self) -> Option<&[u8]> {
