@@ -69,7 +69,7 @@ pub use model::{
     TokenHash, Topic, User, UserStatus,
 };
 pub use options::{Compression, Durability, TopicOptions, TopicOptionsUpdate};
-pub use store::{ExecuteError, MetadataStore, RecoveryReport, StoreError};
+pub use store::{ExecuteError, ExportedStore, MetadataStore, RecoveryReport, StoreError};
 pub use view::MetadataView;
 
 // The bounds metadata enforces (stream, topic and token counts, name and

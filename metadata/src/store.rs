@@ -78,6 +78,16 @@ impl ExecuteError {
 }
 
 /// What recovery found and did, for the start-up log and `STATUS=`.
+/// The store as [`MetadataStore::export`] gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportedStore {
+    /// [`Snapshot`]'s encoding.
+    pub bytes: Vec<u8>,
+    /// The storage id the next partition gets (every partition the
+    /// snapshot lists is below it).
+    pub next_storage_id: u64,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
     /// Sequence number of the loaded snapshot, if there was one.
@@ -310,6 +320,50 @@ impl<Io: MetadataIo> MetadataStore<Io> {
     }
 
     /// Sets the bounds (clamped to what the loaders accept).
+    /// The whole state as a snapshot's bytes, at the last change (a
+    /// cluster node's metadata group keeps and sends these).
+    pub fn export(&self) -> Result<ExportedStore, SnapshotError> {
+        let bytes = Snapshot {
+            seq: self.last_seq,
+            metadata: self.metadata.clone(),
+        }
+        .encode()?;
+        Ok(ExportedStore {
+            bytes,
+            next_storage_id: self.metadata.next_storage_id(),
+        })
+    }
+
+    /// Replaces the whole state with the snapshot `bytes` hold (a cluster
+    /// node installing its metadata group's snapshot), checked whole first
+    /// (`Snapshot::decode`): bytes that do not check change nothing. The
+    /// journal starts again after it.
+    pub fn replace(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        if self.poisoned {
+            return Err(StoreError::Poisoned);
+        }
+        let snapshot = Snapshot::decode(bytes)?;
+        let result = self
+            .io
+            .replace_durable(SNAPSHOT_FILE, bytes)
+            .map_err(io_error("replace", SNAPSHOT_FILE))
+            .and_then(|()| match self.io.truncate_durable(JOURNAL_FILE, 0) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                    Err(io_error("truncate", JOURNAL_FILE)(error))
+                }
+                _ => Ok(()),
+            });
+        if let Err(error) = result {
+            self.poisoned = true;
+            return Err(error);
+        }
+        self.metadata = snapshot.metadata;
+        self.last_seq = snapshot.seq;
+        self.snapshot_seq = snapshot.seq;
+        self.state_bytes = encoded_size(&self.metadata);
+        Ok(())
+    }
+
     pub fn set_admission(&mut self, admission: Admission) {
         self.admission = admission.clamped();
     }
