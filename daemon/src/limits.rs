@@ -469,6 +469,13 @@ pub const CLUSTER_ELECTION_TIMEOUT: Duration = Duration::from_secs(1);
 pub const CLUSTER_ELECTION_TIMEOUT_MIN: Duration = Duration::from_millis(150);
 /// See [`CLUSTER_ELECTION_TIMEOUT`].
 pub const CLUSTER_ELECTION_TIMEOUT_MAX: Duration = Duration::from_secs(60);
+/// `cluster.metadata_snapshot_entries`: the metadata group snapshots its
+/// store every this many entries (then its log is purged through it).
+pub const CLUSTER_METADATA_SNAPSHOT_ENTRIES: u64 = 1_024;
+/// See [`CLUSTER_METADATA_SNAPSHOT_ENTRIES`]: the accepted range.
+pub const CLUSTER_METADATA_SNAPSHOT_ENTRIES_MIN: u64 = 16;
+/// See [`CLUSTER_METADATA_SNAPSHOT_ENTRIES`].
+pub const CLUSTER_METADATA_SNAPSHOT_ENTRIES_MAX: u64 = 1_000_000;
 /// `cluster.heartbeat_interval`: how often the leader tells followers it is
 /// alive; below half the election timeout (checked when the cluster is on),
 /// so one lost heartbeat does not start an election.

@@ -86,12 +86,23 @@ async fn send(client: &IggyClient, first: u64, end: u64) {
     }
 }
 
-/// What node `id` serves of partition 0 as the metadata leader (only the
-/// metadata leader answers polls; it serves its own copy): each message's
-/// offset and the number its payload starts with, from its first message
-/// on. The leadership is moved to `id` first (`iggyd cluster
-/// transfer-leader` on the leader).
+/// What node `id` serves of partition 0 of `r`/`t` as the metadata
+/// leader: see [`copy_of_topic`].
 async fn copy_of(cluster: &Cluster, id: u64) -> Vec<(u64, u64)> {
+    copy_of_topic(cluster, id, "r", "t").await
+}
+
+/// What node `id` serves of partition 0 of `stream`/`topic` as the
+/// metadata leader (only the metadata leader answers polls; it serves its
+/// own copy): each message's offset and the number its payload starts
+/// with, from its first message on. The leadership is moved to `id` first
+/// (`iggyd cluster transfer-leader` on the leader).
+pub(crate) async fn copy_of_topic(
+    cluster: &Cluster,
+    id: u64,
+    stream: &str,
+    topic: &str,
+) -> Vec<(u64, u64)> {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let leader = agreed_leader(cluster, &[1, 2, 3]).await;
@@ -106,7 +117,7 @@ async fn copy_of(cluster: &Cluster, id: u64) -> Vec<(u64, u64)> {
                 .await
                 .expect("the transfer");
         if out.code() != Some(0) {
-            eprintln!("cluster retention: transfer to {id}: {out:?}");
+            eprintln!("cluster: transfer to {id}: {out:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -117,8 +128,8 @@ async fn copy_of(cluster: &Cluster, id: u64) -> Vec<(u64, u64)> {
     loop {
         let polled = client
             .poll_messages(
-                &named("r"),
-                &named("t"),
+                &named(stream),
+                &named(topic),
                 Some(0),
                 &consumer,
                 &strategy,

@@ -10,6 +10,7 @@ mod common;
 mod cluster;
 mod cluster_admin;
 mod cluster_members;
+mod cluster_metadata;
 mod cluster_metrics;
 mod cluster_retention;
 mod deletion;

@@ -40,6 +40,18 @@ impl PumpBackend {
     pub async fn stored_offsets(&self) -> Result<iggyd_raft::state_machine::StoredOffsets, String> {
         self.ask(|reply| RaftOp::StoredOffsets { reply }).await
     }
+
+    /// The group's state-machine snapshot, if one was saved (the metadata
+    /// group's store, `metadata.rs`).
+    pub async fn machine_snapshot(&self) -> Result<Option<Vec<u8>>, String> {
+        self.ask(|reply| RaftOp::MachineSnapshot { reply }).await
+    }
+
+    /// Saves the group's state-machine snapshot; durable when answered.
+    pub async fn save_machine_snapshot(&self, bytes: Vec<u8>) -> Result<(), String> {
+        self.ask(|reply| RaftOp::SaveMachineSnapshot { bytes, reply })
+            .await
+    }
 }
 
 impl LogBackend for PumpBackend {

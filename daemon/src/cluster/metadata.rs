@@ -6,8 +6,14 @@
 //! (`METADATA_KEY`, `<data_dir>/cluster/metadata`): each entry a record of
 //! one message holding the command.
 //!
-//! A node's store lives in memory and is rebuilt from this log at every
-//! start (the log is the durable record). The proposer hears the outcome
+//! A node's store lives in memory. Every `cluster.metadata_snapshot_entries`
+//! entries the group takes a snapshot: the store exported, kept durably
+//! beside the log (`iggyd_storage::raft::machine`), and openraft purges the
+//! entries it covers (the pump deletes the segments they named). A start
+//! installs the kept snapshot into the store, then applies the entries
+//! after it; a follower behind the leader's purge is sent the snapshot and
+//! installs it the same way (its store replaced, the view published,
+//! partitions opened and removed as the view lists them). The proposer hears the outcome
 //! of its own command from the state machine (the store's answer as
 //! applied here), so a rejection ("already exists") reaches the client as
 //! on a single node.
@@ -15,15 +21,17 @@
 //! Must not: apply a command anywhere but through the state machine (a
 //! leader's store changes when the command is committed, like everyone
 //! else's), or wait for shard 0's loop from inside it except for the
-//! apply itself (the loop never waits for this group).
+//! apply itself (the loop never waits for this group), or let openraft
+//! purge an entry before a snapshot covering it is durable.
 
+use super::backend::PumpBackend;
 use crate::shard::op::{AppendAck, PumpError, Reply, answer};
 use crate::shard::partition::PartitionKey;
-use crate::shard::replica::{Group, Leadership};
+use crate::shard::replica::{Group, Leadership, SnapshotPoint};
 use futures_util::TryStreamExt;
-use iggyd_metadata::{Applied, MetadataCommand, MetadataView};
+use iggyd_metadata::{Applied, ExportedStore, MetadataCommand, MetadataView};
 use iggyd_raft::{Appended, LogId, PartitionRaft, Proposal};
-use iggyd_wire::batch::{MessageSpec, encode_producer_batch, frames};
+use iggyd_wire::batch::{BatchHeader, MessageSpec, encode_producer_batch, frames};
 use iggyd_wire::protocol::codes::Status;
 use openraft::alias::{SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
 use openraft::async_runtime::WatchReceiver;
@@ -38,6 +46,12 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 
+/// The metadata group takes a snapshot once this many entries were applied
+/// after the last one (`cluster.metadata_snapshot_entries`): a restart
+/// applies at most about this many entries after installing it, and the
+/// log on disk holds about as many.
+pub const SNAPSHOT_EVERY_ENTRIES: u64 = crate::limits::CLUSTER_METADATA_SNAPSHOT_ENTRIES;
+
 /// The metadata group's channel on node-to-node calls.
 pub const METADATA_CHANNEL: u64 = crate::shard::replica::METADATA_STORAGE_ID;
 
@@ -51,8 +65,40 @@ pub type MetadataOutcome = Result<(Applied, Arc<MetadataView>), Status>;
 /// A future on this shard's thread.
 pub type LocalFuture<T> = Pin<Box<dyn Future<Output = T>>>;
 
-/// Executes a committed command on this node's store (shard 0's loop).
-pub type ApplyMetadata = Rc<dyn Fn(MetadataCommand) -> LocalFuture<MetadataOutcome>>;
+/// This node's metadata store as the metadata group's state machine
+/// reaches it (shard 0's loop, in the daemon): every call is answered there,
+/// in the order the machine makes them.
+pub trait StoreAccess {
+    /// Executes a committed command.
+    fn apply(&self, command: MetadataCommand) -> LocalFuture<MetadataOutcome>;
+    /// The whole store, as its snapshot's bytes.
+    fn export(&self) -> LocalFuture<Result<ExportedStore, String>>;
+    /// Replaces the whole store with a snapshot's bytes (checked whole
+    /// first: bytes that do not check change nothing) and publishes its
+    /// view, as a committed command's is.
+    fn replace(&self, store: Vec<u8>) -> LocalFuture<Result<(), String>>;
+}
+
+/// This node's store, shared by the metadata group's state machine.
+pub type SharedStore = Rc<dyn StoreAccess>;
+
+/// What a shard without the store has (a daemon's metadata log is always
+/// shard 0's, which has it): every call is refused.
+pub struct NoStore;
+
+impl StoreAccess for NoStore {
+    fn apply(&self, _command: MetadataCommand) -> LocalFuture<MetadataOutcome> {
+        Box::pin(async { Err(Status::Error) })
+    }
+
+    fn export(&self) -> LocalFuture<Result<ExportedStore, String>> {
+        Box::pin(async { Err("this shard has no metadata store".to_string()) })
+    }
+
+    fn replace(&self, _store: Vec<u8>) -> LocalFuture<Result<(), String>> {
+        Box::pin(async { Err("this shard has no metadata store".to_string()) })
+    }
+}
 
 /// A command as its log entry: a record of one message holding it.
 pub fn encode_command(command: &MetadataCommand) -> Result<Vec<u8>, String> {
@@ -91,51 +137,152 @@ pub type MembershipApplied = Rc<dyn Fn(iggyd_raft::Membership) -> LocalFuture<()
 /// proposer takes them.
 type Outcomes = Rc<RefCell<HashMap<u64, MetadataOutcome>>>;
 
+/// A snapshot's data, as a follower is sent it: the store and where the
+/// log's messages end at its entry (a follower whose log it passes starts
+/// its log again there).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct SnapshotData {
+    next_offset: u64,
+    /// The storage id the store's next partition gets: the partitions
+    /// below it were created by the entries the snapshot covers.
+    next_storage_id: u64,
+    store: Vec<u8>,
+}
+
+/// The current snapshot as kept beside the log
+/// (`iggyd_storage::raft::machine`): its metadata and its data.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct KeptSnapshot {
+    meta: SnapshotMetaOf<PartitionRaft>,
+    data: Vec<u8>,
+}
+
+/// What the metadata group's snapshots share between its state machine,
+/// the group and the pump: where they are kept, and the last one
+/// installed (from a leader, or this node's own at start).
+struct Snapshots {
+    backend: PumpBackend,
+    current: RefCell<Option<KeptSnapshot>>,
+    installed: RefCell<Option<(SnapshotPoint, Vec<u8>)>>,
+    /// Told the storage ids below which partitions were created before
+    /// the snapshot installed (their groups wait for their leaders: this
+    /// node does not know the voters they were created with).
+    adopt_below: Rc<dyn Fn(u64)>,
+}
+
 /// The metadata group's state machine: each committed command applied to
 /// this node's store.
 pub struct MetadataMachine {
-    apply: ApplyMetadata,
+    store: SharedStore,
     on_membership: Option<MembershipApplied>,
     outcomes: Outcomes,
     last_applied: Option<LogId>,
     membership: StoredMembershipOf<PartitionRaft>,
+    /// One past the last message of the entries applied (each command's
+    /// record is one message).
+    next_offset: u64,
+    snapshots: Rc<Snapshots>,
+}
+
+fn invalid(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
 }
 
 impl MetadataMachine {
-    fn new(
-        apply: ApplyMetadata,
+    /// A machine that applied nothing, whose current snapshot is the one
+    /// kept beside the log, if any (openraft installs it first at start).
+    async fn open(
+        store: SharedStore,
         on_membership: Option<MembershipApplied>,
         outcomes: Outcomes,
-    ) -> MetadataMachine {
-        MetadataMachine {
-            apply,
+        snapshots: Rc<Snapshots>,
+    ) -> Result<MetadataMachine, String> {
+        let kept = match snapshots.backend.machine_snapshot().await? {
+            Some(bytes) => Some(
+                postcard::from_bytes::<KeptSnapshot>(&bytes)
+                    .map_err(|error| format!("the metadata group's snapshot: {error}"))?,
+            ),
+            None => None,
+        };
+        *snapshots.current.borrow_mut() = kept;
+        Ok(MetadataMachine {
+            store,
             on_membership,
             outcomes,
             last_applied: None,
             membership: StoredMembershipOf::<PartitionRaft>::default(),
+            next_offset: 0,
+            snapshots,
+        })
+    }
+
+    /// The snapshot of everything applied: the store exported now (the
+    /// machine applies nothing meanwhile), kept durably beside the log
+    /// before openraft may purge the entries it covers.
+    async fn snapshot_now(&mut self) -> Result<SnapshotOf<PartitionRaft, Cursor<Vec<u8>>>, String> {
+        if let Some(current) = self.snapshots.current.borrow().as_ref()
+            && current.meta.last_log_id == self.last_applied
+        {
+            return Ok(SnapshotOf::<PartitionRaft, Cursor<Vec<u8>>> {
+                meta: current.meta.clone(),
+                snapshot: Cursor::new(current.data.clone()),
+            });
         }
+        let exported = self.store.export().await?;
+        let data = postcard::to_allocvec(&SnapshotData {
+            next_offset: self.next_offset,
+            next_storage_id: exported.next_storage_id,
+            store: exported.bytes,
+        })
+        .map_err(|error| error.to_string())?;
+        let last = self.last_applied;
+        let meta = SnapshotMetaOf::<PartitionRaft> {
+            last_log_id: last,
+            last_membership: self.membership.clone(),
+        };
+        let kept = KeptSnapshot { meta, data };
+        let bytes = postcard::to_allocvec(&kept).map_err(|error| error.to_string())?;
+        self.snapshots.backend.save_machine_snapshot(bytes).await?;
+        tracing::info!(
+            entry = last.map_or(0, |last| last.index),
+            bytes = kept.data.len(),
+            "the metadata group kept a snapshot; the entries it covers may be purged"
+        );
+        let snapshot = SnapshotOf::<PartitionRaft, Cursor<Vec<u8>>> {
+            meta: kept.meta.clone(),
+            snapshot: Cursor::new(kept.data.clone()),
+        };
+        *self.snapshots.current.borrow_mut() = Some(kept);
+        Ok(snapshot)
     }
 }
 
-/// The metadata group builds no snapshots yet (its policy is `Never`; the
-/// log is kept whole and replayed at start).
-pub struct NoSnapshots;
+/// A snapshot already taken when openraft asked for a builder (taking it
+/// then keeps it consistent: the machine applies nothing meanwhile, and
+/// snapshots are kept in the order they are taken).
+pub struct MetadataSnapshot(Result<SnapshotOf<PartitionRaft, Cursor<Vec<u8>>>, String>);
 
-impl RaftSnapshotBuilder<PartitionRaft> for NoSnapshots {
+impl RaftSnapshotBuilder<PartitionRaft> for MetadataSnapshot {
     type SnapshotData = Cursor<Vec<u8>>;
 
     async fn build_snapshot(
         &mut self,
     ) -> Result<SnapshotOf<PartitionRaft, Cursor<Vec<u8>>>, io::Error> {
-        Err(io::Error::other(
-            "the metadata group does not build snapshots yet",
-        ))
+        match &self.0 {
+            Ok(snapshot) => Ok(SnapshotOf::<PartitionRaft, Cursor<Vec<u8>>> {
+                meta: snapshot.meta.clone(),
+                snapshot: Cursor::new(snapshot.snapshot.get_ref().clone()),
+            }),
+            Err(error) => Err(io::Error::other(format!(
+                "the metadata group's snapshot: {error}"
+            ))),
+        }
     }
 }
 
 impl RaftStateMachine<PartitionRaft> for MetadataMachine {
     type SnapshotData = Cursor<Vec<u8>>;
-    type SnapshotBuilder = NoSnapshots;
+    type SnapshotBuilder = MetadataSnapshot;
 
     async fn applied_state(
         &mut self,
@@ -153,25 +300,23 @@ impl RaftStateMachine<PartitionRaft> for MetadataMachine {
             match &entry.payload {
                 EntryPayload::Blank => {}
                 EntryPayload::Normal(Proposal::Batch(record)) => {
-                    let commands = decode_commands(record).map_err(|error| {
-                        io::Error::new(
-                            io::ErrorKind::InvalidData,
-                            format!("metadata entry {index}: {error}"),
-                        )
-                    })?;
+                    let header = BatchHeader::decode(record)
+                        .map_err(|error| invalid(format!("metadata entry {index}: {error}")))?;
+                    self.next_offset = header.base_offset + u64::from(header.message_count);
+                    let commands = decode_commands(record)
+                        .map_err(|error| invalid(format!("metadata entry {index}: {error}")))?;
                     let mut outcome = Err(Status::Error);
                     for command in commands {
-                        outcome = (self.apply)(command).await;
+                        outcome = self.store.apply(command).await;
                     }
                     if responder.is_some() {
                         self.outcomes.borrow_mut().insert(index, outcome);
                     }
                 }
                 EntryPayload::Normal(Proposal::Offsets(_) | Proposal::Purge(_)) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("metadata entry {index}: a partition's entry"),
-                    ));
+                    return Err(invalid(format!(
+                        "metadata entry {index}: a partition's entry"
+                    )));
                 }
                 EntryPayload::Membership(membership) => {
                     if let Some(on_membership) = &self.on_membership {
@@ -191,23 +336,84 @@ impl RaftStateMachine<PartitionRaft> for MetadataMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        NoSnapshots
+        MetadataSnapshot(self.snapshot_now().await)
     }
 
+    /// A leader's snapshot, or this node's own at start: the store is
+    /// replaced by it (and its view published, partitions opened and
+    /// removed as it lists them), the membership followed, and the
+    /// snapshot kept beside the log before openraft purges the entries it
+    /// covers.
     async fn install_snapshot(
         &mut self,
-        _meta: &SnapshotMetaOf<PartitionRaft>,
-        _snapshot: Self::SnapshotData,
+        meta: &SnapshotMetaOf<PartitionRaft>,
+        snapshot: Self::SnapshotData,
     ) -> Result<(), io::Error> {
-        Err(io::Error::other(
-            "the metadata group does not install snapshots yet",
-        ))
+        let bytes = snapshot.into_inner();
+        let data: SnapshotData = postcard::from_bytes(&bytes)
+            .map_err(|error| invalid(format!("the metadata group's snapshot: {error}")))?;
+        let kept_already = self
+            .snapshots
+            .current
+            .borrow()
+            .as_ref()
+            .is_some_and(|current| current.meta == *meta && current.data == bytes);
+        (self.snapshots.adopt_below)(data.next_storage_id);
+        self.store
+            .replace(data.store)
+            .await
+            .map_err(|error| invalid(format!("the metadata group's snapshot: {error}")))?;
+        let kept = KeptSnapshot {
+            meta: meta.clone(),
+            data: bytes,
+        };
+        if !kept_already {
+            let encoded = postcard::to_allocvec(&kept).map_err(io::Error::other)?;
+            self.snapshots
+                .backend
+                .save_machine_snapshot(encoded)
+                .await
+                .map_err(io::Error::other)?;
+        }
+        let membership = meta.last_membership.membership().clone();
+        if let Some(on_membership) = &self.on_membership {
+            on_membership(membership.clone()).await;
+        }
+        let (index, term) = meta
+            .last_log_id
+            .map_or((0, 0), |last| (last.index, last.leader_id.term));
+        *self.snapshots.installed.borrow_mut() = Some((
+            SnapshotPoint {
+                index,
+                term,
+                next_offset: data.next_offset,
+            },
+            iggyd_raft::codec::encode_membership(&membership),
+        ));
+        tracing::info!(
+            entry = index,
+            from_leader = !kept_already,
+            "the metadata group installed a snapshot"
+        );
+        self.last_applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        self.next_offset = data.next_offset;
+        *self.snapshots.current.borrow_mut() = Some(kept);
+        Ok(())
     }
 
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<SnapshotOf<PartitionRaft, Self::SnapshotData>>, io::Error> {
-        Ok(None)
+        Ok(self
+            .snapshots
+            .current
+            .borrow()
+            .as_ref()
+            .map(|current| SnapshotOf::<PartitionRaft, Cursor<Vec<u8>>> {
+                meta: current.meta.clone(),
+                snapshot: Cursor::new(current.data.clone()),
+            }))
     }
 }
 
@@ -219,19 +425,38 @@ pub struct MetadataGroup {
     node_id: u64,
     raft: RefCell<Option<Rc<MetadataRaft>>>,
     outcomes: Outcomes,
-    apply: ApplyMetadata,
+    store: SharedStore,
     on_membership: Option<MembershipApplied>,
+    snapshots: Rc<Snapshots>,
+    /// A snapshot is taken once this many entries were applied after the
+    /// last one.
+    snapshot_every: u64,
     stopped: Cell<bool>,
 }
 
 impl MetadataGroup {
-    pub fn new(node_id: u64, apply: ApplyMetadata) -> MetadataGroup {
+    /// The group of the store `store`, whose log (and snapshot) `backend`
+    /// reaches; `adopt_below` hears, for each snapshot installed, the
+    /// storage ids below which partitions were created before it.
+    pub fn new(
+        node_id: u64,
+        store: SharedStore,
+        backend: PumpBackend,
+        adopt_below: Rc<dyn Fn(u64)>,
+    ) -> MetadataGroup {
         MetadataGroup {
             node_id,
             raft: RefCell::new(None),
             outcomes: Rc::new(RefCell::new(HashMap::new())),
-            apply,
+            store,
             on_membership: None,
+            snapshots: Rc::new(Snapshots {
+                backend,
+                current: RefCell::new(None),
+                installed: RefCell::new(None),
+                adopt_below,
+            }),
+            snapshot_every: SNAPSHOT_EVERY_ENTRIES,
             stopped: Cell::new(false),
         }
     }
@@ -242,13 +467,23 @@ impl MetadataGroup {
         self
     }
 
-    /// The state machine the group starts with.
-    pub fn machine(&self) -> MetadataMachine {
-        MetadataMachine::new(
-            self.apply.clone(),
+    /// Snapshots every `entries` applied entries (at least 1).
+    pub fn with_snapshot_every(mut self, entries: u64) -> MetadataGroup {
+        self.snapshot_every = entries.max(1);
+        self
+    }
+
+    /// The state machine the group starts with: its current snapshot the
+    /// one kept beside the log (openraft installs it first, then applies
+    /// the entries after it).
+    pub async fn open_machine(&self) -> Result<MetadataMachine, String> {
+        MetadataMachine::open(
+            self.store.clone(),
             self.on_membership.clone(),
             self.outcomes.clone(),
+            self.snapshots.clone(),
         )
+        .await
     }
 
     pub fn started(&self, raft: Rc<MetadataRaft>) {
@@ -258,6 +493,7 @@ impl MetadataGroup {
             });
             return;
         }
+        monoio::spawn(keep_snapshots(raft.clone(), self.snapshot_every));
         *self.raft.borrow_mut() = Some(raft);
     }
 
@@ -329,12 +565,48 @@ impl Group for MetadataGroup {
         0
     }
 
+    /// No one reads the metadata log's messages: every sealed segment
+    /// whose entries are purged (a snapshot covers them) may go.
+    fn floor(&self) -> u64 {
+        u64::MAX
+    }
+
+    fn installed(&self) -> Option<(SnapshotPoint, Vec<u8>)> {
+        self.snapshots.installed.borrow().clone()
+    }
+
     fn stop(&self) {
         self.stopped.set(true);
         if let Some(raft) = self.raft.borrow_mut().take() {
             monoio::spawn(async move {
                 let _ = raft.shutdown().await;
             });
+        }
+    }
+}
+
+/// Asks `raft` for a snapshot whenever `every` entries were applied after
+/// the last one (openraft then purges the entries it covers, and the pump
+/// deletes the segments they named), until the group stops.
+async fn keep_snapshots(raft: Rc<MetadataRaft>, every: u64) {
+    let mut metrics = raft.metrics();
+    let mut asked = 0;
+    loop {
+        let (applied, snapshot) = {
+            let metrics = metrics.borrow_watched();
+            (
+                metrics.last_applied.map_or(0, |last| last.index),
+                metrics.snapshot.map_or(0, |last| last.index),
+            )
+        };
+        if applied >= snapshot.max(asked).saturating_add(every) {
+            asked = applied;
+            if raft.trigger().snapshot().await.is_err() {
+                return;
+            }
+        }
+        if metrics.changed().await.is_err() {
+            return;
         }
     }
 }

@@ -25,6 +25,8 @@ pub mod node;
 #[cfg(test)]
 mod members_tests;
 #[cfg(test)]
+mod metadata_tests;
+#[cfg(test)]
 mod offsets_tests;
 #[cfg(test)]
 mod purge_tests;
@@ -41,7 +43,7 @@ use group::{GroupRaft, PartitionGroup};
 use iggyd_raft::backend::BackendLogStore;
 use iggyd_raft::network::{Network, Transport, no_such_group, serve, serve_guarded};
 use iggyd_raft::state_machine::StateMachine;
-use metadata::{ApplyMetadata, METADATA_CHANNEL, METADATA_KEY, MetadataGroup};
+use metadata::{METADATA_CHANNEL, METADATA_KEY, MetadataGroup, SharedStore};
 use openraft::impls::BasicNode;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -67,6 +69,13 @@ pub struct ClusterSettings {
     new_group_voters: Arc<std::sync::RwLock<BTreeMap<u64, BasicNode>>>,
     /// When each peer node last answered a beat (`quiet.rs`).
     pub liveness: Arc<liveness::Liveness>,
+    /// The metadata group takes a snapshot every this many entries.
+    pub metadata_snapshot_every: u64,
+    /// Partitions with storage ids below this were created before the
+    /// metadata snapshot this node last installed: it learned them without
+    /// the membership they were created under, so a group of theirs that
+    /// it starts new waits for its leader instead of initializing.
+    adopted_below: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ClusterSettings {
@@ -83,7 +92,26 @@ impl ClusterSettings {
             join,
             raft,
             liveness: Arc::default(),
+            metadata_snapshot_every: metadata::SNAPSHOT_EVERY_ENTRIES,
+            adopted_below: Arc::default(),
         }
+    }
+
+    /// See `adopted_below`: raised by each metadata snapshot installed.
+    pub fn adopt_below(&self, storage_id: u64) {
+        self.adopted_below
+            .fetch_max(storage_id, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether this node initializes the group of partition `storage_id`
+    /// when it never was: not when joining, nor for a partition learned
+    /// from a metadata snapshot.
+    pub fn initializes(&self, storage_id: u64) -> bool {
+        !self.join
+            && storage_id
+                >= self
+                    .adopted_below
+                    .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The voters a partition group started now begins with.
@@ -150,7 +178,7 @@ pub struct ShardCluster<T: Transport> {
     /// This shard's partition groups, by channel (a storage id).
     groups: RefCell<HashMap<u64, Rc<PartitionGroup>>>,
     /// Shard 0: how committed metadata commands reach the store.
-    apply_metadata: Option<ApplyMetadata>,
+    apply_metadata: Option<SharedStore>,
     /// Shard 0: the metadata group, once its log is opened.
     metadata: RefCell<Option<Rc<MetadataGroup>>>,
     /// Where shard 0 tells the node's connections who leads the metadata
@@ -175,7 +203,7 @@ impl<T: Transport> ShardCluster<T> {
     pub fn new(
         settings: Arc<ClusterSettings>,
         transport: T,
-        apply_metadata: Option<ApplyMetadata>,
+        apply_metadata: Option<SharedStore>,
     ) -> Self {
         let quiet_raft = Arc::new(quiet::openraft_config(&settings.raft));
         ShardCluster {
@@ -343,17 +371,18 @@ impl<T: Transport> ShardCluster<T> {
 
     fn start_metadata_group(&self, queue: RaftQueue) -> Rc<dyn Group> {
         let settings = self.settings.clone();
-        let apply = match &self.apply_metadata {
-            Some(apply) => apply.clone(),
+        let store = match &self.apply_metadata {
+            Some(store) => store.clone(),
             None => {
                 tracing::error!("the metadata log opened on a shard without the store");
-                let refuse: ApplyMetadata = Rc::new(|_| {
-                    Box::pin(async { Err(iggyd_wire::protocol::codes::Status::Error) })
-                });
-                refuse
+                Rc::new(metadata::NoStore)
             }
         };
-        let mut group = MetadataGroup::new(settings.node_id, apply);
+        let adopting = settings.clone();
+        let adopt_below: Rc<dyn Fn(u64)> = Rc::new(move |below| adopting.adopt_below(below));
+        let backend = PumpBackend::new(METADATA_KEY, queue.clone());
+        let mut group = MetadataGroup::new(settings.node_id, store, backend, adopt_below)
+            .with_snapshot_every(settings.metadata_snapshot_every);
         if let Some(on_membership) = &self.on_membership {
             group = group.with_membership(on_membership.clone());
         }
@@ -364,13 +393,20 @@ impl<T: Transport> ShardCluster<T> {
         let starting = group.clone();
         let roster = self.roster.clone();
         monoio::spawn(async move {
-            let machine = starting.machine();
+            let machine = match starting.open_machine().await {
+                Ok(machine) => machine,
+                Err(error) => {
+                    tracing::error!(%error, "the metadata group did not start");
+                    return;
+                }
+            };
             let voters = settings.voters.clone();
             let config = settings.raft.clone();
+            let initialize = !settings.join;
             if let Some(raft) = start_raft(
                 &settings,
                 config,
-                voters,
+                (voters, initialize),
                 network,
                 store,
                 machine,
@@ -461,8 +497,9 @@ pub fn lease_holds(
     }
 }
 
-/// Starts an openraft group and, unless this node joins an existing
-/// cluster, initializes it with `voters` when it never was (another
+/// Starts an openraft group and, when `initialize` (not when this node
+/// joins an existing cluster, nor for a partition learned from a metadata
+/// snapshot), initializes it with `voters` when it never was (another
 /// node's initialization reaching it first is the same outcome: every
 /// node initializes a group with the same voters, the configured ones for
 /// the metadata group, those of the metadata log's membership where the
@@ -471,7 +508,7 @@ pub fn lease_holds(
 async fn start_raft<T: Transport, SM>(
     settings: &ClusterSettings,
     config: Arc<openraft::Config>,
-    voters: BTreeMap<u64, BasicNode>,
+    (voters, initialize): (BTreeMap<u64, BasicNode>, bool),
     network: Network<T>,
     store: BackendLogStore<PumpBackend>,
     machine: SM,
@@ -490,7 +527,7 @@ where
             return None;
         }
     };
-    if !settings.join {
+    if initialize {
         match raft.is_initialized().await {
             Ok(true) => {}
             Ok(false) => match raft.initialize(voters).await {
@@ -619,15 +656,25 @@ impl<T: Transport> Replication for ShardCluster<T> {
         // Read now, as the shard opens the partition for the view that
         // created it (see `node.rs` `follow_membership`).
         let voters = settings.new_group_voters();
+        let initialize = settings.initializes(key.storage_id);
         let config = self.quiet_raft.clone();
         monoio::spawn(async move {
             let machine = StateMachine::at_purge_point(starting.applied(), snapshot.as_ref());
             let what = key.to_string();
-            if let Some(raft) =
-                start_raft(&settings, config, voters, network, store, machine, &what).await
+            if let Some(raft) = start_raft(
+                &settings,
+                config,
+                (voters, initialize),
+                network,
+                store,
+                machine,
+                &what,
+            )
+            .await
             {
-                // A group that never had a term is new on every member.
-                if quiet::with_metrics(&raft, |metrics| metrics.current_term == 0) {
+                // A group that never had a term is new on every member
+                // (one this node did not initialize waits for its leader).
+                if initialize && quiet::with_metrics(&raft, |metrics| metrics.current_term == 0) {
                     starting
                         .quiet()
                         .first_campaign(preferred, starting.lease().timing);

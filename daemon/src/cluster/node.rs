@@ -12,13 +12,14 @@
 //! Must not: touch a partition (the groups reach their pump through its
 //! queue), or hold a shard's loop while a call is out.
 
-use super::metadata::{ApplyMetadata, METADATA_CHANNEL};
+use super::metadata::{LocalFuture, METADATA_CHANNEL, MetadataOutcome, SharedStore, StoreAccess};
 use super::{ClusterSettings, ShardCluster};
 use crate::config::ClusterConfig;
 use crate::shard::context::ShardContext;
 use crate::shard::mesh::{Request, Response, ShardId, ShardMessage};
 use crate::shard::replica::{ReplicationStart, StartedReplication};
 use crate::shard::router;
+use iggyd_metadata::{ExportedStore, MetadataCommand};
 use iggyd_peer::{
     PeerClient, PeerCounters, PeerError, PeerFailure, PeerHandler, PeerLimits, PeerRequest,
     PeerTarget, PeerTls, ValidLimits,
@@ -419,6 +420,7 @@ impl NodeSetup {
         }
         let mut settings = ClusterSettings::new(config.node_id, voters, config.join, raft);
         settings.liveness = liveness;
+        settings.metadata_snapshot_every = config.metadata_snapshot_entries;
         Ok(NodeSetup {
             settings: Arc::new(settings),
             tls,
@@ -481,23 +483,52 @@ fn start_shard(
     Ok(cluster)
 }
 
-/// Shard 0 applies what the metadata group committed through its own
-/// inbox (the store is the shard's; the group's task never holds it).
-fn apply_through_mesh(context: &Rc<ShardContext>) -> ApplyMetadata {
-    let context = context.clone();
-    Rc::new(move |command| {
-        let context = context.clone();
+/// Shard 0's store, reached through its own inbox (the store is the
+/// shard's; the group's task never holds it): what the metadata group
+/// committed is applied, exported and replaced there, in inbox order.
+fn apply_through_mesh(context: &Rc<ShardContext>) -> SharedStore {
+    Rc::new(ThroughMesh(context.clone()))
+}
+
+struct ThroughMesh(Rc<ShardContext>);
+
+impl ThroughMesh {
+    fn ask(&self, request: Request) -> LocalFuture<Option<Response>> {
+        let context = self.0.clone();
+        Box::pin(async move { context.mesh.request(context.shard, 0, request).await.ok() })
+    }
+}
+
+impl StoreAccess for ThroughMesh {
+    fn apply(&self, command: MetadataCommand) -> LocalFuture<MetadataOutcome> {
+        let answer = self.ask(Request::ApplyCommitted(Box::new(command)));
         Box::pin(async move {
-            match context
-                .mesh
-                .request(context.shard, 0, Request::ApplyCommitted(Box::new(command)))
-                .await
-            {
-                Ok(Response::Metadata(outcome)) => outcome,
-                Ok(_) | Err(_) => Err(Status::Error),
+            match answer.await {
+                Some(Response::Metadata(outcome)) => outcome,
+                _ => Err(Status::Error),
             }
         })
-    })
+    }
+
+    fn export(&self) -> LocalFuture<Result<ExportedStore, String>> {
+        let answer = self.ask(Request::ExportMetadata);
+        Box::pin(async move {
+            match answer.await {
+                Some(Response::Exported(exported)) => exported,
+                _ => Err("shard 0 did not export the metadata store".to_string()),
+            }
+        })
+    }
+
+    fn replace(&self, store: Vec<u8>) -> LocalFuture<Result<(), String>> {
+        let answer = self.ask(Request::ReplaceMetadata(store));
+        Box::pin(async move {
+            match answer.await {
+                Some(Response::Replaced(replaced)) => replaced,
+                _ => Err("shard 0 did not replace the metadata store".to_string()),
+            }
+        })
+    }
 }
 
 /// What the metadata group's memberships change on this node, in its log
@@ -743,6 +774,7 @@ mod tests {
             election_timeout: Duration::from_secs(1),
             heartbeat_interval: Duration::from_millis(200),
             allow_even_voters: false,
+            metadata_snapshot_entries: 1024,
             tls,
         }
     }

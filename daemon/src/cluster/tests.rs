@@ -26,6 +26,9 @@ pub(super) const KEY: PartitionKey = PartitionKey {
     storage_id: 5,
 };
 
+/// How often the in-process nodes' metadata groups take a snapshot.
+pub(super) const METADATA_SNAPSHOT_EVERY: u64 = 16;
+
 /// Calls between the nodes: into the target's cluster layer, unless one
 /// of the two is cut off.
 #[derive(Clone, Default)]
@@ -73,7 +76,7 @@ pub(super) struct Node {
     ops: flume::Sender<PartitionOp>,
     pub(super) cluster: Rc<ShardCluster<InProcess>>,
     /// Its disk (kept over a restart).
-    io: SimIo,
+    pub(super) io: SimIo,
 }
 
 /// Kills `node` (its groups stop, its pump is dropped, its disk loses what
@@ -165,22 +168,22 @@ pub(super) fn start_joining_node(id: u64, transport: &InProcess) -> Node {
 fn start_node_with(
     id: u64,
     transport: &InProcess,
-    apply: Option<metadata::ApplyMetadata>,
+    apply: Option<metadata::SharedStore>,
     join: bool,
 ) -> Node {
     start_node_on(id, transport, SimIo::new(40 + id), apply, join)
 }
 
-fn start_node_on(
+pub(super) fn start_node_on(
     id: u64,
     transport: &InProcess,
     io: SimIo,
-    apply: Option<metadata::ApplyMetadata>,
+    apply: Option<metadata::SharedStore>,
     join: bool,
 ) -> Node {
     let raft = ClusterSettings::raft_config(Duration::from_millis(30), Duration::from_millis(150))
         .expect("timing");
-    let settings = Arc::new(ClusterSettings::new(
+    let mut settings = ClusterSettings::new(
         id,
         (1..=3)
             .map(|id| {
@@ -194,7 +197,11 @@ fn start_node_on(
             .collect(),
         join,
         raft,
-    ));
+    );
+    // Snapshots of the metadata group come often enough for a test to
+    // pass several.
+    settings.metadata_snapshot_every = METADATA_SNAPSHOT_EVERY;
+    let settings = Arc::new(settings);
     let cluster = Rc::new(ShardCluster::new(
         settings,
         InProcess {
@@ -412,17 +419,25 @@ fn three_pumps_replicate_a_partition_and_survive_losing_the_leader() {
     });
 }
 
-type Store = Rc<RefCell<iggyd_metadata::MetadataStore<iggyd_metadata::io::StdIo>>>;
+pub(super) type Store = Rc<RefCell<iggyd_metadata::MetadataStore<iggyd_metadata::io::StdIo>>>;
 
-/// A node's store in memory, and the apply that executes committed
-/// commands on it (shard 0's loop, in the daemon).
-fn memory_store(id: u64) -> (Store, metadata::ApplyMetadata) {
+/// A node's store in memory, and its access as the metadata group's
+/// state machine has it (shard 0's loop, in the daemon).
+pub(super) fn memory_store(id: u64) -> (Store, metadata::SharedStore) {
     let io = iggyd_metadata::io::StdIo::in_memory(format!("/node-{id}/metadata"));
     let (store, _) = iggyd_metadata::MetadataStore::open(io).expect("an empty store");
     let store = Rc::new(RefCell::new(store));
-    let executing = store.clone();
-    let apply: metadata::ApplyMetadata = Rc::new(move |command| {
-        let store = executing.clone();
+    (store.clone(), Rc::new(MemoryStore(store)))
+}
+
+struct MemoryStore(Store);
+
+impl metadata::StoreAccess for MemoryStore {
+    fn apply(
+        &self,
+        command: iggyd_metadata::MetadataCommand,
+    ) -> metadata::LocalFuture<metadata::MetadataOutcome> {
+        let store = self.0.clone();
         Box::pin(async move {
             let mut store = store.borrow_mut();
             match store.execute(command) {
@@ -430,8 +445,21 @@ fn memory_store(id: u64) -> (Store, metadata::ApplyMetadata) {
                 Err(error) => Err(error.status()),
             }
         })
-    });
-    (store, apply)
+    }
+
+    fn export(&self) -> metadata::LocalFuture<Result<iggyd_metadata::ExportedStore, String>> {
+        let exported = self.0.borrow().export().map_err(|error| error.to_string());
+        Box::pin(async move { exported })
+    }
+
+    fn replace(&self, bytes: Vec<u8>) -> metadata::LocalFuture<Result<(), String>> {
+        let replaced = self
+            .0
+            .borrow_mut()
+            .replace(&bytes)
+            .map_err(|error| error.to_string());
+        Box::pin(async move { replaced })
+    }
 }
 
 // Proves the metadata group: a change proposed on the leader is applied to

@@ -75,6 +75,7 @@ fn defaults() {
             election_timeout: Duration::from_secs(1),
             heartbeat_interval: Duration::from_millis(200),
             allow_even_voters: false,
+            metadata_snapshot_entries: 1024,
             tls: ClusterTlsConfig {
                 ca_file: None,
                 cert_file: None,
@@ -87,7 +88,7 @@ fn defaults() {
         printed.ends_with(
             "\n[cluster]\nenabled = false\nname = \"iggyd\"\nnode_id = 1\njoin = false\n\
              nodes = []\nelection_timeout = \"1 s\"\nheartbeat_interval = \"200 ms\"\n\
-             allow_even_voters = false\n\n[cluster.tls]\nca_file = \"\"\ncert_file = \"\"\n\
+             allow_even_voters = false\nmetadata_snapshot_entries = 1024\n\n[cluster.tls]\nca_file = \"\"\ncert_file = \"\"\n\
              key_file = \"\"\n"
         ),
         "{printed}"
@@ -157,7 +158,7 @@ fn round_trip_through_iggyd_config() {
     let printed = load(VALID, &[]).unwrap().to_toml();
     assert!(
         printed.contains(
-            "allow_even_voters = false\n\n[[cluster.nodes]]\nid = 1\nname = \"node-1\"\n\
+            "allow_even_voters = false\nmetadata_snapshot_entries = 1024\n\n[[cluster.nodes]]\nid = 1\nname = \"node-1\"\n\
              address = \"10.0.0.1:8090\"\nreplication_address = \"10.0.0.1:8091\"\n\n\
              [[cluster.nodes]]\nid = 2\nname = \"second\"\n"
         ),
@@ -325,6 +326,16 @@ fn each_value_is_checked_by_its_kind() {
             "node_id = 1",
             "node_id = 1\nheartbeat_interval = \"19 ms\"",
             "cluster.heartbeat_interval",
+        ),
+        (
+            "node_id = 1",
+            "node_id = 1\nmetadata_snapshot_entries = 15",
+            "cluster.metadata_snapshot_entries",
+        ),
+        (
+            "node_id = 1",
+            "node_id = 1\nmetadata_snapshot_entries = 1000001",
+            "cluster.metadata_snapshot_entries",
         ),
         (
             "node_id = 1",
@@ -809,7 +820,7 @@ fn every_cluster_key_but_the_tls_files_needs_a_restart() {
         .map(|key| key.name)
         .filter(|name| name.starts_with("cluster."))
         .collect();
-    assert_eq!(cluster_keys.len(), 11, "{cluster_keys:?}");
+    assert_eq!(cluster_keys.len(), 12, "{cluster_keys:?}");
     for name in cluster_keys {
         assert_eq!(
             applies_live(name),

@@ -326,6 +326,13 @@ const GROUPS_PER_TOPIC: Kind = Kind::Count {
     max: limits::metadata::GROUPS_PER_TOPIC_MAX as u64,
     auto: None,
 };
+const METADATA_SNAPSHOT: Kind = Kind::Count {
+    min: limits::CLUSTER_METADATA_SNAPSHOT_ENTRIES_MIN,
+    max: limits::CLUSTER_METADATA_SNAPSHOT_ENTRIES_MAX,
+    auto: None,
+};
+const METADATA_SNAPSHOT_DEFAULT: BuiltIn =
+    BuiltIn::Count(limits::CLUSTER_METADATA_SNAPSHOT_ENTRIES);
 const MEMBERS_PER_GROUP: Kind = Kind::Count {
     min: 1,
     max: limits::metadata::GROUP_MEMBERS_MAX as u64,
@@ -483,6 +490,7 @@ pub(super) const KEYS: &[Key] = &[
     key("cluster.election_timeout",        ELECTION_TIMEOUT,    ELECTION_TIMEOUT_DEFAULT, Restart),
     key("cluster.heartbeat_interval",      HEARTBEAT_INTERVAL,  HEARTBEAT_INTERVAL_DEFAULT, Restart),
     key("cluster.allow_even_voters",       Kind::Bool,          BuiltIn::Bool(false),    Restart),
+    key("cluster.metadata_snapshot_entries", METADATA_SNAPSHOT, METADATA_SNAPSHOT_DEFAULT, Restart),
     key("cluster.tls.ca_file",             TLS_FILE,            Text(""),                Live),
     key("cluster.tls.cert_file",           TLS_FILE,            Text(""),                Live),
     key("cluster.tls.key_file",            TLS_FILE,            Text(""),                Live),

@@ -288,6 +288,10 @@ pub struct ClusterConfig {
     /// `cluster.allow_even_voters`: accept an even number of nodes (a
     /// majority of 2k nodes survives no more failures than one of 2k - 1).
     pub allow_even_voters: bool,
+    /// `cluster.metadata_snapshot_entries`: the metadata group snapshots
+    /// its store every this many entries (16 to 1,000,000); a start applies
+    /// at most about this many entries after the snapshot.
+    pub metadata_snapshot_entries: u64,
     /// `[cluster.tls]`: the certificates nodes authenticate each other with.
     pub tls: ClusterTlsConfig,
 }

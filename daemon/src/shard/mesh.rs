@@ -5,7 +5,7 @@
 
 use super::front::ClientInfo;
 use crate::limits;
-use iggyd_metadata::{Applied, MetadataCommand, MetadataView};
+use iggyd_metadata::{Applied, ExportedStore, MetadataCommand, MetadataView};
 use iggyd_wire::protocol::codes::Status;
 use std::sync::Arc;
 
@@ -26,6 +26,12 @@ pub enum Request {
     /// A committed metadata change for shard 0 of a cluster node to execute
     /// on its store (from the metadata group's state machine, in log order).
     ApplyCommitted(Box<MetadataCommand>),
+    /// Shard 0 of a cluster node: its whole store, for the metadata
+    /// group's snapshot.
+    ExportMetadata,
+    /// Shard 0 of a cluster node: replace its store with a metadata
+    /// snapshot's bytes (checked first) and publish the view.
+    ReplaceMetadata(Vec<u8>),
     /// The connections the target shard serves (GetClients, GetClient, stats).
     Clients,
 }
@@ -42,6 +48,8 @@ pub enum Response {
     /// wire status of the rejection.
     Metadata(Result<(Applied, Arc<MetadataView>), Status>),
     Clients(Vec<ClientInfo>),
+    Exported(Result<ExportedStore, String>),
+    Replaced(Result<(), String>),
 }
 
 #[derive(Debug)]

@@ -256,7 +256,10 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
             // A cluster node's metadata log: the metadata group starts with
             // it, and replays it into the (empty, in-memory) store.
             let key = replica::METADATA_KEY;
-            let settings = PartitionSettings::default();
+            let settings = PartitionSettings {
+                segment_size_bytes: replica::METADATA_SEGMENT_BYTES,
+                ..PartitionSettings::default()
+            };
             if let Err(error) = shard.pump.open(key, settings).await {
                 return Err(format!("opening the cluster's metadata log: {error}"));
             }
@@ -469,6 +472,13 @@ impl ShardLoop {
                     Request::ApplyCommitted(command) => {
                         Response::Metadata(self.apply_metadata(*command).await)
                     }
+                    Request::ExportMetadata => Response::Exported(match self.store.as_ref() {
+                        Some(store) => store.export().map_err(|error| error.to_string()),
+                        None => Err("this shard has no metadata store".to_string()),
+                    }),
+                    Request::ReplaceMetadata(bytes) => {
+                        Response::Replaced(self.replace_metadata(&bytes).await)
+                    }
                 };
                 // The requester may have given up; that is its business.
                 let _ = envelope.reply.send(response);
@@ -658,6 +668,44 @@ impl ShardLoop {
         }
     }
 
+    /// Shard 0 of a cluster node: replaces the store with a metadata
+    /// snapshot's (checked whole first; bytes that do not check change
+    /// nothing) and publishes its view as a change's.
+    async fn replace_metadata(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let Some(store) = self.store.as_mut() else {
+            return Err("this shard has no metadata store".to_string());
+        };
+        store.replace(bytes).map_err(|error| error.to_string())?;
+        let view = store.publish();
+        self.publish_view(&view).await;
+        Ok(())
+    }
+
+    /// Shard 0: installs `view` here (opening and removing partitions as
+    /// it lists them on a cluster node) and enqueues it to every other
+    /// shard.
+    async fn publish_view(&mut self, view: &Arc<MetadataView>) {
+        if self.context.install_view(view) {
+            if let Some(front) = &self.front {
+                front.view_installed(view);
+            }
+            self.reconcile_partitions(view).await;
+        }
+        self.heartbeats.publish_view(view.clone());
+        for shard in 0..self.context.shards {
+            if shard == self.context.shard {
+                continue;
+            }
+            // No deadlock: another shard's loop never waits on this
+            // one, so a full inbox drains while we wait.
+            let _ = self
+                .context
+                .mesh
+                .send(shard, ShardMessage::View(view.clone()))
+                .await;
+        }
+    }
+
     /// Shard 0: apply, journal, publish, and enqueue the new view to every
     /// other shard before answering (so a requester that then pings a shard
     /// knows that shard has installed it: inboxes are FIFO). Rejections come
@@ -685,25 +733,7 @@ impl ShardLoop {
             }
             Ok(applied) => {
                 let view = store.publish();
-                if self.context.install_view(&view) {
-                    if let Some(front) = &self.front {
-                        front.view_installed(&view);
-                    }
-                    self.reconcile_partitions(&view).await;
-                }
-                self.heartbeats.publish_view(view.clone());
-                for shard in 0..self.context.shards {
-                    if shard == self.context.shard {
-                        continue;
-                    }
-                    // No deadlock: another shard's loop never waits on this
-                    // one, so a full inbox drains while we wait.
-                    let _ = self
-                        .context
-                        .mesh
-                        .send(shard, ShardMessage::View(view.clone()))
-                        .await;
-                }
+                self.publish_view(&view).await;
                 Ok((applied, view))
             }
             Err(error) => {

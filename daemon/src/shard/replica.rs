@@ -31,6 +31,11 @@ use std::task::{Context, Poll, Waker};
 /// metadata log (on shard 0, in `<data_dir>/cluster/metadata`).
 pub const METADATA_STORAGE_ID: u64 = u64::MAX;
 
+/// The metadata log's segments: small, so that those whose entries a
+/// snapshot covers are deleted soon after (its records are a few hundred
+/// bytes, a snapshot comes every thousand or so).
+pub const METADATA_SEGMENT_BYTES: u64 = iggyd_metadata::limits::SEGMENT_SIZE_MIN_BYTES;
+
 /// The hidden partition that holds a cluster node's metadata log.
 pub const METADATA_KEY: PartitionKey = PartitionKey {
     stream: 0,
@@ -104,6 +109,16 @@ pub enum RaftOp {
     StoredOffsets {
         reply: LocalReply<iggyd_raft::state_machine::StoredOffsets>,
     },
+    /// The group's state-machine snapshot (`iggyd_storage::raft::machine`),
+    /// if one was saved.
+    MachineSnapshot {
+        reply: LocalReply<Option<Vec<u8>>>,
+    },
+    /// Durable before answered.
+    SaveMachineSnapshot {
+        bytes: Vec<u8>,
+        reply: LocalReply<()>,
+    },
     /// Entries `first..end` (fewer when they pass `bytes_max`, at least
     /// one when there is one).
     Read {
@@ -126,6 +141,8 @@ impl std::fmt::Debug for RaftOp {
             RaftOp::Read { .. } => "Read",
             RaftOp::OffsetsApplied => "OffsetsApplied",
             RaftOp::StoredOffsets { .. } => "StoredOffsets",
+            RaftOp::MachineSnapshot { .. } => "MachineSnapshot",
+            RaftOp::SaveMachineSnapshot { .. } => "SaveMachineSnapshot",
         };
         f.write_str(name)
     }
@@ -146,13 +163,17 @@ impl RaftOp {
             RaftOp::Truncate { reply, .. }
             | RaftOp::Purge { reply, .. }
             | RaftOp::SaveVote { reply, .. }
-            | RaftOp::SaveCommitted { reply, .. } => {
+            | RaftOp::SaveCommitted { reply, .. }
+            | RaftOp::SaveMachineSnapshot { reply, .. } => {
                 let _ = reply.send(Err(error()));
             }
             RaftOp::Read { reply, .. } => {
                 let _ = reply.send(Err(error()));
             }
             RaftOp::StoredOffsets { reply } => {
+                let _ = reply.send(Err(error()));
+            }
+            RaftOp::MachineSnapshot { reply } => {
                 let _ = reply.send(Err(error()));
             }
             RaftOp::OffsetsApplied => {}

@@ -263,6 +263,24 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
                 }
                 send(reply, result);
             }
+            RaftOp::MachineSnapshot { reply } => {
+                let partition = self.partitions.get(&key).expect("checked above");
+                let files = &partition.replica.as_ref().expect("checked above").files;
+                let result = files.machine_snapshot().await.map_err(PumpError::from);
+                send(reply, result);
+            }
+            RaftOp::SaveMachineSnapshot { bytes, reply } => {
+                let partition = self.partitions.get(&key).expect("checked above");
+                let files = &partition.replica.as_ref().expect("checked above").files;
+                let result = files
+                    .save_machine_snapshot(&bytes)
+                    .await
+                    .map_err(PumpError::from);
+                if let Err(error) = &result {
+                    self.note_fatal(key, error);
+                }
+                send(reply, result);
+            }
             RaftOp::OffsetsApplied => {
                 if let Err(error) = self.apply_offsets(key).await {
                     self.note_fatal(key, &error);
