@@ -32,6 +32,8 @@ mod offsets_tests;
 mod purge_tests;
 pub mod quiet;
 #[cfg(test)]
+mod restart_tests;
+#[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]
 mod tests;

@@ -24,7 +24,9 @@
 //!   is not missed).
 //! - **Heartbeats** (a leader's side): only when there is something to
 //!   tell: the commit index moved since the last one, a follower lags,
-//!   or a voter's node came back.
+//!   or a voter's node came back; the commit index, and a returning
+//!   voter, until every live follower acknowledged a heartbeat (a
+//!   returning node may open the group only once its metadata lists it).
 //! - **The lease** of a leader ([`Liveness::quorum_live`]): a quorum of
 //!   the group's voters alive (this node and the nodes heard within an
 //!   election timeout), when openraft's own acknowledgements are older.
@@ -237,6 +239,15 @@ impl Quiet {
             });
             let voters: BTreeSet<u64> = metrics.membership_config.voter_ids().collect();
             let came_back = revived.iter().any(|node| voters.contains(node));
+            if came_back && committed.is_some() {
+                // A returning voter may have lost what it knew committed
+                // (saved lazily) and may open the group only later (once
+                // its metadata lists it), so one heartbeat can find no
+                // group: tell it again until every live follower
+                // acknowledged one, as after a commit.
+                self.told_commit.set(None);
+                self.telling.set(Some((committed, now)));
+            }
             if let Some((commit, sent)) = self.telling.get()
                 && every_live_follower_acked_since(metrics, liveness, timing, sent)
             {
@@ -695,7 +706,7 @@ mod tests {
     }
 
     #[test]
-    fn a_commit_index_is_told_again_until_every_live_follower_acknowledged_it() {
+    fn a_commit_index_and_a_returning_voter_are_told_until_every_live_follower_acknowledged() {
         use openraft::async_runtime::Instant as _;
         type At = openraft::type_config::alias::InstantOf<iggyd_raft::PartitionRaft>;
         let liveness = Liveness::default();
@@ -740,6 +751,22 @@ mod tests {
         assert_eq!(tick(&leader), Action::Heartbeat);
         std::thread::sleep(Duration::from_millis(2));
         leader.heartbeat = Some([(2, Some(At::now().into())), (3, None)].into());
+        assert_eq!(tick(&leader), Action::None);
+        // Node 3 comes back with nothing new committed: told each tick
+        // until it acknowledged a heartbeat sent since (its first may
+        // have found no group), then quiet again.
+        let back: BTreeSet<u64> = [3].into();
+        assert_eq!(
+            quiet.tick(&leader, &liveness, &back, timing(), Instant::now(), true),
+            Action::Heartbeat
+        );
+        let tick =
+            |leader: &Metrics| quiet.tick(leader, &liveness, &none, timing(), Instant::now(), true);
+        assert_eq!(tick(&leader), Action::Heartbeat);
+        assert_eq!(tick(&leader), Action::Heartbeat);
+        std::thread::sleep(Duration::from_millis(2));
+        let acked = At::now();
+        leader.heartbeat = Some([(2, Some(acked.into())), (3, Some(acked.into()))].into());
         assert_eq!(tick(&leader), Action::None);
     }
 

@@ -1,0 +1,63 @@
+//! A follower restarted while its partition is idle (the in-process nodes
+//! of `tests.rs`): it must learn what is committed from its leader without
+//! another write, or it serves nothing of what it holds.
+
+use super::tests::*;
+use crate::shard::partition::PartitionSettings;
+use std::time::Duration;
+
+/// Waits until `node` serves `count` messages of the partition.
+async fn serves_all(node: &Node, count: u32) {
+    let mut served = 0;
+    for _ in 0..300 {
+        served = poll_all(node).await.message_count;
+        if served == count {
+            return;
+        }
+        monoio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("node {} serves {served} of {count} messages", node.id);
+}
+
+// Proves a restarted follower of an idle partition learns what is
+// committed without a new write: a follower's node is cut off long enough
+// for the leader to count it gone, killed (a power loss: the committed
+// entry it knew, saved lazily, is lost), started again, and opens the
+// partition only a while after its node is heard again (a real node opens
+// it once its metadata lists it, so the leader's first heartbeat to the
+// returning node finds no group); nothing more is written, and it still
+// comes to serve every message. Before the leader kept telling a returning
+// voter until it acknowledged, it served none.
+#[test]
+fn a_restarted_follower_of_an_idle_partition_learns_what_is_committed() {
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let mut nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
+        for node in &nodes {
+            open_with(node, PartitionSettings::default()).await;
+        }
+        {
+            let all: Vec<&Node> = nodes.iter().collect();
+            append(&all, 10, b'i').await;
+        }
+        for node in &nodes {
+            serves_all(node, 10).await;
+        }
+        let leader = leader_of(&nodes.iter().collect::<Vec<_>>()).expect("a leader");
+        let at = nodes
+            .iter()
+            .position(|node| node.id != leader)
+            .expect("a follower");
+        let follower = nodes.remove(at);
+        let id = follower.id;
+        transport.down.borrow_mut().insert(id);
+        monoio::time::sleep(Duration::from_millis(600)).await;
+        let follower = restart(follower, &transport).await;
+        transport.down.borrow_mut().remove(&id);
+        monoio::time::sleep(Duration::from_millis(500)).await;
+        open_with(&follower, PartitionSettings::default()).await;
+        serves_all(&follower, 10).await;
+        nodes.push(follower);
+        stop_groups(&nodes).await;
+    });
+}
