@@ -633,12 +633,15 @@ where
             answer_proposal(
                 // The answer names the entry's index (as offsets
                 // `index..=index`), so the forwarder can wait to apply it.
-                crate::replay::propose_offsets(raft, body.to_vec())
-                    .await
-                    .map(|index| Appended {
-                        base_offset: index,
-                        last_offset: index,
-                    }),
+                crate::replay::propose_control(
+                    raft,
+                    crate::replay::ControlEntry::Offsets(body.to_vec()),
+                )
+                .await
+                .map(|index| Appended {
+                    base_offset: index,
+                    last_offset: index,
+                }),
             )
         }
         FORWARD_PURGE => {
@@ -650,12 +653,15 @@ where
             };
             answer_proposal(
                 // The answer names the entry's index, as for offsets.
-                crate::replay::propose_purge(raft, u64::from_le_bytes(below))
-                    .await
-                    .map(|index| Appended {
-                        base_offset: index,
-                        last_offset: index,
-                    }),
+                crate::replay::propose_control(
+                    raft,
+                    crate::replay::ControlEntry::Purge(u64::from_le_bytes(below)),
+                )
+                .await
+                .map(|index| Appended {
+                    base_offset: index,
+                    last_offset: index,
+                }),
             )
         }
         INSTALL_SNAPSHOT => {

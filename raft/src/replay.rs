@@ -392,38 +392,37 @@ where
     }
 }
 
-/// Proposes an offsets entry (`crate::offsets`) at this member, which
-/// must lead: answered with its index once it is committed and applied.
-/// Stored offsets are last-write-wins in log order, so a resend is
-/// harmless and needs no resolving.
-pub async fn propose_offsets<C, SM>(
-    raft: &openraft::Raft<C, SM>,
-    payload: Vec<u8>,
-) -> Result<u64, ProposeError>
-where
-    C: PartitionTypes,
-    SM: openraft::storage::RaftStateMachine<C>,
-{
-    match raft.client_write(Proposal::Offsets(payload)).await {
-        Ok(written) => Ok(written.log_id.index),
-        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
-            Err(ProposeError::NotLeader(forward.leader_id))
+/// An entry that carries no messages, as a member proposes it: stored
+/// offsets (`crate::offsets`) or a purge (the offset below which every
+/// replica deletes the messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ControlEntry {
+    Offsets(Vec<u8>),
+    Purge(u64),
+}
+
+impl From<ControlEntry> for Proposal {
+    fn from(entry: ControlEntry) -> Proposal {
+        match entry {
+            ControlEntry::Offsets(payload) => Proposal::Offsets(payload),
+            ControlEntry::Purge(below) => Proposal::Purge(below),
         }
-        Err(error) => Err(ProposeError::Unknown(error.to_string())),
     }
 }
 
-/// Proposes a purge entry (`crate::Proposal::Purge`) here, the leader;
-/// answered with its index once it is applied here.
-pub async fn propose_purge<C, SM>(
+/// Proposes `entry` at this member, which must lead: answered with its
+/// index once it is committed and applied. Stored offsets are
+/// last-write-wins in log order and a purge only raises a floor, so a
+/// resend is harmless and needs no resolving.
+pub async fn propose_control<C, SM>(
     raft: &openraft::Raft<C, SM>,
-    below: u64,
+    entry: ControlEntry,
 ) -> Result<u64, ProposeError>
 where
     C: PartitionTypes,
     SM: openraft::storage::RaftStateMachine<C>,
 {
-    match raft.client_write(Proposal::Purge(below)).await {
+    match raft.client_write(entry.into()).await {
         Ok(written) => Ok(written.log_id.index),
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
             Err(ProposeError::NotLeader(forward.leader_id))

@@ -26,11 +26,11 @@ use crate::cluster::quiet::{Lease, Quiet};
 use crate::shard::op::{AppendAck, PumpError, Reply, answer};
 use crate::shard::partition::PartitionKey;
 use crate::shard::replica::{AppliedOffsets, Group, Leadership, OffsetsDone};
-use iggyd_raft::replay::{self, ProposeError};
+use iggyd_raft::replay::{self, ControlEntry, ProposeError};
 use iggyd_raft::state_machine::{
     Applied, AppliedPurge, SnapshotPoint, StateMachine, StoredOffsets,
 };
-use iggyd_raft::{Appended, PartitionRaft, Proposal};
+use iggyd_raft::{Appended, PartitionRaft};
 use openraft::async_runtime::WatchReceiver;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -60,7 +60,7 @@ pub type CutOff = Rc<dyn Fn() -> bool>;
 /// Sends an entry that carries no messages (stored offsets, a purge) to
 /// the group's leader (its node id) and answers with the leader's outcome:
 /// the entry's index once committed.
-pub type ForwardEntry = Rc<dyn Fn(u64, Proposal) -> LocalFuture<Result<u64, ProposeError>>>;
+pub type ForwardEntry = Rc<dyn Fn(u64, ControlEntry) -> LocalFuture<Result<u64, ProposeError>>>;
 
 /// Batches in doubt a member remembers per group (a resend comes within
 /// the SDK's 30 s; 16 bytes each).
@@ -146,7 +146,7 @@ impl PartitionGroup {
     /// here when this member leads, else at the leader; `done` hears once
     /// it is committed and applied here (read your write on a follower
     /// too), or why not.
-    fn propose_entry(&self, entry: Proposal, done: OffsetsDone) {
+    fn propose_entry(&self, entry: ControlEntry, done: OffsetsDone) {
         let Some(raft) = self.raft() else {
             done(Err(PumpError::NotLeader { leader: None }));
             return;
@@ -324,11 +324,11 @@ impl Group for PartitionGroup {
     }
 
     fn propose_offsets(&self, payload: Vec<u8>, done: OffsetsDone) {
-        self.propose_entry(Proposal::Offsets(payload), done);
+        self.propose_entry(ControlEntry::Offsets(payload), done);
     }
 
     fn propose_purge(&self, below: u64, done: OffsetsDone) {
-        self.propose_entry(Proposal::Purge(below), done);
+        self.propose_entry(ControlEntry::Purge(below), done);
     }
 
     fn floor(&self) -> u64 {
@@ -387,24 +387,14 @@ async fn propose_entry_at_leader(
     lease: &Lease,
     node_id: u64,
     forward: &ForwardEntry,
-    entry: Proposal,
+    entry: ControlEntry,
 ) -> Result<u64, ProposeError> {
     at_leader(
         raft,
         lease,
         node_id,
         async || {
-            let proposing = async {
-                match &entry {
-                    Proposal::Offsets(payload) => {
-                        replay::propose_offsets(raft, payload.clone()).await
-                    }
-                    Proposal::Purge(below) => replay::propose_purge(raft, *below).await,
-                    Proposal::Batch(_) => Err(ProposeError::NotDelivered(
-                        "a batch is proposed with its resend point".to_string(),
-                    )),
-                }
-            };
+            let proposing = replay::propose_control(raft, entry.clone());
             while_leased(raft, lease, proposing).await
         },
         async |leader| forward(leader, entry.clone()).await,

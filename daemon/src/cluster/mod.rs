@@ -44,6 +44,7 @@ use backend::PumpBackend;
 use group::{GroupRaft, PartitionGroup};
 use iggyd_raft::backend::BackendLogStore;
 use iggyd_raft::network::{Network, Transport, no_such_group, serve, serve_guarded};
+use iggyd_raft::replay::ControlEntry;
 use iggyd_raft::state_machine::StateMachine;
 use metadata::{METADATA_CHANNEL, METADATA_KEY, MetadataGroup, SharedStore};
 use openraft::impls::BasicNode;
@@ -591,7 +592,7 @@ impl<T: Transport> Replication for ShardCluster<T> {
         let forward_entry: group::ForwardEntry = Rc::new(move |leader, entry| {
             let network = forwarding.clone();
             let liveness = liveness.clone();
-            if matches!(entry, iggyd_raft::Proposal::Offsets(_)) {
+            if matches!(entry, ControlEntry::Offsets(_)) {
                 forwarded
                     .offsets
                     .set(forwarded.offsets.get().saturating_add(1));
@@ -599,20 +600,15 @@ impl<T: Transport> Replication for ShardCluster<T> {
             Box::pin(async move {
                 let call = async {
                     match entry {
-                        iggyd_raft::Proposal::Offsets(payload) => {
+                        ControlEntry::Offsets(payload) => {
                             network
                                 .forward_offsets(leader, &payload, group::FORWARD_TIMEOUT)
                                 .await
                         }
-                        iggyd_raft::Proposal::Purge(below) => {
+                        ControlEntry::Purge(below) => {
                             network
                                 .forward_purge(leader, below, group::FORWARD_TIMEOUT)
                                 .await
-                        }
-                        iggyd_raft::Proposal::Batch(_) => {
-                            Err(iggyd_raft::replay::ProposeError::NotDelivered(
-                                "a batch is forwarded with its resend point".to_string(),
-                            ))
                         }
                     }
                 };

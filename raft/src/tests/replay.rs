@@ -92,9 +92,12 @@ fn offsets_entries_apply_on_every_member_and_take_no_message_offsets() {
             consumer,
             offset: 1,
         }];
-        let first_index = crate::replay::propose_offsets(&*leader, encode(&first))
-            .await
-            .expect("committed");
+        let first_index = crate::replay::propose_control(
+            &*leader,
+            crate::replay::ControlEntry::Offsets(encode(&first)),
+        )
+        .await
+        .expect("committed");
         for (_, _, applied) in &members {
             let taken = offsets_applied(applied).await;
             assert_eq!(taken, vec![(first_index, first.clone())]);

@@ -136,14 +136,13 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         {
             self.admit_offset(key, consumer)?;
         }
-        let replicated = self.is_replicated(key);
-        if replicated
-            && self
-                .partitions
-                .get(&key)
-                .and_then(|partition| partition.replica.as_ref())
-                .is_some_and(|replica| !replica.group.readable())
-        {
+        let readable = self
+            .partitions
+            .get(&key)
+            .and_then(|partition| partition.replica.as_ref())
+            .map(|replica| replica.group.readable());
+        let replicated = readable.is_some();
+        if readable == Some(false) {
             // Its group applies what its log records committed first (a
             // purge among it): until then, 58, which the SDK retries.
             return Err(PumpError::NotLeader { leader: None });
