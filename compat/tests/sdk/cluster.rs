@@ -414,21 +414,33 @@ pub(crate) async fn everything(client: &IggyClient) -> TopicCopy {
     all
 }
 
-/// [`everything`] from a leader once two reads agree: a leader elected a
-/// moment ago serves what it knows committed, which reaches the previous
-/// leader's commit point only once an entry of its own term commits.
+/// [`everything`] from a leader once it has not changed for
+/// [`SETTLED_FOR`]: a leader elected a moment ago serves what it knows
+/// committed, which reaches the previous leader's commit point only once
+/// an entry of its own term commits, and a replica that a fault left
+/// behind catches up from a partition's leader whose replication to it
+/// may be backing off after the errors (openraft's backoff grows to
+/// seconds: one CI run read a copy 50 messages short as settled after two
+/// equal reads 100 ms apart).
 async fn settled_copy(client: &IggyClient) -> TopicCopy {
     let mut last = everything(client).await;
-    for _ in 0..50 {
+    let mut since = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = everything(client).await;
-        if now == last {
+        if now != last {
+            last = now;
+            since = Instant::now();
+        } else if since.elapsed() >= SETTLED_FOR {
             return now;
         }
-        last = now;
     }
-    panic!("the leader's copy kept changing for 5 s");
+    panic!("the leader's copy kept changing for 30 s");
 }
+
+/// How long a leader's copy must stay the same to count as settled.
+const SETTLED_FOR: Duration = Duration::from_secs(2);
 
 /// Each partition's message count in `copy`, for a failure message.
 pub(crate) fn counts(copy: &TopicCopy) -> Vec<(u32, usize)> {
