@@ -414,14 +414,9 @@ pub(crate) async fn everything(client: &IggyClient) -> TopicCopy {
     all
 }
 
-/// [`everything`] from a leader once it has not changed for
-/// [`SETTLED_FOR`]: a leader elected a moment ago serves what it knows
-/// committed, which reaches the previous leader's commit point only once
-/// an entry of its own term commits, and a replica that a fault left
-/// behind catches up from a partition's leader whose replication to it
-/// may be backing off after the errors (openraft's backoff grows to
-/// seconds: one CI run read a copy 50 messages short as settled after two
-/// equal reads 100 ms apart).
+/// [`everything`] from a leader once unchanged for 2 s: a new leader
+/// serves what it knows committed, and a replica a fault left behind
+/// catches up through openraft's backoff, which grows to seconds.
 async fn settled_copy(client: &IggyClient) -> TopicCopy {
     let mut last = everything(client).await;
     let mut since = Instant::now();
@@ -432,15 +427,12 @@ async fn settled_copy(client: &IggyClient) -> TopicCopy {
         if now != last {
             last = now;
             since = Instant::now();
-        } else if since.elapsed() >= SETTLED_FOR {
+        } else if since.elapsed() >= Duration::from_secs(2) {
             return now;
         }
     }
     panic!("the leader's copy kept changing for 30 s");
 }
-
-/// How long a leader's copy must stay the same to count as settled.
-const SETTLED_FOR: Duration = Duration::from_secs(2);
 
 /// Each partition's message count in `copy`, for a failure message.
 pub(crate) fn counts(copy: &TopicCopy) -> Vec<(u32, usize)> {
