@@ -302,21 +302,28 @@ impl<Io: MetadataIo> MetadataStore<Io> {
             metadata: self.metadata.clone(),
         };
         let bytes = snapshot.encode()?;
-        let result = self
-            .io
-            .replace_durable(SNAPSHOT_FILE, &bytes)
-            .map_err(io_error("replace", SNAPSHOT_FILE))
-            .and_then(|()| {
-                self.io
-                    .truncate_durable(JOURNAL_FILE, 0)
-                    .map_err(io_error("truncate", JOURNAL_FILE))
-            });
-        if let Err(error) = result {
-            self.poisoned = true;
-            return Err(error);
-        }
+        self.keep_snapshot(&bytes)?;
         self.snapshot_seq = self.last_seq;
         Ok(())
+    }
+
+    /// Writes `bytes` as the snapshot file, then empties the journal (one
+    /// never written is fine); a failure poisons the store.
+    fn keep_snapshot(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        let result = self
+            .io
+            .replace_durable(SNAPSHOT_FILE, bytes)
+            .map_err(io_error("replace", SNAPSHOT_FILE))
+            .and_then(|()| match self.io.truncate_durable(JOURNAL_FILE, 0) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                    Err(io_error("truncate", JOURNAL_FILE)(error))
+                }
+                _ => Ok(()),
+            });
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        result
     }
 
     /// Sets the bounds (clamped to what the loaders accept).
@@ -343,20 +350,7 @@ impl<Io: MetadataIo> MetadataStore<Io> {
             return Err(StoreError::Poisoned);
         }
         let snapshot = Snapshot::decode(bytes)?;
-        let result = self
-            .io
-            .replace_durable(SNAPSHOT_FILE, bytes)
-            .map_err(io_error("replace", SNAPSHOT_FILE))
-            .and_then(|()| match self.io.truncate_durable(JOURNAL_FILE, 0) {
-                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
-                    Err(io_error("truncate", JOURNAL_FILE)(error))
-                }
-                _ => Ok(()),
-            });
-        if let Err(error) = result {
-            self.poisoned = true;
-            return Err(error);
-        }
+        self.keep_snapshot(bytes)?;
         self.metadata = snapshot.metadata;
         self.last_seq = snapshot.seq;
         self.snapshot_seq = snapshot.seq;

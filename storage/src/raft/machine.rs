@@ -5,9 +5,8 @@
 //! whole log. Partition groups keep none: their messages are the segment
 //! log's, and their snapshot is a position (`state.rs`'s purge point).
 //!
-//! Written whole, as the state file is: to `machine.tmp`, fsynced, renamed
-//! over `machine`, the directory fsynced, so a crash leaves the old
-//! snapshot or the new one, never a mix.
+//! Written whole, as the state file is (`state::write_whole`): a crash
+//! leaves the old snapshot or the new one, never a mix.
 //!
 //! # Layout (little-endian)
 //!
@@ -113,22 +112,7 @@ pub async fn save<I: StorageIo>(io: &I, dir: &Path, bytes: &[u8]) -> Result<(), 
             ),
         });
     }
-    let temp = dir.join(TEMP_NAME);
-    let file = io
-        .open(&temp, OpenMode::CreateTruncate)
-        .await
-        .map_err(|source| StorageError::io("create state-machine snapshot", &temp, source))?;
-    let (result, _) = io.write_at(&file, encode(bytes), 0).await;
-    result.map_err(|source| StorageError::io("write state-machine snapshot", &temp, source))?;
-    io.sync(&file)
-        .await
-        .map_err(|source| StorageError::io("fsync state-machine snapshot", &temp, source))?;
-    io.rename(&temp, &path)
-        .await
-        .map_err(|source| StorageError::io("rename state-machine snapshot", &path, source))?;
-    io.sync_dir(dir)
-        .await
-        .map_err(|source| StorageError::io("fsync directory", dir, source))
+    super::state::write_whole(io, dir, (TEMP_NAME, FILE_NAME), encode(bytes)).await
 }
 
 #[cfg(test)]

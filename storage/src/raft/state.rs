@@ -148,22 +148,34 @@ impl RaftState {
                 reason: format!("a vote of {} bytes (at most {VOTE_BYTES_MAX})", vote.len()),
             });
         }
-        let temp: PathBuf = dir.join(TEMP_NAME);
-        let path = dir.join(FILE_NAME);
-        let file = io
-            .open(&temp, OpenMode::CreateTruncate)
-            .await
-            .map_err(|source| StorageError::io("create raft state", &temp, source))?;
-        let (result, _) = io.write_at(&file, self.encode(), 0).await;
-        result.map_err(|source| StorageError::io("write raft state", &temp, source))?;
-        io.sync(&file)
-            .await
-            .map_err(|source| StorageError::io("fsync raft state", &temp, source))?;
-        io.rename(&temp, &path)
-            .await
-            .map_err(|source| StorageError::io("rename raft state", &path, source))?;
-        io.sync_dir(dir)
-            .await
-            .map_err(|source| StorageError::io("fsync directory", dir, source))
+        write_whole(io, dir, (TEMP_NAME, FILE_NAME), self.encode()).await
     }
+}
+
+/// Writes `bytes` as `dir/name` so that a crash leaves the old file or the
+/// new one, never a mix: to `dir/temp`, fsynced, renamed over `name`, the
+/// directory fsynced (the Raft state, a state-machine snapshot).
+pub(super) async fn write_whole<I: StorageIo>(
+    io: &I,
+    dir: &Path,
+    (temp, name): (&str, &str),
+    bytes: Vec<u8>,
+) -> Result<(), StorageError> {
+    let temp: PathBuf = dir.join(temp);
+    let path = dir.join(name);
+    let file = io
+        .open(&temp, OpenMode::CreateTruncate)
+        .await
+        .map_err(|source| StorageError::io("create a file written whole", &temp, source))?;
+    let (result, _) = io.write_at(&file, bytes, 0).await;
+    result.map_err(|source| StorageError::io("write a file written whole", &temp, source))?;
+    io.sync(&file)
+        .await
+        .map_err(|source| StorageError::io("fsync a file written whole", &temp, source))?;
+    io.rename(&temp, &path)
+        .await
+        .map_err(|source| StorageError::io("rename a file written whole", &path, source))?;
+    io.sync_dir(dir)
+        .await
+        .map_err(|source| StorageError::io("fsync directory", dir, source))
 }
