@@ -24,6 +24,7 @@
 //! apply itself (the loop never waits for this group), or let openraft
 //! purge an entry before a snapshot covering it is durable.
 
+use super::ClusterSettings;
 use super::backend::PumpBackend;
 use crate::shard::op::{AppendAck, PumpError, Reply, answer};
 use crate::shard::partition::PartitionKey;
@@ -45,12 +46,6 @@ use std::io::Cursor;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-
-/// The metadata group takes a snapshot once this many entries were applied
-/// after the last one (`cluster.metadata_snapshot_entries`): a restart
-/// applies at most about this many entries after installing it, and the
-/// log on disk holds about as many.
-pub const SNAPSHOT_EVERY_ENTRIES: u64 = crate::limits::CLUSTER_METADATA_SNAPSHOT_ENTRIES;
 
 /// The metadata group's channel on node-to-node calls.
 pub const METADATA_CHANNEL: u64 = crate::shard::replica::METADATA_STORAGE_ID;
@@ -164,10 +159,10 @@ struct Snapshots {
     backend: PumpBackend,
     current: RefCell<Option<KeptSnapshot>>,
     installed: RefCell<Option<(SnapshotPoint, Vec<u8>)>>,
-    /// Told the storage ids below which partitions were created before
-    /// the snapshot installed (their groups wait for their leaders: this
-    /// node does not know the voters they were created with).
-    adopt_below: Rc<dyn Fn(u64)>,
+    /// Told, by each snapshot installed, the storage ids below which
+    /// partitions were created before it (`ClusterSettings::adopt_below`),
+    /// and how often to take one.
+    settings: Arc<ClusterSettings>,
 }
 
 /// The metadata group's state machine: each committed command applied to
@@ -358,7 +353,7 @@ impl RaftStateMachine<PartitionRaft> for MetadataMachine {
             .borrow()
             .as_ref()
             .is_some_and(|current| current.meta == *meta && current.data == bytes);
-        (self.snapshots.adopt_below)(data.next_storage_id);
+        self.snapshots.settings.adopt_below(data.next_storage_id);
         self.store
             .replace(data.store)
             .await
@@ -422,30 +417,23 @@ pub type MetadataRaft = openraft::Raft<PartitionRaft, MetadataMachine>;
 
 /// The metadata group as shard 0 holds it.
 pub struct MetadataGroup {
-    node_id: u64,
     raft: RefCell<Option<Rc<MetadataRaft>>>,
     outcomes: Outcomes,
     store: SharedStore,
     on_membership: Option<MembershipApplied>,
     snapshots: Rc<Snapshots>,
-    /// A snapshot is taken once this many entries were applied after the
-    /// last one.
-    snapshot_every: u64,
     stopped: Cell<bool>,
 }
 
 impl MetadataGroup {
     /// The group of the store `store`, whose log (and snapshot) `backend`
-    /// reaches; `adopt_below` hears, for each snapshot installed, the
-    /// storage ids below which partitions were created before it.
+    /// reaches, on the node `settings` describe.
     pub fn new(
-        node_id: u64,
+        settings: Arc<ClusterSettings>,
         store: SharedStore,
         backend: PumpBackend,
-        adopt_below: Rc<dyn Fn(u64)>,
     ) -> MetadataGroup {
         MetadataGroup {
-            node_id,
             raft: RefCell::new(None),
             outcomes: Rc::new(RefCell::new(HashMap::new())),
             store,
@@ -454,9 +442,8 @@ impl MetadataGroup {
                 backend,
                 current: RefCell::new(None),
                 installed: RefCell::new(None),
-                adopt_below,
+                settings,
             }),
-            snapshot_every: SNAPSHOT_EVERY_ENTRIES,
             stopped: Cell::new(false),
         }
     }
@@ -464,12 +451,6 @@ impl MetadataGroup {
     /// `on_membership` hears every membership the group applies.
     pub fn with_membership(mut self, on_membership: MembershipApplied) -> MetadataGroup {
         self.on_membership = Some(on_membership);
-        self
-    }
-
-    /// Snapshots every `entries` applied entries (at least 1).
-    pub fn with_snapshot_every(mut self, entries: u64) -> MetadataGroup {
-        self.snapshot_every = entries.max(1);
         self
     }
 
@@ -493,7 +474,8 @@ impl MetadataGroup {
             });
             return;
         }
-        monoio::spawn(keep_snapshots(raft.clone(), self.snapshot_every));
+        let every = self.snapshots.settings.metadata_snapshot_every.max(1);
+        monoio::spawn(keep_snapshots(raft.clone(), every));
         *self.raft.borrow_mut() = Some(raft);
     }
 
@@ -555,7 +537,7 @@ impl Group for MetadataGroup {
 
     fn leadership(&self) -> Leadership {
         match self.leader() {
-            Some(leader) if leader == self.node_id => Leadership::Here,
+            Some(leader) if leader == self.snapshots.settings.node_id => Leadership::Here,
             Some(leader) => Leadership::Elsewhere(leader),
             None => Leadership::Unknown,
         }

@@ -72,7 +72,8 @@ pub struct ClusterSettings {
     new_group_voters: Arc<std::sync::RwLock<BTreeMap<u64, BasicNode>>>,
     /// When each peer node last answered a beat (`quiet.rs`).
     pub liveness: Arc<liveness::Liveness>,
-    /// The metadata group takes a snapshot every this many entries.
+    /// The metadata group takes a snapshot every this many entries
+    /// (`cluster.metadata_snapshot_entries`).
     pub metadata_snapshot_every: u64,
     /// Partitions with storage ids below this were created before the
     /// metadata snapshot this node last installed: it learned them without
@@ -95,7 +96,7 @@ impl ClusterSettings {
             join,
             raft,
             liveness: Arc::default(),
-            metadata_snapshot_every: metadata::SNAPSHOT_EVERY_ENTRIES,
+            metadata_snapshot_every: crate::limits::CLUSTER_METADATA_SNAPSHOT_ENTRIES,
             adopted_below: Arc::default(),
         }
     }
@@ -181,7 +182,7 @@ pub struct ShardCluster<T: Transport> {
     /// This shard's partition groups, by channel (a storage id).
     groups: RefCell<HashMap<u64, Rc<PartitionGroup>>>,
     /// Shard 0: how committed metadata commands reach the store.
-    apply_metadata: Option<SharedStore>,
+    metadata_store: Option<SharedStore>,
     /// Shard 0: the metadata group, once its log is opened.
     metadata: RefCell<Option<Rc<MetadataGroup>>>,
     /// Where shard 0 tells the node's connections who leads the metadata
@@ -201,19 +202,19 @@ pub struct ShardCluster<T: Transport> {
 }
 
 impl<T: Transport> ShardCluster<T> {
-    /// A shard's cluster layer; shard 0's gets `apply_metadata` and runs
+    /// A shard's cluster layer; shard 0's gets `metadata_store` and runs
     /// the metadata group.
     pub fn new(
         settings: Arc<ClusterSettings>,
         transport: T,
-        apply_metadata: Option<SharedStore>,
+        metadata_store: Option<SharedStore>,
     ) -> Self {
         let quiet_raft = Arc::new(quiet::openraft_config(&settings.raft));
         ShardCluster {
             settings,
             transport,
             groups: RefCell::new(HashMap::new()),
-            apply_metadata,
+            metadata_store,
             metadata: RefCell::new(None),
             roster: None,
             on_membership: None,
@@ -374,18 +375,15 @@ impl<T: Transport> ShardCluster<T> {
 
     fn start_metadata_group(&self, queue: RaftQueue) -> Rc<dyn Group> {
         let settings = self.settings.clone();
-        let store = match &self.apply_metadata {
+        let store = match &self.metadata_store {
             Some(store) => store.clone(),
             None => {
                 tracing::error!("the metadata log opened on a shard without the store");
                 Rc::new(metadata::NoStore)
             }
         };
-        let adopting = settings.clone();
-        let adopt_below: Rc<dyn Fn(u64)> = Rc::new(move |below| adopting.adopt_below(below));
         let backend = PumpBackend::new(METADATA_KEY, queue.clone());
-        let mut group = MetadataGroup::new(settings.node_id, store, backend, adopt_below)
-            .with_snapshot_every(settings.metadata_snapshot_every);
+        let mut group = MetadataGroup::new(settings.clone(), store, backend);
         if let Some(on_membership) = &self.on_membership {
             group = group.with_membership(on_membership.clone());
         }
@@ -403,13 +401,12 @@ impl<T: Transport> ShardCluster<T> {
                     return;
                 }
             };
-            let voters = settings.voters.clone();
+            let voters = (!settings.join).then(|| settings.voters.clone());
             let config = settings.raft.clone();
-            let initialize = !settings.join;
             if let Some(raft) = start_raft(
                 &settings,
                 config,
-                (voters, initialize),
+                voters,
                 network,
                 store,
                 machine,
@@ -500,9 +497,9 @@ pub fn lease_holds(
     }
 }
 
-/// Starts an openraft group and, when `initialize` (not when this node
-/// joins an existing cluster, nor for a partition learned from a metadata
-/// snapshot), initializes it with `voters` when it never was (another
+/// Starts an openraft group and, given `voters` (not when this node joins
+/// an existing cluster, nor for a partition learned from a metadata
+/// snapshot), initializes it with them when it never was (another
 /// node's initialization reaching it first is the same outcome: every
 /// node initializes a group with the same voters, the configured ones for
 /// the metadata group, those of the metadata log's membership where the
@@ -511,7 +508,7 @@ pub fn lease_holds(
 async fn start_raft<T: Transport, SM>(
     settings: &ClusterSettings,
     config: Arc<openraft::Config>,
-    (voters, initialize): (BTreeMap<u64, BasicNode>, bool),
+    voters: Option<BTreeMap<u64, BasicNode>>,
     network: Network<T>,
     store: BackendLogStore<PumpBackend>,
     machine: SM,
@@ -530,7 +527,7 @@ where
             return None;
         }
     };
-    if initialize {
+    if let Some(voters) = voters {
         match raft.is_initialized().await {
             Ok(true) => {}
             Ok(false) => match raft.initialize(voters).await {
@@ -653,22 +650,16 @@ impl<T: Transport> Replication for ShardCluster<T> {
         let starting = group.clone();
         // Read now, as the shard opens the partition for the view that
         // created it (see `node.rs` `follow_membership`).
-        let voters = settings.new_group_voters();
-        let initialize = settings.initializes(key.storage_id);
+        let voters = settings
+            .initializes(key.storage_id)
+            .then(|| settings.new_group_voters());
         let config = self.quiet_raft.clone();
         monoio::spawn(async move {
             let machine = StateMachine::at_purge_point(starting.applied(), snapshot.as_ref());
             let what = key.to_string();
-            if let Some(raft) = start_raft(
-                &settings,
-                config,
-                (voters, initialize),
-                network,
-                store,
-                machine,
-                &what,
-            )
-            .await
+            let initialize = voters.is_some();
+            if let Some(raft) =
+                start_raft(&settings, config, voters, network, store, machine, &what).await
             {
                 // A group that never had a term is new on every member
                 // (one this node did not initialize waits for its leader).

@@ -254,7 +254,8 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
         shard.pump.set_replication(replication);
         if id == 0 {
             // A cluster node's metadata log: the metadata group starts with
-            // it, and replays it into the (empty, in-memory) store.
+            // it, installs its kept snapshot into the (in-memory) store and
+            // applies the entries after it.
             let key = replica::METADATA_KEY;
             let settings = PartitionSettings {
                 segment_size_bytes: replica::METADATA_SEGMENT_BYTES,
