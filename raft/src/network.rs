@@ -252,14 +252,21 @@ pub(crate) fn answer_refused(reason: &str) -> Vec<u8> {
 pub struct Network<T: Transport, C = PartitionRaft> {
     transport: T,
     channel: u64,
+    handing: Option<Handing>,
     types: PhantomData<fn() -> C>,
 }
+
+/// Told the node a group's leadership is being handed to, each time the
+/// group (as leader) asks its voters to let it (openraft's transfer
+/// broadcast, which an admin's transfer and a leader's removal start).
+pub type Handing = std::rc::Rc<dyn Fn(u64)>;
 
 impl<T: Transport, C> Clone for Network<T, C> {
     fn clone(&self) -> Self {
         Network {
             transport: self.transport.clone(),
             channel: self.channel,
+            handing: self.handing.clone(),
             types: PhantomData,
         }
     }
@@ -272,8 +279,16 @@ impl<T: Transport, C> Network<T, C> {
         Network {
             transport,
             channel,
+            handing: None,
             types: PhantomData,
         }
+    }
+
+    /// This network tells `handing` the target of each leadership
+    /// transfer its group broadcasts.
+    pub fn handing(mut self, handing: Handing) -> Network<T, C> {
+        self.handing = Some(handing);
+        self
     }
 
     /// Proposes `proposal` at `leader` (a member that is not the leader
@@ -403,6 +418,7 @@ impl<T: Transport, C: PartitionTypes> RaftNetworkFactory<C> for Network<T, C> {
             transport: self.transport.clone(),
             target,
             channel: self.channel,
+            handing: self.handing.clone(),
             types: PhantomData,
         }
     }
@@ -413,6 +429,7 @@ pub struct Connection<T: Transport, C = PartitionRaft> {
     transport: T,
     target: u64,
     channel: u64,
+    handing: Option<Handing>,
     types: PhantomData<fn() -> C>,
 }
 
@@ -511,6 +528,9 @@ impl<T: Transport, C: PartitionTypes> RaftNetworkV2<C> for Connection<T, C> {
         request: TransferLeaderRequest<C>,
         option: RPCOption,
     ) -> Result<TransferLeaderResponse<C>, RPCError<C>> {
+        if let Some(handing) = &self.handing {
+            handing(*request.to_node_id());
+        }
         self.call(TRANSFER_LEADER, &request, &option).await
     }
 }
@@ -539,15 +559,21 @@ where
     C: PartitionTypes,
     SM: openraft::storage::RaftStateMachine<C, SnapshotData = std::io::Cursor<Vec<u8>>>,
 {
-    serve_guarded(raft, replays, None, body).await
+    serve_guarded(raft, replays, None, None, body).await
 }
 
+/// Told of a leadership transfer a leader asked of this member: the
+/// leader's node id and term.
+pub type HandingSeen<'a> = &'a dyn Fn(u64, u64);
+
 /// [`serve`], with `guard` asked before a vote or pre-vote is handed to
-/// openraft (a refused one is answered as refused: no vote).
+/// openraft (a refused one is answered as refused: no vote), and `seen`
+/// told of each leadership transfer a leader asks of this member.
 pub async fn serve_guarded<SM, C>(
     raft: &Raft<SM, C>,
     replays: Option<&Replays>,
     guard: Option<VoteGuard<'_>>,
+    seen: Option<HandingSeen<'_>>,
     call: bytes::Bytes,
 ) -> Vec<u8>
 where
@@ -603,10 +629,16 @@ where
             Err(error) => malformed(error),
         },
         TRANSFER_LEADER => match postcard::from_bytes::<TransferLeaderRequest<C>>(body) {
-            Ok(request) => match raft.handle_transfer_leader(request).await {
-                Ok(response) => answer_ok(&response),
-                Err(error) => answer_refused(&error.to_string()),
-            },
+            Ok(request) => {
+                if let Some(seen) = seen {
+                    let leader = request.from_leader().leader_id();
+                    seen(leader.voted_for, leader.term);
+                }
+                match raft.handle_transfer_leader(request).await {
+                    Ok(response) => answer_ok(&response),
+                    Err(error) => answer_refused(&error.to_string()),
+                }
+            }
             Err(error) => malformed(error),
         },
         FORWARD | FORWARD_RESOLVING => {

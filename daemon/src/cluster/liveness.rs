@@ -18,20 +18,32 @@ use std::time::{Duration, Instant};
 /// short of `METADATA_CHANNEL`, `u64::MAX`).
 pub const BEAT_CHANNEL: u64 = u64::MAX - 1;
 
-/// When each peer node last answered one of this node's beats (shared by
-/// the node's shards; written by shard 0's beats).
+/// When each peer node last answered one of this node's beats, and how
+/// often it was seen to restart (shared by the node's shards; written by
+/// shard 0's beats).
 #[derive(Debug)]
 pub struct Liveness {
     since: Instant,
-    /// Milliseconds since `since`, by node id.
-    heard_ms: Mutex<BTreeMap<u64, u64>>,
+    heard: Mutex<BTreeMap<u64, Heard>>,
+}
+
+/// What is known of one peer node.
+#[derive(Debug, Clone, Copy, Default)]
+struct Heard {
+    /// Milliseconds since [`Liveness::since`] of its last answer.
+    at_ms: u64,
+    /// The process that answered last (see [`beat_answer`]); `None` from a
+    /// node whose answers carry none (an older version).
+    incarnation: Option<u64>,
+    /// How many times its answers came from a new process.
+    restarts: u64,
 }
 
 impl Default for Liveness {
     fn default() -> Self {
         Liveness {
             since: Instant::now(),
-            heard_ms: Mutex::new(BTreeMap::new()),
+            heard: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -41,17 +53,40 @@ impl Liveness {
         u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Node `node` answered just now.
+    /// Node `node` answered just now (an answer that names no process).
     pub fn heard(&self, node: u64) {
+        self.heard_from(node, None);
+    }
+
+    /// Node `node` answered just now, from process `incarnation`: a process
+    /// other than the last one known is a restart, however short (a node
+    /// back within a lease was never silent long enough to be missed).
+    pub fn heard_from(&self, node: u64, incarnation: Option<u64>) {
         let now = self.now_ms();
-        if let Ok(mut heard) = self.heard_ms.lock() {
-            heard.insert(node, now);
+        if let Ok(mut heard) = self.heard.lock() {
+            let known = heard.entry(node).or_default();
+            if let (Some(before), Some(now)) = (known.incarnation, incarnation)
+                && before != now
+            {
+                known.restarts = known.restarts.saturating_add(1);
+            }
+            known.at_ms = now;
+            known.incarnation = incarnation.or(known.incarnation);
         }
+    }
+
+    /// How many times `node`'s answers came from a new process.
+    pub fn restarts(&self, node: u64) -> u64 {
+        self.heard
+            .lock()
+            .ok()
+            .and_then(|heard| heard.get(&node).map(|known| known.restarts))
+            .unwrap_or(0)
     }
 
     /// How long `node` has been silent; `None` when it never answered.
     pub fn silence(&self, node: u64) -> Option<Duration> {
-        let at = *self.heard_ms.lock().ok()?.get(&node)?;
+        let at = self.heard.lock().ok()?.get(&node)?.at_ms;
         Some(Duration::from_millis(self.now_ms().saturating_sub(at)))
     }
 
@@ -86,16 +121,41 @@ pub async fn beat<T: iggyd_raft::network::Transport>(
         let answered =
             monoio::time::timeout(every, transport.call(peer, BEAT_CHANNEL, Vec::new(), every))
                 .await;
-        if matches!(answered, Ok(Ok(_))) {
-            liveness.heard(peer);
+        if let Ok(Ok(answer)) = answered {
+            liveness.heard_from(peer, incarnation_of(&answer));
         }
         monoio::time::sleep(every.saturating_sub(started.elapsed())).await;
     }
 }
 
-/// The answer to a beat.
+/// The answer to a beat: a zero byte (all an older version sends, and
+/// all it reads of an answer is that it came), then this process's
+/// incarnation, little-endian, so that a peer sees a restart however
+/// quickly this node came back.
 pub fn beat_answer() -> Vec<u8> {
-    vec![0]
+    let mut answer = vec![0];
+    answer.extend_from_slice(&incarnation().to_le_bytes());
+    answer
+}
+
+/// The incarnation a beat's answer carries, if it carries one.
+fn incarnation_of(answer: &[u8]) -> Option<u64> {
+    let bytes: [u8; 8] = answer.get(1..9)?.try_into().ok()?;
+    Some(u64::from_le_bytes(bytes))
+}
+
+/// This process's incarnation: the wall clock's nanoseconds when it was
+/// first asked, mixed with the process id (two processes of one node
+/// differ unless both started in the same nanosecond with the same pid).
+fn incarnation() -> u64 {
+    static INCARNATION: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *INCARNATION.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos());
+        let nanos = u64::try_from(nanos & u128::from(u64::MAX)).unwrap_or(0);
+        nanos ^ (u64::from(std::process::id()) << 32)
+    })
 }
 
 /// Waits for `call`, a request that `leader`'s node is carrying out, as
@@ -145,6 +205,32 @@ mod tests {
         assert!(!liveness.quorum_live(1, &voters, Duration::ZERO));
         assert!(liveness.quorum_live(1, &[1].into(), lease));
         assert!(!liveness.quorum_live(4, &voters, lease));
+    }
+
+    // Proves a restart is seen from the beats' answers however short it
+    // was: a new incarnation counts one, the same one or an answer that
+    // names none (an older node) counts nothing, and an answer too short
+    // or the old one-byte answer carries no incarnation.
+    #[test]
+    fn a_new_incarnation_in_a_beats_answer_is_a_restart() {
+        let liveness = Liveness::default();
+        liveness.heard_from(2, Some(7));
+        liveness.heard_from(2, Some(7));
+        liveness.heard(2);
+        assert_eq!(liveness.restarts(2), 0);
+        liveness.heard_from(2, Some(8));
+        assert_eq!(liveness.restarts(2), 1);
+        liveness.heard(2);
+        liveness.heard_from(2, Some(8));
+        assert_eq!(liveness.restarts(2), 1);
+        assert_eq!(liveness.restarts(3), 0);
+
+        let answer = beat_answer();
+        assert_eq!(answer[0], 0, "an older node reads only that it came");
+        assert_eq!(incarnation_of(&answer), Some(incarnation()));
+        assert_eq!(incarnation_of(&beat_answer()), incarnation_of(&answer));
+        assert_eq!(incarnation_of(&[0]), None);
+        assert_eq!(incarnation_of(&answer[..5]), None);
     }
 
     // Proves a forwarded request ends, in doubt, once the leader's node has

@@ -293,6 +293,12 @@ impl<T: Transport> ShardCluster<T> {
         let timing = quiet::Timing::of(&self.settings.raft);
         let liveness = &self.settings.liveness;
         let revived = revivals.look(liveness, peers, timing.lease());
+        if !revived.is_empty() {
+            tracing::info!(
+                nodes = ?revived,
+                "nodes heard again (back, or restarted): their groups are told the commit"
+            );
+        }
         let now = std::time::Instant::now();
         let groups: Vec<Rc<PartitionGroup>> = self.groups.borrow().values().cloned().collect();
         let mut campaigns = Vec::new();
@@ -328,6 +334,16 @@ impl<T: Transport> ShardCluster<T> {
                     campaigns.push(group.key());
                     monoio::spawn(async move {
                         let _ = raft.trigger().elect(true).await;
+                    });
+                }
+                quiet::Action::Transfer(to) => {
+                    tracing::info!(
+                        group = %group.key(),
+                        to,
+                        "leadership not taken over yet: asking again"
+                    );
+                    monoio::spawn(async move {
+                        let _ = raft.trigger().transfer_leader(to).await;
                     });
                 }
             }
@@ -647,6 +663,13 @@ impl<T: Transport> Replication for ShardCluster<T> {
             .borrow_mut()
             .insert(key.storage_id, group.clone());
         let store = BackendLogStore::new(PumpBackend::new(key, queue));
+        // A transfer this group asks is asked again until it ends (`quiet.rs`).
+        let handing = Rc::downgrade(&group);
+        let network = network.handing(Rc::new(move |to| {
+            if let Some(group) = handing.upgrade() {
+                group.quiet().handing(to, std::time::Instant::now());
+            }
+        }));
         let starting = group.clone();
         // Read now, as the shard opens the partition for the view that
         // created it (see `node.rs` `follow_membership`).
@@ -699,12 +722,18 @@ impl<T: Transport> Replication for ShardCluster<T> {
             let applied = group.applied();
             let lease = group.lease();
             // A proposal forwarded to this leader appends only with
-            // openraft's lease fresh (renewed at once when it is).
-            lease.renew(&raft).await;
+            // openraft's lease fresh (renewed at once when it is). Not
+            // while it hands over: openraft sends no heartbeat then, and
+            // the renewal would hold every call (a vote too) a lease long.
+            if !group.quiet().hands_over() {
+                lease.renew(&raft).await;
+            }
             // A quiet group's votes: refused while its leader is alive.
             let guard = |candidate: u64| {
                 let (reason, heartbeat) = quiet::with_metrics(&raft, |metrics| {
-                    quiet::Quiet::refuse_vote(metrics, &lease.liveness, lease.timing, candidate)
+                    group
+                        .quiet()
+                        .refuse_vote(metrics, &lease.liveness, lease.timing, candidate)
                 })?;
                 tracing::debug!(candidate, %reason, "a vote refused");
                 if heartbeat {
@@ -715,8 +744,17 @@ impl<T: Transport> Replication for ShardCluster<T> {
                 }
                 Some(reason)
             };
-            let answer =
-                serve_guarded(&raft, Some(&applied.replays), Some(&guard), body.into()).await;
+            let asked = |leader: u64, term: u64| {
+                group.quiet().asked(leader, term, std::time::Instant::now());
+            };
+            let answer = serve_guarded(
+                &raft,
+                Some(&applied.replays),
+                Some(&guard),
+                Some(&asked),
+                body.into(),
+            )
+            .await;
             let _ = reply.send(answer);
         });
     }

@@ -27,6 +27,16 @@
 //!   or a voter's node came back; the commit index, and a returning
 //!   voter, until every live follower acknowledged a heartbeat (a
 //!   returning node may open the group only once its metadata lists it).
+//! - **Handing leadership over** (openraft's transfer, asked by an admin
+//!   or by a leader's removal): openraft's leader sends no heartbeats and
+//!   takes no writes until the target takes over, and never gives up on
+//!   its own. So the leader asks again each minimum election timeout (a
+//!   target that missed the ask, opened its group late or was behind
+//!   takes over then), and refuses no vote meanwhile; a member asked
+//!   treats its leader as silent since the ask, so that if the target
+//!   does not take over within an election timeout, one of them
+//!   campaigns (measured before: a transfer to a node restarted moments
+//!   earlier left some groups leading nothing and writable nowhere).
 //! - **The lease** of a leader ([`Liveness::quorum_live`]): a quorum of
 //!   the group's voters alive (this node and the nodes heard within an
 //!   election timeout), when openraft's own acknowledgements are older.
@@ -103,6 +113,12 @@ pub struct Quiet {
     /// old commit index for as long as the group stays idle, and it serves
     /// reads only up to it).
     telling: Cell<Option<(Option<u64>, Instant)>>,
+    /// A leader's transfer under way: the node it hands leadership to and
+    /// when it last asked.
+    handing: Cell<Option<(u64, Instant)>>,
+    /// A transfer a leader asked of this member: the leader, its term and
+    /// when this member was asked first.
+    asked: Cell<Option<(u64, u64, Instant)>>,
     /// What the last tick saw (state, leader, term, commit index), to log
     /// a change of it.
     seen: Cell<Option<Seen>>,
@@ -153,6 +169,8 @@ pub enum Action {
     None,
     Heartbeat,
     Elect,
+    /// Ask again that node be let lead.
+    Transfer(u64),
 }
 
 impl Quiet {
@@ -164,6 +182,8 @@ impl Quiet {
             campaigned: Cell::new(false),
             told_commit: Cell::new(None),
             telling: Cell::new(None),
+            handing: Cell::new(None),
+            asked: Cell::new(None),
             seen: Cell::new(None),
             seed: Cell::new(seed | 1),
         };
@@ -187,6 +207,31 @@ impl Quiet {
         } else {
             self.elect_after
                 .set(self.elect_after.get() + timing.election_max * 2);
+        }
+    }
+
+    /// This member, leading, asked its voters to let `to` lead.
+    pub fn handing(&self, to: u64, now: Instant) {
+        if self.handing.get().is_none_or(|(before, _)| before != to) {
+            self.handing.set(Some((to, now)));
+        }
+    }
+
+    /// Whether this member, leading, is handing its leadership over (no
+    /// heartbeat renews openraft's lease meanwhile).
+    pub fn hands_over(&self) -> bool {
+        self.handing.get().is_some()
+    }
+
+    /// The leader `leader`, in term `term`, asked this member to let
+    /// another lead (the first ask of that leader and term counts).
+    pub fn asked(&self, leader: u64, term: u64, now: Instant) {
+        if self
+            .asked
+            .get()
+            .is_none_or(|(before, in_term, _)| (before, in_term) != (leader, term))
+        {
+            self.asked.set(Some((leader, term, now)));
         }
     }
 
@@ -222,6 +267,15 @@ impl Quiet {
         let me = metrics.id;
         if metrics.state.is_leader() {
             self.waiting_since.set(now);
+            // openraft sends no heartbeat while it hands leadership over:
+            // ask again (the target may have missed it, or been behind).
+            if let Some((to, asked)) = self.handing.get() {
+                if now.saturating_duration_since(asked) >= timing.election_min {
+                    self.handing.set(Some((to, now)));
+                    return Action::Transfer(to);
+                }
+                return Action::None;
+            }
             let committed = metrics
                 .local_committed
                 .as_ref()
@@ -268,6 +322,7 @@ impl Quiet {
             }
             return Action::None;
         }
+        self.handing.set(None);
         if !metrics
             .membership_config
             .voter_ids()
@@ -275,10 +330,14 @@ impl Quiet {
         {
             return Action::None;
         }
-        // How long the leader's node has been silent; `None` when there is
-        // no leader to follow, or its node was never heard.
+        // How long the leader's node has been silent, or since the leader
+        // asked to hand over (it leads no more in effect); `None` when
+        // there is no leader to follow, or its node was never heard.
         let silence = match metrics.current_leader {
-            Some(leader) if leader != me => liveness.silence(leader),
+            Some(leader) if leader != me => self
+                .handing_since(metrics, leader)
+                .map(|asked| now.saturating_duration_since(asked))
+                .or_else(|| liveness.silence(leader)),
             _ => None,
         };
         if silence.is_some_and(|silence| silence < self.elect_after.get()) {
@@ -315,6 +374,7 @@ impl Quiet {
     /// alive. `Some((reason, heartbeat))`: `heartbeat` when this member
     /// leads (its heartbeat tells the candidate whom to follow).
     pub fn refuse_vote(
+        &self,
         metrics: &openraft::RaftMetrics<iggyd_raft::PartitionRaft>,
         liveness: &Liveness,
         timing: Timing,
@@ -325,6 +385,9 @@ impl Quiet {
             return None;
         }
         if metrics.state.is_leader() {
+            if self.handing.get().is_some() {
+                return None;
+            }
             let voters: BTreeSet<u64> = metrics.membership_config.voter_ids().collect();
             return liveness
                 .quorum_live(me, &voters, timing.lease())
@@ -334,12 +397,28 @@ impl Quiet {
             Some(leader)
                 if leader != me
                     && leader != candidate
+                    && self.handing_since(metrics, leader).is_none()
                     && liveness.alive(leader, timing.vote_guard()) =>
             {
                 Some((format!("the leader, node {leader}, is alive"), false))
             }
             _ => None,
         }
+    }
+}
+
+impl Quiet {
+    /// When `leader`, whom this member follows in the current term, asked
+    /// it to let another lead, if it did.
+    fn handing_since(
+        &self,
+        metrics: &openraft::RaftMetrics<iggyd_raft::PartitionRaft>,
+        leader: u64,
+    ) -> Option<Instant> {
+        self.asked
+            .get()
+            .filter(|(asking, term, _)| (*asking, *term) == (leader, metrics.current_term))
+            .map(|(_, _, at)| at)
     }
 }
 
@@ -397,10 +476,13 @@ impl Quiet {
     }
 }
 
-/// The nodes alive now (within `within`) that were not at the last look.
+/// The nodes alive now (within `within`) that were not at the last look,
+/// or that restarted since (a restart shorter than `within` leaves a node
+/// alive throughout, and it too lost what it knew committed).
 #[derive(Debug, Default)]
 pub struct Revivals {
     alive: BTreeSet<u64>,
+    restarts: std::collections::BTreeMap<u64, u64>,
 }
 
 impl Revivals {
@@ -410,7 +492,15 @@ impl Revivals {
             .copied()
             .filter(|peer| liveness.alive(*peer, within))
             .collect();
-        let revived = alive.difference(&self.alive).copied().collect();
+        let mut revived: BTreeSet<u64> = alive.difference(&self.alive).copied().collect();
+        for peer in peers {
+            let restarts = liveness.restarts(*peer);
+            if self.restarts.insert(*peer, restarts).unwrap_or(restarts) != restarts
+                && alive.contains(peer)
+            {
+                revived.insert(*peer);
+            }
+        }
         self.alive = alive;
         revived
     }
@@ -803,26 +893,93 @@ mod tests {
     #[test]
     fn votes_are_refused_while_the_leader_is_alive() {
         let liveness = Liveness::default();
+        let quiet = Quiet::new(1, timing());
         // A leader with a live quorum refuses, and heartbeats.
         let leader = metrics(1, ServerState::Leader, Some(1));
-        assert_eq!(Quiet::refuse_vote(&leader, &liveness, timing(), 2), None);
+        assert_eq!(quiet.refuse_vote(&leader, &liveness, timing(), 2), None);
         liveness.heard(3);
-        let refused = Quiet::refuse_vote(&leader, &liveness, timing(), 2);
+        let refused = quiet.refuse_vote(&leader, &liveness, timing(), 2);
         assert!(matches!(refused, Some((_, true))), "{refused:?}");
         // A follower refuses while its leader is alive, not for the
         // leader itself.
         let follower = metrics(2, ServerState::Follower, Some(3));
-        let refused = Quiet::refuse_vote(&follower, &liveness, timing(), 1);
+        let refused = quiet.refuse_vote(&follower, &liveness, timing(), 1);
         assert!(matches!(refused, Some((_, false))), "{refused:?}");
-        assert_eq!(Quiet::refuse_vote(&follower, &liveness, timing(), 3), None);
+        assert_eq!(quiet.refuse_vote(&follower, &liveness, timing(), 3), None);
         // A leader silent, or none known: openraft decides.
         let silent = metrics(2, ServerState::Follower, Some(1));
-        assert_eq!(Quiet::refuse_vote(&silent, &liveness, timing(), 3), None);
+        assert_eq!(quiet.refuse_vote(&silent, &liveness, timing(), 3), None);
         let leaderless = metrics(2, ServerState::Follower, None);
+        assert_eq!(quiet.refuse_vote(&leaderless, &liveness, timing(), 3), None);
+    }
+
+    // Proves a leadership transfer that does not complete ends: the leader
+    // asks again each minimum election timeout and refuses no vote
+    // meanwhile; a member it asked treats it as silent since the ask (no
+    // vote refused for it, a campaign once its election timeout passed),
+    // for that leader and term only; and a leader that no longer leads
+    // forgets its transfer.
+    #[test]
+    fn a_transfer_that_does_not_complete_is_asked_again_and_ends_in_an_election() {
+        let liveness = Liveness::default();
+        let none = BTreeSet::new();
+        let start = Instant::now();
+        liveness.heard(2);
+        liveness.heard(3);
+
+        let leading = Quiet::new(1, timing());
+        let mut leader = metrics(1, ServerState::Leader, Some(1));
+        leader.current_term = 4;
+        assert!(
+            leading
+                .refuse_vote(&leader, &liveness, timing(), 2)
+                .is_some()
+        );
+        leading.handing(3, start);
+        assert_eq!(leading.refuse_vote(&leader, &liveness, timing(), 2), None);
+        let tick =
+            |at: Duration| leading.tick(&leader, &liveness, &none, timing(), start + at, true);
+        assert_eq!(tick(Duration::from_millis(10)), Action::None);
+        assert_eq!(tick(Duration::from_millis(1000)), Action::Transfer(3));
+        assert_eq!(tick(Duration::from_millis(1500)), Action::None);
+        assert_eq!(tick(Duration::from_millis(2000)), Action::Transfer(3));
+        let deposed = metrics(1, ServerState::Follower, Some(2));
+        leading.tick(&deposed, &liveness, &none, timing(), start, true);
+        assert!(
+            leading
+                .refuse_vote(&leader, &liveness, timing(), 2)
+                .is_some()
+        );
+
+        // Node 2 follows node 1 in term 4; node 1 is alive throughout.
+        liveness.heard(1);
+        let following = Quiet::new(2, timing());
+        let mut follower = metrics(2, ServerState::Follower, Some(1));
+        follower.current_term = 4;
+        let follow = |at: Duration| {
+            liveness.heard(1);
+            following.tick(&follower, &liveness, &none, timing(), start + at, true)
+        };
+        assert!(
+            following
+                .refuse_vote(&follower, &liveness, timing(), 3)
+                .is_some()
+        );
+        // An ask of an older term is not this leader's.
+        following.asked(1, 3, start);
+        assert!(
+            following
+                .refuse_vote(&follower, &liveness, timing(), 3)
+                .is_some()
+        );
+        following.asked(1, 4, start);
+        following.asked(1, 4, start + Duration::from_millis(900));
         assert_eq!(
-            Quiet::refuse_vote(&leaderless, &liveness, timing(), 3),
+            following.refuse_vote(&follower, &liveness, timing(), 3),
             None
         );
+        assert_eq!(follow(Duration::from_millis(100)), Action::None);
+        assert_eq!(follow(Duration::from_millis(2000)), Action::Elect);
     }
 
     #[test]
@@ -857,6 +1014,13 @@ mod tests {
         assert!(revivals.look(&liveness, &[2, 3], lease).is_empty());
         assert!(revivals.look(&liveness, &[2, 3], Duration::ZERO).is_empty());
         assert_eq!(revivals.look(&liveness, &[2, 3], lease), [3].into());
+
+        // Restarted within the lease: alive throughout, and revived.
+        liveness.heard_from(3, Some(1));
+        assert!(revivals.look(&liveness, &[2, 3], lease).is_empty());
+        liveness.heard_from(3, Some(2));
+        assert_eq!(revivals.look(&liveness, &[2, 3], lease), [3].into());
+        assert!(revivals.look(&liveness, &[2, 3], lease).is_empty());
     }
 
     #[test]
