@@ -433,19 +433,28 @@ fn every_live_follower_acked_since(
     timing: Timing,
     sent: Instant,
 ) -> bool {
-    use openraft::async_runtime::Instant as _;
-    let acked = metrics.heartbeat.as_ref();
     metrics
         .membership_config
         .voter_ids()
         .filter(|voter| *voter != metrics.id && liveness.alive(*voter, timing.lease()))
-        .all(|voter| {
-            acked
-                .and_then(|acked| acked.get(&voter))
-                .and_then(Option::as_ref)
-                .and_then(|at| Instant::now().checked_sub(at.elapsed()))
-                .is_some_and(|at| at >= sent)
-        })
+        .all(|voter| acked_since(metrics, voter, sent))
+}
+
+/// Whether `follower` acknowledged a heartbeat or an append this leader
+/// sent at or after `sent`.
+pub fn acked_since(
+    metrics: &openraft::RaftMetrics<iggyd_raft::PartitionRaft>,
+    follower: u64,
+    sent: Instant,
+) -> bool {
+    use openraft::async_runtime::Instant as _;
+    metrics
+        .heartbeat
+        .as_ref()
+        .and_then(|acked| acked.get(&follower))
+        .and_then(Option::as_ref)
+        .and_then(|at| Instant::now().checked_sub(at.elapsed()))
+        .is_some_and(|at| at >= sent)
 }
 
 /// What a quiet tick saw of a group, to log its changes.

@@ -109,3 +109,55 @@ fn a_transfer_to_a_node_cut_off_ends_in_an_election() {
         stop_groups(&nodes).await;
     });
 }
+
+// Proves a transfer to a follower power-lost and started moments ago
+// moves the group to it: the leader first heartbeats it and waits for its
+// acknowledgement (openraft's target takes over only once it flushed the
+// leader's log under the leader's vote, which a restarted node has not
+// before an append reaches it, and the leader sends none while it hands
+// over); the partition is opened on the target right before the ask.
+#[test]
+fn a_transfer_to_a_follower_restarted_moments_ago_moves_the_group() {
+    runtime().block_on(async {
+        let transport = InProcess::default();
+        let mut nodes: Vec<Node> = (1..=3).map(|id| start_node(id, &transport)).collect();
+        for node in &nodes {
+            open_with(node, PartitionSettings::default()).await;
+        }
+        append(&nodes.iter().collect::<Vec<_>>(), 4, b'a').await;
+        let leader = leader_of(&nodes.iter().collect::<Vec<_>>()).expect("a leader");
+        let at = nodes
+            .iter()
+            .position(|node| node.id != leader)
+            .expect("a follower");
+        let follower = restart(nodes.remove(at), &transport).await;
+        open_with(&follower, PartitionSettings::default()).await;
+        let target = follower.id;
+        nodes.push(follower);
+        let on_leader = nodes.iter().find(|node| node.id == leader).expect("leader");
+        let (reply, answer) = flume::bounded(1);
+        on_leader
+            .cluster
+            .transfer_leader(KEY.storage_id, target, reply);
+        answer
+            .recv_async()
+            .await
+            .expect("an answer")
+            .expect("the transfer asked");
+        let all: Vec<&Node> = nodes.iter().collect();
+        for _ in 0..100 {
+            if leader_of(&all) == Some(target) {
+                break;
+            }
+            monoio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            leader_of(&all),
+            Some(target),
+            "the group moved to node {target}"
+        );
+        let served = poll_all(nodes.last().expect("the target")).await;
+        assert_eq!(served.message_count, 4);
+        stop_groups(&nodes).await;
+    });
+}
