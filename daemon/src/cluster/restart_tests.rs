@@ -20,6 +20,21 @@ async fn serves_all(node: &Node, count: u32) {
     panic!("node {} serves {served} of {count} messages", node.id);
 }
 
+/// Asks node `leader` of `nodes` to hand the group to `target` (as
+/// `iggyd cluster transfer-leader` does), once the ask was taken.
+async fn ask_transfer(nodes: &[&Node], leader: u64, target: u64) {
+    let on_leader = nodes.iter().find(|node| node.id == leader).expect("leader");
+    let (reply, answer) = flume::bounded(1);
+    on_leader
+        .cluster
+        .transfer_leader(KEY.storage_id, target, reply);
+    answer
+        .recv_async()
+        .await
+        .expect("an answer")
+        .expect("the transfer asked");
+}
+
 // Proves a restarted follower of an idle partition learns what is
 // committed without a new write: a follower's node is cut off long enough
 // for the leader to count it gone, killed (a power loss: the committed
@@ -88,16 +103,7 @@ fn a_transfer_to_a_node_cut_off_ends_in_an_election() {
             .expect("a follower")
             .id;
         transport.down.borrow_mut().insert(target);
-        let (reply, answer) = flume::bounded(1);
-        let on_leader = all.iter().find(|node| node.id == leader).expect("leader");
-        on_leader
-            .cluster
-            .transfer_leader(KEY.storage_id, target, reply);
-        answer
-            .recv_async()
-            .await
-            .expect("an answer")
-            .expect("the transfer asked");
+        ask_transfer(&all, leader, target).await;
         let reachable: Vec<&Node> = nodes.iter().filter(|node| node.id != target).collect();
         // Before, the write hung for good here.
         monoio::time::timeout(Duration::from_secs(15), append(&reachable, 6, b'b'))
@@ -134,17 +140,8 @@ fn a_transfer_to_a_follower_restarted_moments_ago_moves_the_group() {
         open_with(&follower, PartitionSettings::default()).await;
         let target = follower.id;
         nodes.push(follower);
-        let on_leader = nodes.iter().find(|node| node.id == leader).expect("leader");
-        let (reply, answer) = flume::bounded(1);
-        on_leader
-            .cluster
-            .transfer_leader(KEY.storage_id, target, reply);
-        answer
-            .recv_async()
-            .await
-            .expect("an answer")
-            .expect("the transfer asked");
         let all: Vec<&Node> = nodes.iter().collect();
+        ask_transfer(&all, leader, target).await;
         for _ in 0..100 {
             if leader_of(&all) == Some(target) {
                 break;
