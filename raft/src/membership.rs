@@ -224,12 +224,15 @@ fn voters_and_alive<C: PartitionTypes>(
 }
 
 /// Asks every member of a leading `raft` for an acknowledgement now and
-/// waits (at most `lease`) until each voter has answered: the view of
-/// who is alive is then today's, also in a group that heartbeats only
-/// with news (whose last acknowledgements may be minutes old). A voter
-/// that does not answer within the lease counts as not alive.
-async fn fresh_acknowledgements<C, SM>(raft: &openraft::Raft<C, SM>, lease: Duration)
-where
+/// waits (at most `lease`) until each voter `of` names has answered: the
+/// view of who is alive is then today's, also in a group that heartbeats
+/// only with news (whose last acknowledgements may be minutes old). A
+/// voter that does not answer within the lease counts as not alive.
+pub async fn fresh_acknowledgements<C, SM>(
+    raft: &openraft::Raft<C, SM>,
+    lease: Duration,
+    of: impl Fn(u64) -> bool,
+) where
     C: PartitionTypes,
     SM: openraft::storage::RaftStateMachine<C>,
 {
@@ -247,14 +250,14 @@ where
                     .membership_config
                     .membership()
                     .voter_ids()
+                    .filter(|voter| *voter != metrics.id && of(*voter))
                     .all(|voter| {
-                        voter == metrics.id
-                            || metrics.heartbeat.as_ref().is_some_and(|heartbeat| {
-                                heartbeat
-                                    .get(&voter)
-                                    .and_then(Option::as_ref)
-                                    .is_some_and(|at| at.elapsed() <= since)
-                            })
+                        metrics.heartbeat.as_ref().is_some_and(|heartbeat| {
+                            heartbeat
+                                .get(&voter)
+                                .and_then(Option::as_ref)
+                                .is_some_and(|at| at.elapsed() <= since)
+                        })
                     })
             },
             "every voter's acknowledgement",
@@ -276,7 +279,7 @@ where
     SM: openraft::storage::RaftStateMachine<C>,
 {
     let lease = Duration::from_millis(raft.config().election_timeout_max);
-    fresh_acknowledgements(raft, lease).await;
+    fresh_acknowledgements(raft, lease, |_| true).await;
     let (leader, voters, learners, alive) = {
         let metrics = raft.metrics();
         let metrics = metrics.borrow_watched();

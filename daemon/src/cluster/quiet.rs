@@ -442,7 +442,7 @@ fn every_live_follower_acked_since(
 
 /// Whether `follower` acknowledged a heartbeat or an append this leader
 /// sent at or after `sent`.
-pub fn acked_since(
+fn acked_since(
     metrics: &openraft::RaftMetrics<iggyd_raft::PartitionRaft>,
     follower: u64,
     sent: Instant,
