@@ -318,6 +318,20 @@ pub struct ShardStats {
     /// `limits.max_poll_reply_bytes_in_flight`.
     #[serde(default)]
     pub poll_reply_bytes: u64,
+    /// Bytes of the shard's I/O buffers (write tails, read windows) in use,
+    /// including windows that poll replies still send from.
+    #[serde(default)]
+    pub io_buffer_bytes: u64,
+    /// Bytes of idle I/O buffers the shard keeps for reuse.
+    #[serde(default)]
+    pub io_buffer_idle_bytes: u64,
+    /// I/O buffers allocated because no idle one fitted (each one's pages
+    /// are faulted in and zeroed by the kernel on first use).
+    #[serde(default)]
+    pub io_buffer_allocations_total: u64,
+    /// I/O buffers served from the idle ones.
+    #[serde(default)]
+    pub io_buffer_reuses_total: u64,
 }
 
 /// Latency percentiles in microseconds.

@@ -286,12 +286,20 @@ pub struct PoolStats {
     pub allocations: u64,
     /// Buffers served from the idle list.
     pub reuses: u64,
+    /// Bytes of buffers given back while poll replies still send from them
+    /// (part of `outstanding_bytes`): reclaimed once the last reply is done.
+    pub lent_bytes: u64,
 }
 
 #[derive(Debug, Default)]
 struct PoolState {
     /// Idle buffers, each with its capacity; small lists, scanned linearly.
     idle: Vec<AlignedBuf>,
+    /// Buffers given back while replies still hold them: the pool keeps a
+    /// reference, so the last one dropped (on whichever shard sent the
+    /// reply) leaves the buffer to this pool, reused instead of freed and
+    /// faulted in afresh for the next read.
+    lent: Vec<std::sync::Arc<AlignedBuf>>,
     stats: PoolStats,
     idle_bytes_max: u64,
     /// Outstanding bytes past which users take only what they must.
@@ -336,6 +344,7 @@ impl BufferPool {
     /// that fits and is not more than twice as large, else a new one.
     pub fn take(&self, capacity: usize) -> AlignedBuf {
         let mut state = self.state.borrow_mut();
+        state.reclaim_lent();
         let wanted = align_up(capacity.max(1) as u64) as usize;
         let best = state
             .idle
@@ -362,14 +371,22 @@ impl BufferPool {
 
     /// Returns a buffer taken from this pool. It is kept for reuse while the
     /// idle bytes stay under the pool's cap, else freed.
-    pub fn give(&self, mut buf: AlignedBuf) {
-        buf.poison();
+    pub fn give(&self, buf: AlignedBuf) {
+        self.state.borrow_mut().give(buf);
+    }
+
+    /// Gives back a buffer taken from this pool that poll replies may still
+    /// be sending from: returned to the idle list once they are all done
+    /// (checked whenever a buffer is taken or the pool trimmed), counted
+    /// as outstanding until then.
+    pub fn give_shared(&self, buf: std::sync::Arc<AlignedBuf>) {
         let mut state = self.state.borrow_mut();
-        let bytes = buf.capacity() as u64;
-        state.stats.outstanding_bytes = state.stats.outstanding_bytes.saturating_sub(bytes);
-        if state.stats.idle_bytes + bytes <= state.idle_bytes_max {
-            state.stats.idle_bytes += bytes;
-            state.idle.push(buf);
+        match std::sync::Arc::try_unwrap(buf) {
+            Ok(buf) => state.give(buf),
+            Err(shared) => {
+                state.stats.lent_bytes += shared.capacity() as u64;
+                state.lent.push(shared);
+            }
         }
     }
 
@@ -387,6 +404,7 @@ impl BufferPool {
     /// system). Returns the bytes freed.
     pub fn trim(&self) -> u64 {
         let mut state = self.state.borrow_mut();
+        state.reclaim_lent();
         let freed = state.stats.idle_bytes;
         state.idle.clear();
         state.stats.idle_bytes = 0;
@@ -395,6 +413,35 @@ impl BufferPool {
 
     pub fn stats(&self) -> PoolStats {
         self.state.borrow().stats
+    }
+}
+
+impl PoolState {
+    fn give(&mut self, mut buf: AlignedBuf) {
+        buf.poison();
+        let bytes = buf.capacity() as u64;
+        self.stats.outstanding_bytes = self.stats.outstanding_bytes.saturating_sub(bytes);
+        if self.stats.idle_bytes + bytes <= self.idle_bytes_max {
+            self.stats.idle_bytes += bytes;
+            self.idle.push(buf);
+        }
+    }
+
+    /// Takes back the lent buffers no reply holds any more.
+    fn reclaim_lent(&mut self) {
+        if self.lent.is_empty() {
+            return;
+        }
+        for shared in std::mem::take(&mut self.lent) {
+            let capacity = shared.capacity() as u64;
+            match std::sync::Arc::try_unwrap(shared) {
+                Ok(buf) => {
+                    self.stats.lent_bytes = self.stats.lent_bytes.saturating_sub(capacity);
+                    self.give(buf);
+                }
+                Err(shared) => self.lent.push(shared),
+            }
+        }
     }
 }
 
@@ -465,6 +512,42 @@ mod tests {
         assert_eq!(pool.stats().idle_bytes, 0, "over the idle cap: freed");
         pool.give(again);
         assert_eq!(pool.trim(), 12_288);
+        assert_eq!(pool.stats().outstanding_bytes, 0);
+    }
+
+    // A buffer given back while a reply still sends from it stays counted
+    // until the reply is done (dropped on another thread, as a reply sent
+    // by another shard is), then is reused instead of allocated again.
+    #[test]
+    fn shared_buffers_come_back_when_their_last_reply_is_done() {
+        let pool = BufferPool::new(1 << 20);
+        let mut buf = pool.take(8192);
+        buf.extend_from_slice(&[1u8; 8192]);
+        let address = buf.as_slice().as_ptr();
+        let shared = std::sync::Arc::new(buf);
+        let reply = SharedSlice::new(shared.clone(), 100..200);
+        pool.give_shared(shared);
+        let stats = pool.stats();
+        assert_eq!((stats.lent_bytes, stats.outstanding_bytes), (8192, 8192));
+        assert_eq!(stats.idle_bytes, 0);
+        assert_eq!(pool.trim(), 0, "a lent buffer is not idle");
+        assert_eq!(reply.as_slice(), &[1u8; 100], "the reply's bytes stay");
+        std::thread::spawn(move || drop(reply)).join().unwrap();
+        let again = pool.take(8000);
+        assert_eq!(again.as_slice().as_ptr(), address, "reused, not allocated");
+        let stats = pool.stats();
+        assert_eq!((stats.allocations, stats.reuses), (1, 1));
+        assert_eq!((stats.lent_bytes, stats.outstanding_bytes), (0, 8192));
+        // Unshared, it goes straight to the idle list.
+        pool.give_shared(std::sync::Arc::new(again));
+        let stats = pool.stats();
+        assert_eq!((stats.idle_bytes, stats.outstanding_bytes), (8192, 0));
+        // Lent and done by the time the pool trims: freed with the idle.
+        let shared = std::sync::Arc::new(pool.take(8192));
+        let reply = SharedSlice::new(shared.clone(), 0..0);
+        pool.give_shared(shared);
+        drop(reply);
+        assert_eq!(pool.trim(), 8192);
         assert_eq!(pool.stats().outstanding_bytes, 0);
     }
 }

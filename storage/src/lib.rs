@@ -178,7 +178,7 @@ pub mod sim_workload;
 
 use std::path::PathBuf;
 
-pub use buf::{AlignedBuf, BufferPool, IO_ALIGN, SharedSlice};
+pub use buf::{AlignedBuf, BufferPool, IO_ALIGN, PoolStats, SharedSlice};
 pub use io::{Access, MonoioIo, OpenMode, StorageIo};
 pub use partition_log::{
     AppendResult, Clock, DeletedSegments, LogEpoch, PartitionConfig, PartitionLog, PartitionState,

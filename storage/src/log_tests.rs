@@ -316,6 +316,15 @@ use super::sim::{SimClock, SimIo, block_on};
 /// A direct-I/O log on the simulated disk with `batches` batches of 100 x
 /// 2,000 B written, closed and opened again (nothing of it in memory).
 async fn reopened_sim_log(io: &SimIo, batches: usize) -> PartitionLog<SimIo> {
+    reopened_sim_log_with(io, batches, pool()).await
+}
+
+/// [`reopened_sim_log`], opened again with `pool`.
+async fn reopened_sim_log_with(
+    io: &SimIo,
+    batches: usize,
+    reopen_pool: BufferPool,
+) -> PartitionLog<SimIo> {
     let dir = PathBuf::from("/sim/partition");
     let config = PartitionConfig::new(0, 1 << 30).with_access(Access::Direct);
     let clock = Rc::new(SimClock::new(1_700_000_000_000_000));
@@ -329,7 +338,7 @@ async fn reopened_sim_log(io: &SimIo, batches: usize) -> PartitionLog<SimIo> {
     }
     log.close().await.unwrap();
     drop(log);
-    PartitionLog::open(io.clone(), &dir, config, clock, pool())
+    PartitionLog::open(io.clone(), &dir, config, clock, reopen_pool)
         .await
         .unwrap()
 }
@@ -361,6 +370,50 @@ fn sequential_reads_read_each_byte_from_the_disk_once() {
             read <= align_up(log_bytes) + 16 * IO_ALIGN as u64,
             "{read} bytes read from the disk for a log of {log_bytes}"
         );
+    });
+}
+
+// A sequential consumer whose replies are still being sent when its next
+// poll moves to a new window (as when another shard sends them): each
+// window goes back to the pool once its last reply is done and is read
+// into again, so the scan allocates a few buffers, not one per window
+// (each fresh one faulted in and zeroed by the kernel inside the read).
+#[test]
+fn windows_still_sending_come_back_to_the_pool() {
+    // 160 batches of 100 x 2,000 B: about 32 MB, eight windows.
+    let io = SimIo::new(11);
+    block_on(async {
+        // A shard's pool keeps up to 32 MiB of idle buffers.
+        let pool = BufferPool::new(32 << 20);
+        let log = reopened_sim_log_with(&io, 160, pool.clone()).await;
+        let before = pool.stats();
+        let mut next = 0u64;
+        let mut sending = None;
+        while next < 16_000 {
+            // With room for a reply header, as the pump reads: whole
+            // records are lent from the window, not copied.
+            let read = log
+                .read_by_offset_into(next, 500, 1 << 20, 64)
+                .await
+                .unwrap();
+            let got = offsets(&read);
+            assert_eq!(got, (next..next + got.len() as u64).collect::<Vec<_>>());
+            next += got.len() as u64;
+            // The previous reply is done only now, after this poll.
+            sending = Some(read);
+        }
+        drop(sending);
+        let stats = pool.stats();
+        let allocations = stats.allocations - before.allocations;
+        let reuses = stats.reuses - before.reuses;
+        assert!(
+            allocations <= 4 && reuses >= 7,
+            "{allocations} buffers allocated, {reuses} reused for a scan of eight windows"
+        );
+        log.release_idle_window();
+        log.release_idle_window();
+        pool.trim();
+        assert_eq!(pool.stats().lent_bytes, 0, "every reply is done");
     });
 }
 

@@ -166,13 +166,10 @@ impl ReadPath {
     }
 
     /// Installs `window` (or none), returning the old buffer to `pool`
-    /// (or, while replies still send parts of it, leaving it to them).
+    /// (at once, or once the replies still sending parts of it are done).
     fn replace(&self, window: Option<ReadWindow>, pool: &BufferPool) {
         if let Some(old) = self.window.replace(window) {
-            match Arc::try_unwrap(old.buf) {
-                Ok(buf) => pool.give(buf),
-                Err(shared) => pool.forget(shared.capacity()),
-            }
+            pool.give_shared(old.buf);
         }
     }
 

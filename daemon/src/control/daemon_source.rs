@@ -287,6 +287,10 @@ impl DaemonSource {
                     .get(index)
                     .map_or(0, |budget| budget.used_bytes()),
                 sends_forwarded_total: counters.sends_forwarded,
+                io_buffer_bytes: report.io_buffers.outstanding_bytes,
+                io_buffer_idle_bytes: report.io_buffers.idle_bytes,
+                io_buffer_allocations_total: report.io_buffers.allocations,
+                io_buffer_reuses_total: report.io_buffers.reuses,
             });
         }
         shards

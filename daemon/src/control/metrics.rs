@@ -219,6 +219,18 @@ fn shard_counters() -> Vec<ShardCounter> {
             |stats, _| stats.consumer_offsets_refused_total as f64,
         ),
         (
+            "iggyd_shard_io_buffer_allocations",
+            "I/O buffers (write tails, read windows) this shard allocated because no idle one fitted.",
+            None,
+            |stats, _| stats.io_buffer_allocations_total as f64,
+        ),
+        (
+            "iggyd_shard_io_buffer_reuses",
+            "I/O buffers this shard served from its idle ones (no allocation, no page faults).",
+            None,
+            |stats, _| stats.io_buffer_reuses_total as f64,
+        ),
+        (
             "iggyd_shard_cpu",
             "CPU time of this shard's thread (its core's load is the rate).",
             Some(Unit::Seconds),
@@ -260,6 +272,18 @@ fn shard_gauges() -> Vec<ShardGauge> {
             "Bytes of poll replies this shard's connections hold (built, not yet sent).",
             Some(Unit::Bytes),
             |stats| stats.poll_reply_bytes as f64,
+        ),
+        (
+            "iggyd_shard_io_buffer",
+            "Bytes of this shard's I/O buffers in use, windows that poll replies still send from included.",
+            Some(Unit::Bytes),
+            |stats| stats.io_buffer_bytes as f64,
+        ),
+        (
+            "iggyd_shard_io_buffer_idle",
+            "Bytes of idle I/O buffers this shard keeps for reuse.",
+            Some(Unit::Bytes),
+            |stats| stats.io_buffer_idle_bytes as f64,
         ),
         (
             "iggyd_shard_heartbeat_age",

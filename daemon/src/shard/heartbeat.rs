@@ -129,6 +129,8 @@ pub struct ShardReport {
     pub consumer_offsets_refused: u64,
     /// Deleted data pending removal on this shard.
     pub trash: iggyd_storage::trash::TrashStats,
+    /// The shard's pool of I/O buffers (write tails, read windows).
+    pub io_buffers: iggyd_storage::PoolStats,
     /// Request latency on this shard's connections (frame read -> reply written).
     pub request: Latency,
     /// Time partition ops waited in this shard's inbox.

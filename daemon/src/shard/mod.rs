@@ -575,6 +575,7 @@ impl ShardLoop {
             partitions: self.pump.published_report(),
             consumer_offsets_refused: self.pump.counters.offsets_refused,
             trash: self.pump.trash_stats(),
+            io_buffers: self.pump.pool().stats(),
             request,
             queue_wait,
             fsync,
