@@ -399,6 +399,15 @@ pub const ALLOCATOR_TRIM_THRESHOLD: usize = 64 * 1024 * 1024;
 /// replies reuse memory.
 pub const ALLOCATOR_MMAP_THRESHOLD: usize = 32 * 1024 * 1024;
 
+/// Partitions whose files a shard opens at once when many open together (a
+/// cluster node taking in a new topic): their creates and fsyncs overlap
+/// in the kernel instead of waiting one after another.
+pub const PARTITION_OPENS_IN_FLIGHT: usize = 32;
+
+/// A shard reports its recovery's progress (`STATUS=`, the console) every
+/// this many partitions opened.
+pub const RECOVERY_PROGRESS_EVERY: usize = 64;
+
 /// `limits.max_append_bytes_in_flight`: bytes of appends queued for or held
 /// by one owner shard's pump at once; senders on every shard wait (in
 /// arrival order) beyond it. An inbox bounded by count alone could hold

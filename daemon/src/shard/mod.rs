@@ -270,17 +270,18 @@ async fn run(spec: ShardSpec, driver: Driver) -> Result<(), String> {
     // Recovery: open (and check) every partition this shard owns.
     let owned = owned_partitions(&spec.view, &context);
     let total = owned.len();
-    for (done, (key, settings)) in owned.into_iter().enumerate() {
-        if let Err(error) = shard.pump.open(key, settings).await {
+    let mut done = 0;
+    for chunk in owned.chunks(limits::RECOVERY_PROGRESS_EVERY) {
+        let failed = shard.pump.open_many(chunk.to_vec()).await;
+        if let Some((key, error)) = failed.into_iter().next() {
             return Err(format!("recovering partition {key}: {error}"));
         }
-        if (done + 1) % 64 == 0 || done + 1 == total {
-            let _ = events.send(ShardEvent::Recovering {
-                shard: id,
-                done: done + 1,
-                total,
-            });
-        }
+        done += chunk.len();
+        let _ = events.send(ShardEvent::Recovering {
+            shard: id,
+            done,
+            total,
+        });
     }
 
     let (front, accept_task) = (front.0)(context.clone())?;
@@ -647,10 +648,8 @@ impl ShardLoop {
             owned.iter().map(|(key, _)| *key).collect();
         let held = self.pump.partitions();
         let started = Instant::now();
-        for (key, settings) in owned {
-            if let Err(error) = self.pump.open(key, settings).await {
-                tracing::error!(partition = %key, %error, "a replicated partition did not open");
-            }
+        for (key, error) in self.pump.open_many(owned).await {
+            tracing::error!(partition = %key, %error, "a replicated partition did not open");
         }
         let opened = self.pump.partitions().saturating_sub(held);
         if opened > 0 {

@@ -19,7 +19,7 @@ use super::*;
 use crate::shard::partition::Replica;
 use crate::shard::replica::{Group, RaftLogState, RaftOp, Replication};
 use iggyd_raft::offsets::OffsetWrite;
-use iggyd_storage::raft::{EntryBody, RaftFiles, StoredBody, StoredEntry};
+use iggyd_storage::raft::{EntryBody, RaftFiles, RaftRecovery, StoredBody, StoredEntry};
 
 impl<I: StorageIo + Clone + 'static> Pump<I> {
     /// Replication above this shard (a cluster node): partitions it
@@ -33,21 +33,31 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         &self.raft_queue
     }
 
-    /// Opens the Raft side of a partition the pump just opened, when it is
-    /// replicated.
-    pub(super) async fn open_replica(
-        &mut self,
+    /// Opens the Raft files of a partition whose log was just opened, when
+    /// it is replicated (many partitions may be opening at once).
+    pub(super) async fn open_raft_files(
+        &self,
         key: PartitionKey,
         log: &mut PartitionLog<I>,
-    ) -> Result<Option<Replica<I>>, PumpError> {
-        let Some(replication) = self.replication.clone() else {
+    ) -> Result<Option<(RaftFiles<I>, RaftRecovery)>, PumpError> {
+        let Some(replication) = &self.replication else {
             return Ok(None);
         };
         if !replication.replicates(&key) {
             return Ok(None);
         }
         let dir = key.dir(&self.storage.data_dir);
-        let (files, recovery) = RaftFiles::open(self.io.clone(), &dir, log).await?;
+        Ok(Some(RaftFiles::open(self.io.clone(), &dir, log).await?))
+    }
+
+    /// Starts the group of a replicated partition whose files are open.
+    pub(super) async fn start_replica(
+        &mut self,
+        key: PartitionKey,
+        log: &mut PartitionLog<I>,
+        (files, recovery): (RaftFiles<I>, RaftRecovery),
+        replication: Rc<dyn Replication>,
+    ) -> Result<Replica<I>, PumpError> {
         if recovery.entries_dropped > 0 || recovery.messages_cut > 0 {
             tracing::warn!(
                 partition = %key,
@@ -74,7 +84,7 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
             .as_ref()
             .map_or(log.first_offset(), |purged| purged.next_offset);
         let group = replication.start_group(key, self.raft_queue.clone(), first_offset, purged);
-        Ok(Some(Replica { files, group }))
+        Ok(Replica { files, group })
     }
 
     /// An append to a replicated partition: stamped with this node's time

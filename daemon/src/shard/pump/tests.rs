@@ -746,3 +746,72 @@ fn a_poll_waiting_for_the_disk_is_parked_while_other_partitions_go_on() {
         0
     );
 }
+
+// Proves many partitions open together (more than open at once): each is
+// taken in with what it held, one already held only takes the new
+// settings, a removed one stays removed, and one whose directory cannot
+// be made fails alone, named with its error.
+#[test]
+fn many_partitions_open_together_and_fail_alone() {
+    let io = SimIo::new(8);
+    let key = |storage_id: u64| PartitionKey {
+        partition: storage_id as u32,
+        storage_id,
+        ..KEY
+    };
+    let count = 2 * crate::limits::PARTITION_OPENS_IN_FLIGHT as u64 + 5;
+    let settings = PartitionSettings::default();
+    let mut pump = Pump::new(io.clone(), Rc::new(SimClock::new(1_000_000)), storage());
+    let wanted: Vec<_> = (0..count).map(|id| (key(id), settings)).collect();
+    assert!(block_on(pump.open_many(wanted.clone())).is_empty());
+    assert_eq!(pump.partitions(), count as usize);
+    for id in (0..count).step_by(7) {
+        append_committed(&mut pump, key(id), id as usize + 1);
+    }
+    block_on(pump.drain());
+    drop(pump);
+
+    let mut pump = Pump::new(io.clone(), Rc::new(SimClock::new(2_000_000)), storage());
+    block_on(pump.open(key(1), settings)).unwrap();
+    answer_of(&mut pump, |reply| PartitionOp::Remove {
+        key: key(2),
+        reply,
+    })
+    .unwrap();
+    // Partition `count`'s directory exists and takes no new files.
+    let blocked = key(count);
+    let blocked_dir = blocked.dir(Path::new("/data"));
+    block_on(io.create_dir_all(&blocked_dir)).unwrap();
+    io.set_immutable(&blocked_dir, true);
+    let refreshed = PartitionSettings {
+        segment_size_bytes: settings.segment_size_bytes / 2,
+        ..settings
+    };
+    let mut wanted = wanted;
+    wanted[1].1 = refreshed;
+    wanted.push((blocked, settings));
+    let failed = block_on(pump.open_many(wanted));
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].0, blocked);
+    assert!(!pump.holds(&key(2)), "a removed partition stays removed");
+    assert!(!io.dir_exists(&key(2).dir(Path::new("/data"))));
+    assert_eq!(pump.partitions(), count as usize - 1);
+    assert_eq!(pump.partitions[&key(1)].settings, refreshed);
+    for id in (0..count).filter(|id| *id != 2) {
+        let held = if id % 7 == 0 { id + 1 } else { 0 };
+        let request = PollRequest {
+            consumer: None,
+            strategy: PollingStrategy::Offset(0),
+            count: 1000,
+            auto_commit: false,
+            bytes_max: u64::MAX,
+        };
+        let polled = answer_of(&mut pump, |reply| PartitionOp::Poll {
+            key: key(id),
+            request,
+            reply,
+        })
+        .unwrap();
+        assert_eq!(u64::from(polled.message_count), held, "partition {id}");
+    }
+}
