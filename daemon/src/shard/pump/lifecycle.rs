@@ -48,9 +48,11 @@ impl<I: StorageIo + Clone + 'static> Pump<I> {
         wanted: Vec<(PartitionKey, PartitionSettings)>,
     ) -> Vec<(PartitionKey, PumpError)> {
         use futures_util::StreamExt;
+        // Each once: two opens of one directory at a time would race.
+        let mut listed = std::collections::BTreeSet::new();
         let wanted: Vec<_> = wanted
             .into_iter()
-            .filter(|(key, settings)| self.needs_opening(*key, *settings))
+            .filter(|(key, settings)| listed.insert(*key) && self.needs_opening(*key, *settings))
             .collect();
         let this = &*self;
         let opened: Vec<_> = futures_util::stream::iter(wanted)

@@ -749,8 +749,8 @@ fn a_poll_waiting_for_the_disk_is_parked_while_other_partitions_go_on() {
 
 // Proves many partitions open together (more than open at once): each is
 // taken in with what it held, one already held only takes the new
-// settings, a removed one stays removed, and one whose directory cannot
-// be made fails alone, named with its error.
+// settings, a removed one stays removed, one listed twice opens once, and
+// one whose directory takes no files fails alone, named with its error.
 #[test]
 fn many_partitions_open_together_and_fail_alone() {
     let io = SimIo::new(8);
@@ -790,6 +790,8 @@ fn many_partitions_open_together_and_fail_alone() {
     let mut wanted = wanted;
     wanted[1].1 = refreshed;
     wanted.push((blocked, settings));
+    // Listed twice: opened once.
+    wanted.push(wanted[3]);
     let failed = block_on(pump.open_many(wanted));
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0].0, blocked);
