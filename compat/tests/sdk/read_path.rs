@@ -498,16 +498,26 @@ async fn polls_stay_exact_while_appends_retention_and_purges_run() {
     let purges = purger.await.unwrap();
     assert!(produced > 6_000, "the producer ran");
     assert!(purges > 0, "the purger ran");
-    let topic = client
-        .get_topic(&named("s"), &named("t"))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        topic.size.as_bytes_u64() <= 8 * MIB,
-        "retention ran: the topic holds {}",
-        topic.size
-    );
+    // Retention runs every 100 ms; the producer can outrun one tick on a
+    // loaded machine (8.54 MB once in CI), so wait for the next ticks to
+    // bring the topic under the cap plus two segments, within a bound.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let topic = client
+            .get_topic(&named("s"), &named("t"))
+            .await
+            .unwrap()
+            .unwrap();
+        if topic.size.as_bytes_u64() <= 8 * MIB {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "retention did not run: the topic holds {} 10 s after the producer stopped",
+            topic.size
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     eprintln!("{started_late} of 150 polls began after retention took their start");
     daemon.assert_clean_log();
 }
